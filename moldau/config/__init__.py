@@ -1,0 +1,1 @@
+"""Configuration with Kafka's property names; see `definitions` for the keys and `values` for layering."""

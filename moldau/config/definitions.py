@@ -1,0 +1,228 @@
+"""The configuration keys Moldau understands, with Kafka's names, types and defaults.
+
+Broker properties (`server.properties`) and topic configs share one table: a topic config
+`retention.ms` takes its default from the broker property `log.retention.ms` (its "synonym"),
+exactly as Kafka's `LogConfig` does, so DescribeConfigs can report the source of every value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class ConfigType(Enum):
+    BOOLEAN = "boolean"
+    STRING = "string"
+    INT = "int"
+    SHORT = "short"
+    LONG = "long"
+    DOUBLE = "double"
+    LIST = "list"
+    PASSWORD = "password"
+    CLASS = "class"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str = ""
+    read_only: bool = False
+    sensitive: bool = False
+    valid_values: tuple[str, ...] | None = None
+    minimum: float | None = None
+
+
+def _key(
+    name: str,
+    type_: ConfigType,
+    default: Any,
+    doc: str = "",
+    *,
+    read_only: bool = False,
+    sensitive: bool = False,
+    valid_values: tuple[str, ...] | None = None,
+    minimum: float | None = None,
+) -> ConfigKey:
+    return ConfigKey(
+        name=name,
+        type=type_,
+        default=default,
+        doc=doc,
+        read_only=read_only,
+        sensitive=sensitive,
+        valid_values=valid_values,
+        minimum=minimum,
+    )
+
+
+B, S, I, L, D, LS, P = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+    ConfigType.PASSWORD,
+)
+
+_WEEK_MS = 7 * 24 * 3600 * 1000
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+BROKER_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        _key("node.id", I, 1, "The node id of this server.", read_only=True),
+        _key("broker.id", I, -1, "Alias of node.id.", read_only=True),
+        _key("process.roles", LS, "broker,controller", "Roles of this node.", read_only=True),
+        _key("cluster.id", S, None, "Cluster id; generated at format time.", read_only=True),
+        _key("controller.quorum.voters", LS, "", "id@host:port of each voter.", read_only=True),
+        _key("controller.listener.names", LS, "CONTROLLER", read_only=True),
+        _key("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
+        _key("advertised.listeners", LS, None, read_only=True),
+        _key("listener.security.protocol.map", LS, "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", read_only=True),
+        _key("inter.broker.listener.name", S, None, read_only=True),
+        _key("log.dirs", LS, "./moldau-data", "Directories holding the partition logs.", read_only=True),
+        _key("log.dir", S, "./moldau-data", read_only=True),
+        _key("metadata.log.dir", S, None, read_only=True),
+        _key("num.partitions", I, 1, minimum=1),
+        _key("default.replication.factor", S, 1),
+        _key("min.insync.replicas", I, 1, minimum=1),
+        _key("auto.create.topics.enable", B, True),
+        _key("delete.topic.enable", B, True),
+        _key("message.max.bytes", I, 1048588, minimum=0),
+        _key("socket.request.max.bytes", I, 104857600, read_only=True, minimum=1),
+        _key("socket.send.buffer.bytes", I, 102400, read_only=True),
+        _key("socket.receive.buffer.bytes", I, 102400, read_only=True),
+        _key("queued.max.requests", I, 500, read_only=True),
+        _key("connections.max.idle.ms", L, 600000, read_only=True),
+        _key("num.network.threads", I, 3),
+        _key("num.io.threads", I, 8),
+        _key("num.recovery.threads.per.data.dir", I, 2),
+        _key("log.segment.bytes", I, 1073741824, minimum=14),
+        _key("log.roll.ms", L, None),
+        _key("log.roll.hours", I, 168),
+        _key("log.roll.jitter.ms", L, 0),
+        _key("log.retention.ms", L, None),
+        _key("log.retention.minutes", I, None),
+        _key("log.retention.hours", I, 168),
+        _key("log.retention.bytes", L, -1),
+        _key("log.retention.check.interval.ms", L, 300000, minimum=1),
+        _key("log.cleanup.policy", LS, "delete", valid_values=("delete", "compact")),
+        _key("log.cleaner.enable", B, True),
+        _key("log.cleaner.threads", I, 1),
+        _key("log.cleaner.backoff.ms", L, 15000),
+        _key("log.cleaner.delete.retention.ms", L, 86400000),
+        _key("log.cleaner.min.compaction.lag.ms", L, 0),
+        _key("log.cleaner.max.compaction.lag.ms", L, 9223372036854775807),
+        _key("log.cleaner.min.cleanable.ratio", D, 0.5),
+        _key("log.index.size.max.bytes", I, 10485760, minimum=4),
+        _key("log.index.interval.bytes", I, 4096, minimum=0),
+        _key("log.flush.interval.messages", L, 9223372036854775807, minimum=1),
+        _key("log.flush.interval.ms", L, None),
+        _key("log.flush.scheduler.interval.ms", L, 9223372036854775807),
+        _key("log.message.timestamp.type", S, "CreateTime", valid_values=("CreateTime", "LogAppendTime")),
+        _key("log.message.timestamp.before.max.ms", L, 9223372036854775807),
+        _key("log.message.timestamp.after.max.ms", L, 3600000),
+        _key("log.preallocate", B, False),
+        _key("log.segment.delete.delay.ms", L, 60000),
+        _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
+        _key("compression.gzip.level", I, -1),
+        _key("compression.lz4.level", I, 9),
+        _key("compression.zstd.level", I, 3),
+        _key("unclean.leader.election.enable", B, False),
+        _key("replica.lag.time.max.ms", L, 30000),
+        _key("replica.fetch.max.bytes", I, 1048576),
+        _key("replica.fetch.wait.max.ms", I, 500),
+        _key("offsets.topic.num.partitions", I, 50, read_only=True),
+        _key("offsets.topic.replication.factor", S, 3, read_only=True),
+        _key("offsets.retention.minutes", I, 10080),
+        _key("offsets.retention.check.interval.ms", L, 600000),
+        _key("offset.metadata.max.bytes", I, 4096),
+        _key("group.initial.rebalance.delay.ms", I, 3000),
+        _key("group.min.session.timeout.ms", I, 6000),
+        _key("group.max.session.timeout.ms", I, 1800000),
+        _key("group.max.size", I, 2147483647),
+        _key("group.consumer.session.timeout.ms", I, 45000),
+        _key("group.consumer.heartbeat.interval.ms", I, 5000),
+        _key("transaction.state.log.num.partitions", I, 50, read_only=True),
+        _key("transaction.state.log.replication.factor", S, 3, read_only=True),
+        _key("transaction.max.timeout.ms", I, 900000),
+        _key("transactional.id.expiration.ms", I, 604800000),
+        _key("producer.id.expiration.ms", I, 86400000),
+        _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10000),
+        _key("ssl.keystore.location", S, None),
+        _key("ssl.keystore.password", P, None, sensitive=True),
+        _key("ssl.key.password", P, None, sensitive=True),
+        _key("ssl.truststore.location", S, None),
+        _key("sasl.enabled.mechanisms", LS, "GSSAPI"),
+        _key("authorizer.class.name", S, ""),
+        _key("super.users", S, None),
+        _key("allow.everyone.if.no.acl.found", B, False),
+    ]
+}
+
+# Topic config -> the broker property that supplies its default (Kafka's "synonym").
+TOPIC_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+TOPIC_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        _key("cleanup.policy", LS, "delete", valid_values=("delete", "compact")),
+        _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
+        _key("compression.gzip.level", I, -1),
+        _key("compression.lz4.level", I, 9),
+        _key("compression.zstd.level", I, 3),
+        _key("delete.retention.ms", L, 86400000, minimum=0),
+        _key("file.delete.delay.ms", L, 60000, minimum=0),
+        _key("flush.messages", L, 9223372036854775807, minimum=1),
+        _key("flush.ms", L, 9223372036854775807, minimum=0),
+        _key("index.interval.bytes", I, 4096, minimum=0),
+        _key("max.compaction.lag.ms", L, 9223372036854775807, minimum=1),
+        _key("max.message.bytes", I, 1048588, minimum=0),
+        _key("message.timestamp.type", S, "CreateTime", valid_values=("CreateTime", "LogAppendTime")),
+        _key("message.timestamp.before.max.ms", L, 9223372036854775807, minimum=0),
+        _key("message.timestamp.after.max.ms", L, 3600000, minimum=0),
+        _key("min.cleanable.dirty.ratio", D, 0.5, minimum=0),
+        _key("min.compaction.lag.ms", L, 0, minimum=0),
+        _key("min.insync.replicas", I, 1, minimum=1),
+        _key("preallocate", B, False),
+        _key("retention.bytes", L, -1),
+        _key("retention.ms", L, _WEEK_MS, minimum=-1),
+        _key("segment.bytes", I, 1073741824, minimum=14),
+        _key("segment.index.bytes", I, 10485760, minimum=4),
+        _key("segment.jitter.ms", L, 0, minimum=0),
+        _key("segment.ms", L, _WEEK_MS, minimum=1),
+        _key("unclean.leader.election.enable", B, False),
+    ]
+}

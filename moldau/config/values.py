@@ -1,0 +1,265 @@
+"""Parsing, validating and layering configuration values.
+
+`BrokerConfig` merges, lowest to highest: built-in defaults, a `server.properties` file,
+`MOLDAU_<PROPERTY>` environment variables (dots become underscores: `MOLDAU_LOG_DIRS`),
+`--override key=value`, and dynamic broker configs from the metadata log.
+`topic_config()` layers a topic's own configs over the broker's, as Kafka's LogConfig does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from moldau.config.definitions import (
+    BROKER_KEYS,
+    TOPIC_KEYS,
+    TOPIC_SYNONYMS,
+    ConfigKey,
+    ConfigType,
+)
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message says which and why."""
+
+
+class ConfigSource(Enum):
+    """Where a value came from, numbered as in DescribeConfigs v1+ (`config_source`)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+def parse_value(key: ConfigKey, raw: Any) -> Any:
+    """Turn a raw value (usually a string) into the key's type, or raise ConfigError."""
+    if raw is None:
+        return None
+    try:
+        if key.type is ConfigType.BOOLEAN:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text == "true"
+        if key.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            value = int(str(raw).strip())
+            limit = 2**31 if key.type is ConfigType.INT else 2**63
+            if not -limit <= value < limit:
+                raise ValueError("out of range")
+            if key.minimum is not None and value < key.minimum:
+                raise ValueError(f"must be at least {key.minimum:g}")
+            return value
+        if key.type is ConfigType.DOUBLE:
+            number = float(str(raw).strip())
+            if key.minimum is not None and number < key.minimum:
+                raise ValueError(f"must be at least {key.minimum:g}")
+            return number
+        if key.type is ConfigType.LIST:
+            items = [part.strip() for part in str(raw).split(",") if part.strip()]
+            if key.valid_values is not None:
+                for item in items:
+                    if item not in key.valid_values:
+                        raise ValueError(f"{item!r} is not one of {', '.join(key.valid_values)}")
+            return items
+        text = str(raw)
+        if key.valid_values is not None and text not in key.valid_values:
+            raise ValueError(f"must be one of {', '.join(key.valid_values)}")
+        return text
+    except ValueError as exc:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {key.name}: {exc}") from None
+
+
+def format_value(key: ConfigKey, value: Any) -> str | None:
+    """The string form Kafka shows for a value (DescribeConfigs, the CLI)."""
+    if value is None:
+        return None
+    if key.type is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    if key.type is ConfigType.LIST:
+        return ",".join(value) if not isinstance(value, str) else value
+    return str(value)
+
+
+def read_properties_file(path: str) -> dict[str, str]:
+    """Read a Java-style `.properties` file (key=value or key: value, # and ! comments)."""
+    result: dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        pending = ""
+        for raw_line in handle:
+            line = raw_line.rstrip("\n")
+            if pending:
+                line = pending + line.lstrip()
+                pending = ""
+            stripped = line.strip()
+            if not stripped or stripped[0] in "#!":
+                continue
+            if stripped.endswith("\\"):
+                pending = stripped[:-1]
+                continue
+            for index, char in enumerate(stripped):
+                if char in "=:":
+                    result[stripped[:index].strip()] = stripped[index + 1 :].strip()
+                    break
+            else:
+                result[stripped] = ""
+    return result
+
+
+def properties_from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """`MOLDAU_LOG_DIRS=/d` -> `log.dirs=/d` for every known broker key."""
+    by_env_name = {"MOLDAU_" + name.upper().replace(".", "_"): name for name in BROKER_KEYS}
+    return {by_env_name[k]: v for k, v in environ.items() if k in by_env_name}
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"Override {pair!r} must look like key=value")
+        key, value = pair.split("=", 1)
+        result[key.strip()] = value.strip()
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: Any
+    source: ConfigSource
+    key: ConfigKey | None
+
+    @property
+    def text(self) -> str | None:
+        if self.key is None:
+            return None if self.value is None else str(self.value)
+        return format_value(self.key, self.value)
+
+
+class BrokerConfig:
+    """The effective broker properties: static (file, env, overrides) plus dynamic ones."""
+
+    def __init__(self, static: Mapping[str, Any] | None = None) -> None:
+        self._static: dict[str, Any] = {}
+        self._dynamic: dict[str, Any] = {}
+        self._unknown: dict[str, str] = {}
+        for name, raw in (static or {}).items():
+            key = BROKER_KEYS.get(name)
+            if key is None:
+                self._unknown[name] = str(raw)  # kept so DescribeConfigs can show it
+                continue
+            self._static[name] = parse_value(key, raw)
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        properties_file: str | None = None,
+        overrides: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> BrokerConfig:
+        merged: dict[str, Any] = {}
+        if properties_file:
+            merged.update(read_properties_file(properties_file))
+        merged.update(properties_from_env(os.environ if environ is None else environ))
+        merged.update(extra or {})
+        merged.update(parse_overrides(overrides))
+        return cls(merged)
+
+    def set_dynamic(self, name: str, raw: str | None) -> None:
+        key = BROKER_KEYS.get(name)
+        if key is None:
+            raise ConfigError(f"Unknown broker configuration {name}")
+        if raw is None:
+            self._dynamic.pop(name, None)
+        else:
+            self._dynamic[name] = parse_value(key, raw)
+
+    def entry(self, name: str) -> ConfigEntry:
+        key = BROKER_KEYS.get(name)
+        if name in self._dynamic:
+            return ConfigEntry(name, self._dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG, key)
+        if name in self._static:
+            return ConfigEntry(name, self._static[name], ConfigSource.STATIC_BROKER_CONFIG, key)
+        if key is None:
+            return ConfigEntry(name, self._unknown.get(name), ConfigSource.UNKNOWN, None)
+        return ConfigEntry(name, self._derived_default(name, key), ConfigSource.DEFAULT_CONFIG, key)
+
+    def get(self, name: str) -> Any:
+        return self.entry(name).value
+
+    def is_set(self, name: str) -> bool:
+        return name in self._dynamic or name in self._static
+
+    def entries(self) -> list[ConfigEntry]:
+        return [self.entry(name) for name in sorted(BROKER_KEYS)]
+
+    def _derived_default(self, name: str, key: ConfigKey) -> Any:
+        if name == "log.retention.ms":
+            minutes = self.get("log.retention.minutes")
+            if minutes is not None:
+                return int(minutes) * 60_000
+            return int(self.get("log.retention.hours")) * 3_600_000
+        if name == "log.roll.ms":
+            return int(self.get("log.roll.hours")) * 3_600_000
+        if name == "log.flush.interval.ms":
+            return self.get("log.flush.scheduler.interval.ms")
+        if name == "node.id" and self.is_set("broker.id"):
+            return self.get("broker.id")
+        if name == "log.dirs" and self.is_set("log.dir"):
+            return [self.get("log.dir")]
+        if name == "advertised.listeners":
+            return self.get("listeners")
+        return key.default
+
+    # Properties read on hot paths, named for readability.
+    @property
+    def node_id(self) -> int:
+        return int(self.get("node.id"))
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self.get("log.dirs"))
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Every topic config's broker-level value (what a topic with no overrides uses)."""
+        return {name: self.get(TOPIC_SYNONYMS[name]) for name in TOPIC_KEYS}
+
+    def topic_entry(self, name: str, overrides: Mapping[str, Any]) -> ConfigEntry:
+        key = TOPIC_KEYS[name]
+        if name in overrides:
+            return ConfigEntry(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG, key)
+        broker_entry = self.entry(TOPIC_SYNONYMS[name])
+        value = broker_entry.value
+        if value is None:
+            value = key.default
+        source = broker_entry.source
+        if source is ConfigSource.DEFAULT_CONFIG:
+            return ConfigEntry(name, value, ConfigSource.DEFAULT_CONFIG, key)
+        return ConfigEntry(name, value, source, key)
+
+    def topic_config(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """The effective configuration of a topic: its own values over the broker's."""
+        return {name: self.topic_entry(name, overrides).value for name in TOPIC_KEYS}
+
+
+def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, Any]:
+    """Parse a topic's configs as given by a client; ConfigError names the first bad one."""
+    parsed: dict[str, Any] = {}
+    for name, value in raw.items():
+        key = TOPIC_KEYS.get(name)
+        if key is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if value is None:
+            raise ConfigError(f"Null value not supported for topic config: {name}")
+        parsed[name] = parse_value(key, value)
+    return parsed
