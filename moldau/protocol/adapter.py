@@ -1,0 +1,372 @@
+"""The one thin adapter between Kafka's wire format and Moldau's handlers.
+
+kio ships a dataclass per (API, version, request|response), generated from Kafka's message specs.
+Handlers are written once against field names: they read the decoded request of whatever version
+arrived, and return a plain dict (nested dicts and lists) using the newest version's field names.
+`build_entity` turns that dict into the dataclass of the version asked for, dropping fields that
+version lacks and filling absent fields with the spec's defaults.
+
+Request header layout (v1; v2 adds tagged fields after client_id):
+    api_key int16 | api_version int16 | correlation_id int32 | client_id nullable int16-string
+Response header: correlation_id int32 (v0); v1 adds tagged fields (an empty set is one 0x00 byte).
+ApiVersions responses always use header v0 (KIP-511).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+)
+
+__all__ = [
+    "RequestHeader",
+    "build_entity",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "entity_to_dict",
+    "is_flexible",
+    "millis",
+    "request_schema",
+    "response_schema",
+]
+
+API_VERSIONS_KEY: Final = 18
+_HEADER = struct.Struct(">hhih")
+_INT32 = struct.Struct(">i")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class MalformedRequest(ValueError):
+    """The bytes do not form a request of the version they claim."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type[Any] | None:
+    try:
+        return load_request_schema(api_key, version)
+    except Exception:
+        return None
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type[Any]:
+    return load_response_schema(api_key, version)
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    schema = request_schema(api_key, version)
+    return bool(schema is not None and schema.__flexible__)
+
+
+def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
+    count, offset = _read_uvarint(frame, offset)
+    for _ in range(count):
+        _tag, offset = _read_uvarint(frame, offset)
+        size, offset = _read_uvarint(frame, offset)
+        offset += size
+    if offset > len(frame):
+        raise MalformedRequest("tagged fields run past the end of the frame")
+    return offset
+
+
+def _read_uvarint(data: bytes | memoryview, offset: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if offset >= len(data):
+            raise MalformedRequest("truncated varint")
+        byte = data[offset]
+        offset += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, offset
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("varint too long")
+
+
+def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
+    """Parse the header of a request frame (without its size prefix)."""
+    if len(frame) < _HEADER.size:
+        raise MalformedRequest("frame shorter than a request header")
+    api_key, api_version, correlation_id, client_id_length = _HEADER.unpack_from(frame, 0)
+    offset = _HEADER.size
+    client_id: str | None = None
+    if client_id_length >= 0:
+        end = offset + client_id_length
+        if end > len(frame):
+            raise MalformedRequest("client_id runs past the end of the frame")
+        client_id = bytes(frame[offset:end]).decode("utf-8", "replace")
+        offset = end
+    elif client_id_length != -1:
+        raise MalformedRequest("negative client_id length")
+    # ApiVersions request headers are v2 for flexible versions like every other API, but a client
+    # may send a version we do not know: then we cannot know the header version either and leave
+    # the body unparsed (KIP-511 answers with a v0 response in that case).
+    if is_flexible(api_key, api_version):
+        offset = _skip_tagged_fields(frame, offset)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
+
+
+def decode_request(header: RequestHeader, frame: bytes | memoryview) -> Any:
+    """Decode the body of a request; raise MalformedRequest if it does not parse."""
+    schema = request_schema(header.api_key, header.api_version)
+    if schema is None:
+        raise MalformedRequest(f"unknown api {header.api_key} v{header.api_version}")
+    try:
+        value, _size = entity_reader(schema)(frame, header.body_offset)
+    except Exception as exc:
+        raise MalformedRequest(f"cannot decode {schema.__name__}: {exc}") from exc
+    return value
+
+
+# --- building entities from dicts ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    name: str
+    convert: Callable[[Any], Any] | None
+    default: Any
+
+
+def millis(value: datetime.timedelta | int) -> int:
+    """Milliseconds of a kio timedelta field (or an int already in ms)."""
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    return int(value)
+
+
+def _to_timedelta(value: Any) -> Any:
+    if isinstance(value, datetime.timedelta):
+        return value
+    return datetime.timedelta(milliseconds=int(value))
+
+
+def _to_datetime(value: Any) -> Any:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return _EPOCH + datetime.timedelta(milliseconds=int(value))
+
+
+def _to_error_code(value: Any) -> Any:
+    return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
+
+
+_PRIMITIVE_CONVERTERS: Mapping[str, Callable[[Any], Any]] = {
+    "timedelta_i32": _to_timedelta,
+    "timedelta_i64": _to_timedelta,
+    "datetime_i64": _to_datetime,
+    "error_code": _to_error_code,
+}
+
+_PRIMITIVE_DEFAULTS: Mapping[str, Any] = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint8": 0,
+    "uint16": 0,
+    "uint32": 0,
+    "uint64": 0,
+    "float64": 0.0,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+    "bool": False,
+    "uuid": _ZERO_UUID,
+    "error_code": ErrorCode.none,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": _EPOCH,
+}
+
+
+@cache
+def _field_plans(cls: type[Any]) -> tuple[_FieldPlan, ...]:
+    plans = []
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        kafka_type = field.metadata.get("kafka_type")
+        convert: Callable[[Any], Any] | None
+        if isinstance(kind, EntityTupleField):
+            convert = _tuple_of_entities(kind.type_)
+        elif isinstance(kind, EntityField):
+            convert = _entity_converter(kind.type_)
+        elif isinstance(kind, PrimitiveTupleField):
+            inner = _PRIMITIVE_CONVERTERS.get(kafka_type or "")
+            convert = _tuple_of(inner)
+        else:
+            convert = _PRIMITIVE_CONVERTERS.get(kafka_type or "")
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        elif kind.is_array:
+            default = ()
+        elif isinstance(kind, EntityField):
+            default = _MISSING_ENTITY
+        else:
+            default = _PRIMITIVE_DEFAULTS.get(kafka_type or "", None)
+        plans.append(_FieldPlan(field.name, convert, default))
+    return tuple(plans)
+
+
+_MISSING_ENTITY: Final = object()
+
+
+def _tuple_of(inner: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    def convert(values: Any) -> Any:
+        if values is None:
+            return None
+        if inner is None:
+            return tuple(values)
+        return tuple(inner(v) for v in values)
+
+    return convert
+
+
+def _tuple_of_entities(cls: type[Any]) -> Callable[[Any], Any]:
+    def convert(values: Any) -> Any:
+        if values is None:
+            return None
+        return tuple(build_entity(cls, v) for v in values)
+
+    return convert
+
+
+def _entity_converter(cls: type[Any]) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        return None if value is None else build_entity(cls, value)
+
+    return convert
+
+
+def build_entity(cls: type[Any], data: Any) -> Any:
+    """Build `cls` (a kio dataclass) from a dict keyed by field name, or pass through an instance."""
+    if isinstance(data, cls):
+        return data
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        data = entity_to_dict(data)
+    kwargs = {}
+    for plan in _field_plans(cls):
+        if plan.name in data:
+            value = data[plan.name]
+            if plan.convert is not None and value is not None:
+                value = plan.convert(value)
+            kwargs[plan.name] = value
+        elif plan.default is _MISSING_ENTITY:
+            kwargs[plan.name] = build_entity(_nested_type(cls, plan.name), {})
+        else:
+            kwargs[plan.name] = plan.default
+    return cls(**kwargs)
+
+
+@cache
+def _nested_type(cls: type[Any], name: str) -> type[Any]:
+    for field in dataclasses.fields(cls):
+        if field.name == name:
+            kind = classify_field(field)
+            assert isinstance(kind, EntityField | EntityTupleField)
+            return kind.type_
+    raise KeyError(name)
+
+
+def entity_to_dict(entity: Any) -> dict[str, Any]:
+    """A kio dataclass as nested dicts/lists (for tests, logging and the client)."""
+    result: dict[str, Any] = {}
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        if isinstance(value, tuple):
+            value = [entity_to_dict(v) if dataclasses.is_dataclass(v) else v for v in value]
+        elif dataclasses.is_dataclass(value):
+            value = entity_to_dict(value)
+        result[field.name] = value
+    return result
+
+
+# --- encoding --------------------------------------------------------------------------------------
+
+
+def _response_header(api_key: int, version: int, correlation_id: int) -> bytes:
+    flexible = api_key != API_VERSIONS_KEY and response_schema(api_key, version).__flexible__
+    return _INT32.pack(correlation_id) + (b"\x00" if flexible else b"")
+
+
+def encode_response_body(api_key: int, version: int, data: Any) -> bytes:
+    schema = response_schema(api_key, version)
+    entity = build_entity(schema, data)
+    buffer = io.BytesIO()
+    entity_writer(schema)(buffer, entity)
+    return buffer.getvalue()
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, data: Any) -> bytes:
+    """A whole response frame: size prefix, header of the right version, body."""
+    payload = _response_header(api_key, version, correlation_id) + encode_response_body(
+        api_key, version, data
+    )
+    return _INT32.pack(len(payload)) + payload
+
+
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, data: Any
+) -> bytes:
+    """A whole request frame (used by Moldau's own client)."""
+    schema = request_schema(api_key, version)
+    if schema is None:
+        raise ValueError(f"unknown api {api_key} v{version}")
+    entity = build_entity(schema, data)
+    buffer = io.BytesIO()
+    client_id_bytes = None if client_id is None else client_id.encode()
+    buffer.write(struct.pack(">hhi", api_key, version, correlation_id))
+    if client_id_bytes is None:
+        buffer.write(struct.pack(">h", -1))
+    else:
+        buffer.write(struct.pack(">h", len(client_id_bytes)) + client_id_bytes)
+    if schema.__flexible__:
+        buffer.write(b"\x00")
+    entity_writer(schema)(buffer, entity)
+    payload = buffer.getvalue()
+    return _INT32.pack(len(payload)) + payload
+
+
+def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix): (correlation_id, kio entity)."""
+    (correlation_id,) = _INT32.unpack_from(frame, 0)
+    offset = 4
+    flexible = api_key != API_VERSIONS_KEY and response_schema(api_key, version).__flexible__
+    if flexible:
+        offset = _skip_tagged_fields(frame, offset)
+    schema = response_schema(api_key, version)
+    value, _size = entity_reader(schema)(frame, offset)
+    return correlation_id, value
