@@ -18,6 +18,12 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+@app.callback()
+def root() -> None:
+    """Moldau: a Kafka-compatible streaming platform. Commands are noun then verb."""
+
+
 # Each module defines `register(app)`; a module not written yet is skipped.
 _COMMAND_MODULES = ("server", "topic", "produce", "consume", "group", "cluster", "perf")
 
