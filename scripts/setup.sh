@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Install everything Moldau's example and test suite need. Safe to run again: each step is skipped
+# when its result is already in place.
+#   - .venv with Python 3.11 and `pip install -e '.[test,spark]'`
+#   - kcat (Debian package) if it is not on PATH
+#   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+log() { printf 'setup: %s\n' "$*"; }
+
+find_python() {
+    for candidate in "${PYTHON:-}" python3.11 python3; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 \
+            && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    echo "setup: Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)" >&2
+    return 1
+}
+
+# 1. Python virtualenv and the package with its test and Spark extras.
+if [ ! -x .venv/bin/python ]; then
+    PYTHON_BIN=$(find_python)
+    log "creating .venv with $PYTHON_BIN"
+    "$PYTHON_BIN" -m venv .venv
+fi
+stamp=.venv/.moldau-install-stamp
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ] \
+    || ! .venv/bin/python -c 'import moldau' >/dev/null 2>&1; then
+    log "installing moldau[test,spark] into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,spark]"
+    echo "$wanted" >"$stamp"
+else
+    log ".venv is up to date"
+fi
+
+# 2. kcat, the command-line Kafka client used by the integration tests.
+if ! command -v kcat >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    log "installing kcat"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q kcat
+else
+    log "kcat is installed"
+fi
+
+# 3. kafkajs for the Node.js integration tests.
+if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: npm (Node.js 20) is required for the kafkajs tests" >&2
+    exit 1
+fi
+js=tests/integration/js
+js_stamp=$js/node_modules/.moldau-install-stamp
+js_wanted=$(cat $js/package.json $js/package-lock.json | sha256sum | cut -d' ' -f1)
+if [ ! -f "$js_stamp" ] || [ "$(cat "$js_stamp")" != "$js_wanted" ]; then
+    log "installing kafkajs into $js"
+    (cd "$js" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$js_wanted" >"$js_stamp"
+else
+    log "kafkajs is installed"
+fi
+
+log "done ($ROOT)"

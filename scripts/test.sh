@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Run everything CI runs: set-up, lint, format check, strict typing of the pure packages, the
+# import-layer contracts and the whole pytest suite. Exits non-zero if any step fails; every step
+# runs even after an earlier one failed, so one run shows all problems. Extra arguments go to pytest.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh || { echo "test: set-up failed" >&2; exit 1; }
+export PATH="$PWD/.venv/bin:$PATH"
+
+failed=()
+step() {
+    local name=$1
+    shift
+    printf '\n== %s: %s\n' "$name" "$*"
+    if ! "$@"; then
+        failed+=("$name")
+    fi
+}
+
+step "ruff check" ruff check .
+step "ruff format" ruff format --check .
+
+pure=()
+for package in protocol storage metadata raft; do
+    if [ -d "moldau/$package" ]; then pure+=("moldau/$package"); fi
+done
+# Strictness for these packages comes from [tool.mypy] overrides in pyproject.toml.
+step "mypy" mypy "${pure[@]}"
+step "import contracts" lint-imports
+
+if [ ${#failed[@]} -gt 0 ]; then
+    printf '\ntest: failed before pytest: %s\n' "${failed[*]}"
+fi
+
+printf '\n== pytest\n'
+python -m pytest -q "$@"
+pytest_status=$?
+if [ "$pytest_status" -eq 5 ]; then
+    echo "test: pytest collected no tests" >&2
+elif [ "$pytest_status" -ne 0 ]; then
+    failed+=("pytest")
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+    exit 1
+fi
