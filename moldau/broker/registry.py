@@ -1,0 +1,118 @@
+"""One handler per API key, with its versions declared beside it (as franz-go's kfake does).
+
+A handler module registers itself with `@handler(ApiKey.X, min_version, max_version)`; ApiVersions
+is built from this registry, so advertised versions can never drift from what is served.
+
+Handler shape: `async def handle_<api>(ctx: RequestContext, request) -> dict | Response | None`
+(or a plain `def`). `request` is kio's decoded dataclass for the version that arrived: read fields
+that not every version has with `getattr(request, "x", default)`. The returned dict uses the newest
+version's field names; the adapter builds the response of the request's version. Return `None` to
+send no response (Produce with acks=0). Return a `Response` for bodies made of raw chunks (Fetch).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from moldau.protocol.adapter import RequestHeader
+
+if TYPE_CHECKING:
+    from moldau.broker.node import Node
+
+HandlerResult = Any  # dict | Response | None
+HandlerFunction = Callable[["RequestContext", Any], HandlerResult | Awaitable[HandlerResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    function: HandlerFunction
+    is_async: bool
+    # Versions advertised in ApiVersions but refused when used (Produce v0-2, as Kafka 4 does).
+    advertised_min_version: int
+
+
+@dataclass(slots=True)
+class Response:
+    """A response body made of chunks: bytes, and file regions sent with zero copy."""
+
+    chunks: list[Any]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    node: Node
+    client_host: str = "127.0.0.1"
+    client_port: int = 0
+    principal: str = "User:ANONYMOUS"
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    zero_copy: bool = True
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+
+_HANDLERS: dict[int, HandlerSpec] = {}
+
+
+def handler(
+    api_key: int,
+    min_version: int,
+    max_version: int,
+    *,
+    advertised_min_version: int | None = None,
+) -> Callable[[HandlerFunction], HandlerFunction]:
+    """Register the decorated function as the handler of `api_key` for these versions."""
+
+    def register(function: HandlerFunction) -> HandlerFunction:
+        if api_key in _HANDLERS and _HANDLERS[api_key].function is not function:
+            raise RuntimeError(f"two handlers registered for API key {api_key}")
+        _HANDLERS[api_key] = HandlerSpec(
+            api_key=int(api_key),
+            min_version=min_version,
+            max_version=max_version,
+            function=function,
+            is_async=inspect.iscoroutinefunction(function),
+            advertised_min_version=(
+                min_version if advertised_min_version is None else advertised_min_version
+            ),
+        )
+        return function
+
+    return register
+
+
+def load_handlers() -> dict[int, HandlerSpec]:
+    """Import every module in `moldau.broker.handlers` so their decorators run."""
+    from moldau.broker import handlers
+
+    for module in pkgutil.iter_modules(handlers.__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{handlers.__name__}.{module.name}")
+    return _HANDLERS
+
+
+def handler_for(api_key: int) -> HandlerSpec | None:
+    return _HANDLERS.get(api_key)
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api_key, advertised min, max) for ApiVersions, sorted by key."""
+    return sorted(
+        (spec.api_key, spec.advertised_min_version, spec.max_version) for spec in _HANDLERS.values()
+    )
