@@ -1,0 +1,132 @@
+"""From a request frame to a response: decode, find the handler, check versions, encode.
+
+Unsupported versions of ApiVersions are answered with a v0 UNSUPPORTED_VERSION response carrying
+our ranges (KIP-511); other unknown keys, unsupported versions and malformed bodies close the
+connection, as Kafka does. A handler that fails unexpectedly answers UNKNOWN_SERVER_ERROR when the
+response has a top-level error code, and otherwise closes the connection.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from moldau.broker.registry import RequestContext, Response, handler_for, supported_versions
+from moldau.net.connection import CloseConnection, ConnectionInfo
+from moldau.protocol.adapter import (
+    MalformedRequest,
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    encode_response,
+    response_schema,
+)
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from moldau.broker.node import Node
+
+log = logging.getLogger(__name__)
+_INT32 = struct.Struct(">i")
+
+
+class Dispatcher:
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def __call__(self, frame: bytes, info: ConnectionInfo) -> Any:
+        try:
+            header = decode_request_header(frame)
+        except MalformedRequest as exc:
+            raise CloseConnection(f"malformed request header: {exc}") from None
+        spec = handler_for(header.api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown API key {header.api_key}")
+        if not spec.min_version <= header.api_version <= spec.max_version:
+            if header.api_key == ApiKey.API_VERSIONS:
+                return _unsupported_api_versions(header)
+            raise CloseConnection(
+                f"unsupported version {header.api_version} of API {header.api_key}"
+            )
+        try:
+            request = decode_request(header, frame)
+        except MalformedRequest as exc:
+            raise CloseConnection(str(exc)) from None
+        context = RequestContext(
+            header=header,
+            node=self._node,
+            client_host=info.client_host,
+            client_port=info.client_port,
+            principal=info.principal,
+            listener_name=info.listener_name,
+            security_protocol=info.security_protocol,
+            zero_copy=info.zero_copy,
+            extras=info.state if info.state is not None else {},
+        )
+        try:
+            result = spec.function(context, request)
+        except Exception as exc:
+            return self._failure(header, exc)
+        if inspect.isawaitable(result):
+            return self._finish_async(header, result)
+        return self._encode(header, result)
+
+    async def _finish_async(self, header: RequestHeader, pending: Any) -> Any:
+        try:
+            result = await pending
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            return self._failure(header, exc)
+        return self._encode(header, result)
+
+    def _encode(self, header: RequestHeader, result: Any) -> Any:
+        if result is None:
+            return None
+        if isinstance(result, Response):
+            return _frame_chunks(header, result.chunks)
+        return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+    def _failure(self, header: RequestHeader, exc: Exception) -> Any:
+        if isinstance(exc, CloseConnection):
+            raise exc
+        code = exc.code if isinstance(exc, KafkaError) else ErrorCode.unknown_server_error
+        if not isinstance(exc, KafkaError):
+            log.exception("handler for API %s v%s failed", header.api_key, header.api_version)
+        schema = response_schema(header.api_key, header.api_version)
+        if "error_code" in getattr(schema, "__dataclass_fields__", {}):
+            return encode_response(
+                header.api_key,
+                header.api_version,
+                header.correlation_id,
+                {"error_code": code, "error_message": str(exc)},
+            )
+        raise CloseConnection(f"cannot answer API {header.api_key}: {exc}")
+
+
+def _frame_chunks(header: RequestHeader, chunks: list[Any]) -> list[Any]:
+    """Prefix a chunked body with the frame size and response header."""
+    schema = response_schema(header.api_key, header.api_version)
+    response_header = _INT32.pack(header.correlation_id) + (b"\x00" if schema.__flexible__ else b"")
+    size = len(response_header)
+    for chunk in chunks:
+        size += len(chunk) if isinstance(chunk, bytes | bytearray | memoryview) else chunk.length
+    return [_INT32.pack(size) + response_header, *chunks]
+
+
+def _unsupported_api_versions(header: RequestHeader) -> bytes:
+    return encode_response(
+        ApiKey.API_VERSIONS,
+        0,
+        header.correlation_id,
+        {
+            "error_code": ErrorCode.unsupported_version,
+            "api_keys": [
+                {"api_key": key, "min_version": low, "max_version": high}
+                for key, low, high in supported_versions()
+            ],
+        },
+    )

@@ -1,0 +1,351 @@
+"""One client connection: frames in, responses out in request order, zero-copy file regions.
+
+`KafkaConnection` is an `asyncio.Protocol` (Streams cost ~2x per request). Each complete frame is
+given to the processor, which answers at once (bytes, or chunks of bytes and file regions) or
+later (an awaitable). Requests may complete out of order; responses leave strictly in request
+order, and every response ready after one read is joined into one write.
+
+File regions are sent with `os.sendfile` on a duplicate of the socket's descriptor once the
+transport's own buffer has drained (uvloop has no `loop.sendfile`); writability of that duplicate
+resumes a partial send. TLS connections copy region bytes instead.
+
+Back-pressure: reading pauses while too many requests are in flight or the transport's buffer is
+above its high-water mark, so a client that never reads its responses cannot grow our memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from moldau.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrameSize
+
+log = logging.getLogger(__name__)
+_INT32 = struct.Struct(">i")
+
+
+class FileRegion(Protocol):
+    position: int
+    length: int
+
+    def fileno(self) -> int: ...
+
+    def read_bytes(self) -> bytes: ...
+
+
+class CloseConnection(Exception):
+    """Raised by a processor to drop the connection (malformed or unsupported request)."""
+
+
+@dataclass(slots=True)
+class ConnectionInfo:
+    client_host: str
+    client_port: int
+    listener_name: str
+    security_protocol: str
+    zero_copy: bool
+    authenticated: bool = False
+    principal: str = "User:ANONYMOUS"
+    state: dict[str, Any] | None = None
+
+
+# What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
+# or an awaitable of either.
+Outcome = Any
+Processor = Callable[[bytes, ConnectionInfo], Outcome]
+
+_MAX_IN_FLIGHT = 64
+
+
+class _Slot:
+    __slots__ = ("done", "value")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Any = None
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(
+        self,
+        processor: Processor,
+        *,
+        listener_name: str,
+        security_protocol: str,
+        max_frame_size: int,
+        max_frame_size_unauthenticated: int | None = None,
+        on_close: Callable[[KafkaConnection], None] | None = None,
+        idle_timeout_s: float | None = None,
+    ) -> None:
+        self._processor = processor
+        self._listener_name = listener_name
+        self._security_protocol = security_protocol
+        self._decoder = FrameDecoder(max_frame_size_unauthenticated or max_frame_size)
+        self._max_frame_size = max_frame_size
+        self._on_close = on_close
+        self._transport: asyncio.Transport | None = None
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._out: collections.deque[Any] = collections.deque()  # bytes | FileRegion (+ offset)
+        self._region_sent = 0
+        self._sendfile_fd: int | None = None
+        self._waiting_writable = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closing = False
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._idle_timeout_s = idle_timeout_s
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self.info: ConnectionInfo | None = None
+
+    # --- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        zero_copy = transport.get_extra_info("sslcontext") is None
+        self.info = ConnectionInfo(
+            client_host=str(peer[0]),
+            client_port=int(peer[1]) if len(peer) > 1 else 0,
+            listener_name=self._listener_name,
+            security_protocol=self._security_protocol,
+            zero_copy=zero_copy,
+            state={},
+        )
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self._touch()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._touch()
+        try:
+            for frame in self._decoder.feed(data):
+                self._accept(frame)
+                if self._closing:
+                    return
+        except (FrameTooLarge, InvalidFrameSize) as exc:
+            log.info("closing connection from %s: %s", self._peer(), exc)
+            self.close()
+            return
+        self._flush_ready()
+        self._maybe_pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        self._tasks.clear()
+        self._slots.clear()
+        self._out.clear()
+        self._stop_waiting_writable()
+        if self._sendfile_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._sendfile_fd)
+            self._sendfile_fd = None
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._maybe_pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._pump()
+        self._maybe_resume_reading()
+
+    # --- requests --------------------------------------------------------------------------------
+
+    def authenticated(self, *, principal: str) -> None:
+        """Lift the small pre-authentication frame cap (called by the SASL handlers)."""
+        assert self.info is not None
+        self.info.authenticated = True
+        self.info.principal = principal
+        self._decoder.max_frame_size = self._max_frame_size
+
+    def _accept(self, frame: bytes) -> None:
+        assert self.info is not None
+        slot = _Slot()
+        self._slots.append(slot)
+        try:
+            outcome = self._processor(frame, self.info)
+        except CloseConnection as exc:
+            log.info("closing connection from %s: %s", self._peer(), exc)
+            self.close()
+            return
+        if isinstance(outcome, Awaitable):
+            future = asyncio.ensure_future(outcome)
+            self._tasks.add(future)
+            future.add_done_callback(lambda f, s=slot: self._completed(s, f))
+        else:
+            slot.done = True
+            slot.value = outcome
+
+    def _completed(self, slot: _Slot, future: asyncio.Future[Any]) -> None:
+        self._tasks.discard(future)
+        if self._closing or future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            if not isinstance(exc, CloseConnection):
+                log.error("request from %s failed", self._peer(), exc_info=exc)
+            self.close()
+            return
+        slot.done = True
+        slot.value = future.result()
+        self._flush_ready()
+        self._maybe_resume_reading()
+
+    def _flush_ready(self) -> None:
+        slots = self._slots
+        joined: list[bytes] = []
+        while slots and slots[0].done:
+            value = slots.popleft().value
+            if value is None:
+                continue
+            if isinstance(value, bytes | bytearray | memoryview):
+                joined.append(bytes(value))
+                continue
+            for chunk in value:  # list of chunks: bytes and file regions
+                if isinstance(chunk, bytes | bytearray | memoryview):
+                    joined.append(bytes(chunk))
+                else:
+                    if joined:
+                        self._out.append(b"".join(joined))
+                        joined = []
+                    self._out.append(chunk)
+        if joined:
+            self._out.append(b"".join(joined))
+        self._pump()
+
+    # --- output ----------------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        transport = self._transport
+        if transport is None or self._closing:
+            return
+        out = self._out
+        while out:
+            chunk = out[0]
+            if isinstance(chunk, bytes):
+                transport.write(chunk)
+                out.popleft()
+                continue
+            if not self._send_region(chunk):
+                return
+            out.popleft()
+            self._region_sent = 0
+
+    def _send_region(self, region: FileRegion) -> bool:
+        """Send one file region; False if it must wait for the socket to become writable."""
+        transport = self._transport
+        assert transport is not None and self.info is not None
+        if not self.info.zero_copy or transport.get_extra_info("socket") is None:
+            transport.write(region.read_bytes())
+            return True
+        if transport.get_write_buffer_size() > 0:
+            self._wait_writable()
+            return False
+        if self._sendfile_fd is None:
+            self._sendfile_fd = os.dup(transport.get_extra_info("socket").fileno())
+        while self._region_sent < region.length:
+            try:
+                sent = os.sendfile(
+                    self._sendfile_fd,
+                    region.fileno(),
+                    region.position + self._region_sent,
+                    region.length - self._region_sent,
+                )
+            except BlockingIOError:
+                self._wait_writable()
+                return False
+            except OSError as exc:
+                log.info("sendfile to %s failed: %s", self._peer(), exc)
+                self.close()
+                return False
+            if sent == 0:  # the file is shorter than the region: it was truncated under us
+                log.warning("file region shrank while sending to %s", self._peer())
+                self.close()
+                return False
+            self._region_sent += sent
+        self._stop_waiting_writable()
+        return True
+
+    def _wait_writable(self) -> None:
+        if self._waiting_writable:
+            return
+        loop = asyncio.get_running_loop()
+        if self._sendfile_fd is None:
+            assert self._transport is not None
+            self._sendfile_fd = os.dup(self._transport.get_extra_info("socket").fileno())
+        loop.add_writer(self._sendfile_fd, self._on_writable)
+        self._waiting_writable = True
+
+    def _stop_waiting_writable(self) -> None:
+        if self._waiting_writable and self._sendfile_fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_writer(self._sendfile_fd)
+        self._waiting_writable = False
+
+    def _on_writable(self) -> None:
+        self._stop_waiting_writable()
+        self._pump()
+        self._maybe_resume_reading()
+
+    # --- flow control ----------------------------------------------------------------------------
+
+    def _maybe_pause_reading(self) -> None:
+        if self._reading_paused or self._transport is None or self._closing:
+            return
+        if len(self._slots) >= _MAX_IN_FLIGHT or self._writing_paused or len(self._out) > 8:
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    def _maybe_resume_reading(self) -> None:
+        if not self._reading_paused or self._transport is None or self._closing:
+            return
+        if len(self._slots) < _MAX_IN_FLIGHT // 2 and not self._writing_paused and not self._out:
+            self._transport.resume_reading()
+            self._reading_paused = False
+
+    def _touch(self) -> None:
+        if self._idle_timeout_s is None:
+            return
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._idle_handle = loop.call_later(self._idle_timeout_s, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        if self._slots or self._out:
+            self._touch()
+            return
+        log.debug("closing idle connection from %s", self._peer())
+        self.close()
+
+    def close(self) -> None:
+        if self._transport is not None and not self._closing:
+            self._closing = True
+            self._transport.close()
+
+    def _peer(self) -> str:
+        if self.info is None:
+            return "?"
+        return f"{self.info.client_host}:{self.info.client_port}"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._slots)

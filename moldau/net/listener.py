@@ -1,0 +1,121 @@
+"""Listeners: `PLAINTEXT://host:port` (and TLS when configured) accepting Kafka connections."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+from dataclasses import dataclass
+
+from moldau.net.connection import KafkaConnection, Processor
+
+log = logging.getLogger(__name__)
+
+# Before authentication a peer may not make us allocate more than this for one frame.
+MAX_FRAME_SIZE_BEFORE_AUTHENTICATION = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of `listeners`: NAME://host:port."""
+
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        if "://" not in text:
+            raise ValueError(f"listener {text!r} must look like NAME://host:port")
+        name, rest = text.split("://", 1)
+        host, _, port = rest.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not port.isdigit():
+            raise ValueError(f"listener {text!r} has no valid port")
+        return cls(name=name.strip().upper(), host=host, port=int(port))
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+class Listener:
+    """Accepts connections on one endpoint and owns them until `close()`."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        processor: Processor,
+        *,
+        security_protocol: str,
+        max_frame_size: int,
+        ssl_context: ssl.SSLContext | None = None,
+        require_authentication: bool = False,
+        idle_timeout_s: float | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self._processor = processor
+        self._security_protocol = security_protocol
+        self._max_frame_size = max_frame_size
+        self._ssl_context = ssl_context
+        self._require_authentication = require_authentication
+        self._idle_timeout_s = idle_timeout_s
+        self._server: asyncio.Server | None = None
+        self.connections: set[KafkaConnection] = set()
+        self.bound_port: int = endpoint.port
+
+    def _make_connection(self) -> KafkaConnection:
+        connection = KafkaConnection(
+            self._processor,
+            listener_name=self.endpoint.name,
+            security_protocol=self._security_protocol,
+            max_frame_size=self._max_frame_size,
+            max_frame_size_unauthenticated=(
+                MAX_FRAME_SIZE_BEFORE_AUTHENTICATION if self._require_authentication else None
+            ),
+            on_close=self.connections.discard,
+            idle_timeout_s=self._idle_timeout_s,
+        )
+        self.connections.add(connection)
+        return connection
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        host = self.endpoint.host or "0.0.0.0"
+        self._server = await loop.create_server(
+            self._make_connection,
+            host=host,
+            port=self.endpoint.port,
+            ssl=self._ssl_context,
+            reuse_address=True,
+            backlog=1024,
+        )
+        sockets = self._server.sockets or ()
+        for sock in sockets:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sockets:
+            self.bound_port = sockets[0].getsockname()[1]
+        log.info("listening on %s (port %d)", self.endpoint, self.bound_port)
+
+    def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def wait_idle(self, timeout_s: float) -> None:
+        """Wait (bounded) for in-flight requests on every connection to be answered."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(c.in_flight for c in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        self.stop_accepting()
+        for connection in list(self.connections):
+            connection.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            except TimeoutError:
+                pass
