@@ -1,0 +1,153 @@
+"""Compression codecs of record batches: gzip, snappy, lz4 and zstd (Kafka's `CompressionType`).
+
+The codec of a batch is in bits 0-2 of its attributes. Snappy data written by Java clients uses
+xerial's stream framing; we read both framed and plain snappy and write the framed form:
+
+    xerial snappy stream
+      magic:   8 bytes  0x82 'S' 'N' 'A' 'P' 'P' 'Y' 0x00
+      version: int32    (1)
+      compat:  int32    (1)
+      then blocks: length int32, raw snappy block of that length
+
+lz4 uses the lz4 frame format (Kafka's `KafkaLZ4BlockOutputStream` with a correct header checksum).
+Every decompression takes `max_size`: output beyond it is refused with CORRUPT_MESSAGE before it is
+allocated, so a small batch cannot expand into gigabytes (a decompression bomb).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+
+import cramjam
+
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["CompressionType", "compress", "decompress"]
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = struct.Struct(">8sii")
+_INT32 = struct.Struct(">i")
+_XERIAL_BLOCK_SIZE = 32 * 1024
+
+
+class CompressionType(enum.IntEnum):
+    """The codec id stored in the low three bits of a batch's attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def from_name(cls, name: str) -> CompressionType:
+        """Map a `compression.type` value ("gzip", "none", ...) to the codec."""
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            raise ValueError(f"unknown compression type {name!r}") from None
+
+
+def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview) -> bytes:
+    """Compress `data` with `codec`; NONE returns the data unchanged."""
+    codec = CompressionType(codec)
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    if codec is CompressionType.GZIP:
+        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return compressor.compress(data) + compressor.flush()
+    if codec is CompressionType.SNAPPY:
+        return _xerial_compress(bytes(data))
+    if codec is CompressionType.LZ4:
+        return bytes(cramjam.lz4.compress(bytes(data)))
+    return bytes(cramjam.zstd.compress(bytes(data)))
+
+
+def decompress(
+    codec: CompressionType | int, data: bytes | bytearray | memoryview, *, max_size: int
+) -> bytes:
+    """Decompress `data`; raise CORRUPT_MESSAGE if it is invalid or would exceed `max_size` bytes."""
+    codec = CompressionType(codec)
+    if codec is CompressionType.NONE:
+        if len(data) > max_size:
+            raise _too_large(max_size)
+        return bytes(data)
+    try:
+        if codec is CompressionType.GZIP:
+            return _gzip_decompress(data, max_size)
+        if codec is CompressionType.SNAPPY:
+            return _snappy_decompress(bytes(data), max_size)
+        if codec is CompressionType.LZ4:
+            return _bounded_into(cramjam.lz4.decompress_into, bytes(data), max_size)
+        return _bounded_into(cramjam.zstd.decompress_into, bytes(data), max_size)
+    except (cramjam.DecompressionError, zlib.error, ValueError) as error:
+        raise KafkaError(
+            ErrorCode.corrupt_message, f"cannot decompress {codec.name}: {error}"
+        ) from None
+
+
+def _too_large(max_size: int) -> KafkaError:
+    return KafkaError(ErrorCode.corrupt_message, f"decompressed size exceeds {max_size} bytes")
+
+
+def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    decompressor = zlib.decompressobj(47)  # gzip or zlib header, detected
+    output = decompressor.decompress(data, max_size + 1)
+    if len(output) > max_size or decompressor.unconsumed_tail:
+        raise _too_large(max_size)
+    if not decompressor.eof:
+        raise KafkaError(ErrorCode.corrupt_message, "truncated gzip data")
+    return output
+
+
+def _bounded_into(function: object, data: bytes, max_size: int) -> bytes:
+    """Decompress into a buffer of `max_size + 1` bytes; filling it means the data is too large."""
+    output = bytearray(max_size + 1)
+    try:
+        written = int(function(data, output))  # type: ignore[operator]
+    except cramjam.DecompressionError as error:
+        if "buffer" in str(error):
+            raise _too_large(max_size) from None
+        raise
+    if written > max_size:
+        raise _too_large(max_size)
+    return bytes(memoryview(output)[:written])
+
+
+def _snappy_block(block: bytes, max_size: int) -> bytes:
+    if int(cramjam.snappy.decompress_raw_len(block)) > max_size:
+        raise _too_large(max_size)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: bytes, max_size: int) -> bytes:
+    if not data.startswith(XERIAL_MAGIC):
+        return _snappy_block(data, max_size)
+    if len(data) < _XERIAL_HEADER.size:
+        raise ValueError("truncated xerial header")
+    position = _XERIAL_HEADER.size
+    parts: list[bytes] = []
+    remaining = max_size
+    while position < len(data):
+        if position + 4 > len(data):
+            raise ValueError("truncated xerial block length")
+        (length,) = _INT32.unpack_from(data, position)
+        position += 4
+        if length < 0 or position + length > len(data):
+            raise ValueError("truncated xerial block")
+        part = _snappy_block(data[position : position + length], remaining)
+        remaining -= len(part)
+        parts.append(part)
+        position += length
+    return b"".join(parts)
+
+
+def _xerial_compress(data: bytes) -> bytes:
+    parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
+    for start in range(0, len(data), _XERIAL_BLOCK_SIZE):
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK_SIZE]))
+        parts.append(_INT32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)

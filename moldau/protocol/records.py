@@ -1,0 +1,450 @@
+"""RecordBatch v2 (magic 2): parse, validate, decode and build Kafka's record batches.
+
+    RecordBatch (61-byte header, big-endian)            offset
+      baseOffset            int64                          0
+      batchLength           int32  bytes after this field  8
+      partitionLeaderEpoch  int32                         12
+      magic                 int8   (= 2)                  16
+      crc                   uint32 CRC-32C of attributes..end   17
+      attributes            int16                         21
+          bits 0-2 compression (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)
+          bit 3 timestampType (0 CreateTime, 1 LogAppendTime)
+          bit 4 isTransactional, bit 5 isControlBatch, bit 6 hasDeleteHorizonMs
+      lastOffsetDelta       int32                         23
+      baseTimestamp         int64                         27
+      maxTimestamp          int64                         35
+      producerId            int64                         43
+      producerEpoch         int16                         51
+      baseSequence          int32                         53
+      recordsCount          int32                         57
+      records               (compressed as a whole)       61
+
+    Record (zig-zag varints)
+      length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+      keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
+      headersCount varint, then per header: keyLength varint, key (UTF-8),
+      valueLength varint (-1 = null), value
+
+    Control record (in a control batch): key = version int16, type int16 (0 ABORT, 1 COMMIT);
+      value = version int16, coordinatorEpoch int32   (Kafka's EndTransactionMarker)
+
+The CRC covers attributes to the end, so rewriting baseOffset or partitionLeaderEpoch keeps it valid.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import crc32c
+
+from moldau.protocol.compression import CompressionType, compress, decompress
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "HEADER_SIZE",
+    "BatchHeader",
+    "ControlRecordType",
+    "NewRecord",
+    "Record",
+    "RecordBatch",
+    "TimestampType",
+    "build_batch",
+    "build_control_batch",
+    "decode_records",
+    "iter_batches",
+    "parse_control_record",
+    "validate_batches",
+]
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
+CRC_START = 21  # the CRC covers attributes .. end of batch
+MAGIC = 2
+NO_TIMESTAMP = -1
+DEFAULT_MAX_RECORDS_SIZE = 64 * 1024 * 1024
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+class TimestampType(enum.IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class ControlRecordType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+class BatchHeader(NamedTuple):
+    """The fixed 61-byte header of a batch. A tuple, so `HEADER.unpack_from` builds it cheaply."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @classmethod
+    def parse(cls, buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+        return cls._make(HEADER.unpack_from(buffer, position))
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, including baseOffset and batchLength."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType(self.attributes & COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType((self.attributes & TIMESTAMP_TYPE_BIT) >> 3)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record (wrapping at int32 max, as Kafka does); -1 without one."""
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """One decoded record with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewRecord:
+    """A record to build: missing timestamp means the batch's; missing offset delta means its index."""
+
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp: int | None = None
+    offset_delta: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """A batch inside a buffer: its position, parsed header and the bytes of the whole batch."""
+
+    position: int
+    header: BatchHeader
+    data: memoryview
+
+    def is_valid(self) -> bool:
+        return (
+            self.header.magic == MAGIC and crc32c.crc32c(self.data[CRC_START:]) == self.header.crc
+        )
+
+    def records(self, *, max_size: int = DEFAULT_MAX_RECORDS_SIZE) -> list[Record]:
+        return decode_records(self.data, max_size=max_size)
+
+
+def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[RecordBatch]:
+    """Yield the complete batches in `buffer` (a trailing partial batch is skipped, as clients do).
+
+    Headers are not validated beyond their length; call `validate_batches` for that.
+    """
+    view = memoryview(buffer)
+    position = 0
+    end = len(view)
+    while position + HEADER_SIZE <= end:
+        header = BatchHeader._make(HEADER.unpack_from(view, position))
+        size = header.batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE or position + size > end:
+            return
+        yield RecordBatch(position, header, view[position : position + size])
+        position += size
+
+
+def validate_batches(
+    buffer: bytes | bytearray | memoryview, *, max_batch_size: int | None = None
+) -> list[tuple[int, BatchHeader]]:
+    """Check every batch of a produce buffer from its header: lengths, magic, CRC, counts.
+
+    Returns `(position, header)` per batch. Raises CORRUPT_MESSAGE (bad framing, magic, CRC),
+    MESSAGE_TOO_LARGE (a batch over `max_batch_size`) or INVALID_RECORD (bad record count).
+    """
+    view = memoryview(buffer)
+    end = len(view)
+    if end == 0:
+        raise KafkaError(ErrorCode.corrupt_message, "no record batch")
+    batches: list[tuple[int, BatchHeader]] = []
+    position = 0
+    while position < end:
+        if position + HEADER_SIZE > end:
+            raise KafkaError(ErrorCode.corrupt_message, "truncated batch header")
+        header = BatchHeader._make(HEADER.unpack_from(view, position))
+        size = header.batch_length + LOG_OVERHEAD
+        if header.magic != MAGIC:
+            raise KafkaError(ErrorCode.corrupt_message, f"unsupported magic {header.magic}")
+        if size < HEADER_SIZE or position + size > end:
+            raise KafkaError(ErrorCode.corrupt_message, f"bad batch length {header.batch_length}")
+        if max_batch_size is not None and size > max_batch_size:
+            raise KafkaError(
+                ErrorCode.message_too_large, f"batch of {size} bytes exceeds {max_batch_size}"
+            )
+        if crc32c.crc32c(view[position + CRC_START : position + size]) != header.crc:
+            raise KafkaError(ErrorCode.corrupt_message, "CRC32C mismatch")
+        if header.attributes & COMPRESSION_MASK > CompressionType.ZSTD:
+            raise KafkaError(ErrorCode.corrupt_message, "unknown compression codec")
+        if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+            raise KafkaError(
+                ErrorCode.invalid_record,
+                f"{header.records_count} records with last offset delta {header.last_offset_delta}",
+            )
+        batches.append((position, header))
+        position += size
+    return batches
+
+
+# -- varints (zig-zag, as Kafka's ByteUtils) --
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    value = (value << 1) ^ (value >> 63)
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if position >= len(data):
+            raise KafkaError(ErrorCode.corrupt_message, "truncated varint")
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise KafkaError(ErrorCode.corrupt_message, "varint too long")
+    return (result >> 1) ^ -(result & 1), position
+
+
+def _read_bytes(data: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = _read_varint(data, position)
+    if length < 0:
+        return None, position
+    if position + length > len(data):
+        raise KafkaError(ErrorCode.corrupt_message, "record field overruns its batch")
+    return data[position : position + length], position + length
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(value))
+        out += value
+
+
+def decode_records(
+    batch: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_RECORDS_SIZE
+) -> list[Record]:
+    """Decode every record of one batch (decompressing at most `max_size` bytes)."""
+    header = BatchHeader.parse(batch)
+    view = memoryview(batch)[HEADER_SIZE : header.batch_length + LOG_OVERHEAD]
+    data = decompress(header.compression, view, max_size=max_size)
+    log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    records: list[Record] = []
+    position = 0
+    for _ in range(header.records_count):
+        length, position = _read_varint(data, position)
+        end = position + length
+        if length < 0 or end > len(data):
+            raise KafkaError(ErrorCode.corrupt_message, "record overruns its batch")
+        position += 1  # attributes, unused
+        timestamp_delta, position = _read_varint(data, position)
+        offset_delta, position = _read_varint(data, position)
+        key, position = _read_bytes(data, position)
+        value, position = _read_bytes(data, position)
+        header_count, position = _read_varint(data, position)
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(header_count):
+            header_key, position = _read_bytes(data, position)
+            header_value, position = _read_bytes(data, position)
+            if header_key is None:
+                raise KafkaError(ErrorCode.corrupt_message, "null header key")
+            headers.append((header_key.decode("utf-8", "replace"), header_value))
+        if position != end:
+            raise KafkaError(ErrorCode.corrupt_message, "record length mismatch")
+        timestamp = (
+            header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
+        )
+        records.append(
+            Record(
+                offset=header.base_offset + offset_delta,
+                timestamp=timestamp,
+                key=key,
+                value=value,
+                headers=tuple(headers),
+            )
+        )
+    return records
+
+
+def _encode_record(
+    out: bytearray, record: NewRecord, offset_delta: int, timestamp_delta: int
+) -> None:
+    body = bytearray(b"\x00")
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    _write_bytes(body, record.key)
+    _write_bytes(body, record.value)
+    _write_varint(body, len(record.headers))
+    for header_key, header_value in record.headers:
+        _write_bytes(body, header_key.encode("utf-8"))
+        _write_bytes(body, header_value)
+    _write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[NewRecord] | Iterable[NewRecord],
+    *,
+    base_offset: int = 0,
+    compression: CompressionType | int = CompressionType.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    timestamp: int = 0,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Encode `records` into one batch. Records without a timestamp get `timestamp`.
+
+    `last_offset_delta` may exceed the last record's delta (batches rewritten by compaction keep
+    their original last offset).
+    """
+    items = list(records)
+    if not items and last_offset_delta is None:
+        raise ValueError("a batch needs at least one record")
+    timestamps = [timestamp if r.timestamp is None else r.timestamp for r in items]
+    base_timestamp = min(timestamps) if timestamps else timestamp
+    max_timestamp = max(timestamps) if timestamps else timestamp
+    body = bytearray()
+    deltas: list[int] = []
+    for index, (record, record_timestamp) in enumerate(zip(items, timestamps, strict=True)):
+        delta = index if record.offset_delta is None else record.offset_delta
+        deltas.append(delta)
+        _encode_record(body, record, delta, record_timestamp - base_timestamp)
+    if last_offset_delta is None:
+        last_offset_delta = max(deltas)
+    payload = compress(compression, body)
+    attributes = int(compression) | (int(timestamp_type) << 3)
+    if transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
+    batch = bytearray(HEADER_SIZE) + payload
+    HEADER.pack_into(
+        batch,
+        0,
+        base_offset,
+        len(batch) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(items),
+    )
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)
+
+
+def build_control_batch(
+    control_type: ControlRecordType,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    timestamp: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transaction marker (COMMIT or ABORT) as Kafka's `EndTransactionMarker` writes it."""
+    record = NewRecord(
+        key=_CONTROL_KEY.pack(0, int(control_type)),
+        value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+        timestamp=timestamp,
+    )
+    return build_batch(
+        [record],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+        partition_leader_epoch=partition_leader_epoch,
+        timestamp=timestamp,
+    )
+
+
+def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
+    """The marker type and coordinator epoch of a control record."""
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        raise KafkaError(ErrorCode.corrupt_message, "control record without a key")
+    _version, control_type = _CONTROL_KEY.unpack_from(record.key)
+    coordinator_epoch = 0
+    if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
+        _value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
+    return ControlRecordType(control_type), coordinator_epoch
