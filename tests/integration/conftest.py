@@ -1,0 +1,236 @@
+"""Fixtures that run real `moldau server` processes on loopback for the integration tests.
+
+Every server a test starts is stopped by it: SIGTERM, then the process must exit 0 within
+STOP_TIMEOUT_S (a server that needs SIGKILL fails the test). Servers write their data under pytest's
+temporary directories and listen on ephemeral 127.0.0.1 ports announced by their ready line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+READY_LINE = re.compile(r"Moldau ready: bootstrap\.servers=(?P<host>[^\s:]+):(?P<port>\d+)")
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+JS_DIR = Path(__file__).parent / "js"
+
+
+class MoldauServer:
+    """One `python -m moldau server` child process; `restart()` keeps its data directory."""
+
+    def __init__(self, *, data_dir: Path, log_path: Path, overrides: dict[str, str]) -> None:
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.overrides = dict(overrides)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.host = ""
+        self.port = 0
+        self._lines: list[str] = []
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        arguments = [sys.executable, "-m", "moldau", "server"]
+        settings = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.data_dir),
+            **self.overrides,
+        }
+        for key, value in settings.items():
+            arguments += ["--override", f"{key}={value}"]
+        return arguments
+
+    def start(self) -> MoldauServer:
+        assert self.process is None, "server already running"
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+        self._lines = []
+        self._ready = threading.Event()
+        self.process = subprocess.Popen(
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environment,
+        )
+        self._reader = threading.Thread(target=self._follow_output, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._ready.wait(0.05):
+            if self.process.poll() is not None:
+                self._reader.join(5)
+                self.process = None
+                pytest.fail(
+                    f"moldau server exited with code {self._exit_code_text()} before it was ready; "
+                    f"output:\n{self.output_tail()}"
+                )
+            if time.monotonic() > deadline:
+                self._kill()
+                pytest.fail(
+                    f"moldau server printed no ready line within {START_TIMEOUT_S:.0f}s; "
+                    f"output:\n{self.output_tail()}"
+                )
+        return self
+
+    def stop(self) -> int:
+        """SIGTERM, then require a clean exit (code 0) within STOP_TIMEOUT_S."""
+        process = self.process
+        assert process is not None, "server is not running"
+        if process.poll() is not None:
+            self.process = None
+            pytest.fail(
+                f"moldau server died during the test (exit code {process.returncode}); "
+                f"output:\n{self.output_tail()}"
+            )
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            pytest.fail(
+                f"moldau server did not exit within {STOP_TIMEOUT_S:.0f}s of SIGTERM (killed); "
+                f"output:\n{self.output_tail()}"
+            )
+        if self._reader is not None:
+            self._reader.join(5)
+        self.process = None
+        assert code == 0, (
+            f"moldau server exited with code {code} after SIGTERM; output:\n{self.output_tail()}"
+        )
+        return code
+
+    def restart(self, **overrides: str) -> MoldauServer:
+        """Stop cleanly and start again on the same data directory (the port may change)."""
+        self.stop()
+        self.overrides.update(overrides)
+        return self.start()
+
+    def output_tail(self, lines: int = 60) -> str:
+        return "".join(self._lines[-lines:]) or "(no output)"
+
+    def _follow_output(self) -> None:
+        process = self.process
+        assert process is not None and process.stdout is not None
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            for raw in iter(process.stdout.readline, b""):
+                line = raw.decode("utf-8", errors="replace")
+                self._lines.append(line)
+                log.write(line)
+                log.flush()
+                if not self._ready.is_set():
+                    match = READY_LINE.search(line)
+                    if match:
+                        self.host = match.group("host")
+                        self.port = int(match.group("port"))
+                        self._ready.set()
+
+    def _kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def _exit_code_text(self) -> str:
+        return "?" if self.process is None else str(self.process.returncode)
+
+    def ensure_stopped(self) -> None:
+        """Teardown: stop a server the test left running, failing if it does not stop cleanly."""
+        if self.process is not None:
+            self.stop()
+
+
+ServerFactory = Callable[..., MoldauServer]
+
+
+def _server_factory(base: Path) -> Iterator[ServerFactory]:
+    servers: list[MoldauServer] = []
+
+    def start(**overrides: str) -> MoldauServer:
+        index = len(servers)
+        directory = base / f"server-{index}"
+        directory.mkdir(parents=True, exist_ok=True)
+        server = MoldauServer(
+            data_dir=directory / "data",
+            log_path=directory / "server.log",
+            overrides={key.replace("_", "."): value for key, value in overrides.items()},
+        )
+        servers.append(server)
+        return server.start()
+
+    try:
+        yield start
+    finally:
+        problems = []
+        for server in servers:
+            try:
+                server.ensure_stopped()
+            except BaseException as error:  # keep stopping the others, then report
+                server._kill()
+                problems.append(error)
+        if problems:
+            raise problems[0]
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[ServerFactory]:
+    """Factory: `start_server(num_partitions="3")` starts a server for this test only.
+
+    Keyword names are property names with dots written as underscores.
+    """
+    yield from _server_factory(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
+    yield from _server_factory(tmp_path_factory.mktemp("moldau"))
+
+
+@pytest.fixture(scope="module")
+def server(module_server_factory: ServerFactory) -> MoldauServer:
+    """One server shared by the tests of a module (each test uses its own topics)."""
+    return module_server_factory()
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require_tool(name: str, hint: str) -> str:
+    """Path of an executable the tests need: skip without it, but fail in CI."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed ({hint}); run scripts/setup.sh"
+        if _in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    return require_tool("kcat", "Debian package kcat")
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    path = require_tool("node", "Node.js 20")
+    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+        message = f"kafkajs is not installed in {JS_DIR}; run scripts/setup.sh"
+        if _in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return path

@@ -1,0 +1,129 @@
+"""confluent-kafka (librdkafka) against a real `moldau server`: produce, consume, look up offsets."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+from . import rdkafka
+from .support import (
+    BIG_TOPIC_CONFIG,
+    CODECS,
+    DEADLINE_S,
+    PARTITIONS,
+    Record,
+    assert_same_records,
+    count_by_partition,
+    now_ms,
+    record_mix,
+    unique_topic,
+)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_round_trips_byte_for_byte_under_default_read_committed(server, codec):
+    topic = unique_topic(f"rdkafka-{codec}")
+    rdkafka.create_topic(
+        server.bootstrap_servers, topic, partitions=PARTITIONS, config=BIG_TOPIC_CONFIG
+    )
+    sent = rdkafka.produce(
+        server.bootstrap_servers, topic, record_mix(seed=CODECS.index(codec)), compression=codec
+    )
+
+    # No isolation.level set: librdkafka's default is read_committed, bounded by the last stable
+    # offset, which must equal the high watermark when there are no transactions.
+    consumed = rdkafka.consume_all(server.bootstrap_servers, topic, sent, partitions=PARTITIONS)
+
+    assert_same_records(sent, consumed)
+
+
+def test_default_partitioner_places_equal_keys_on_one_partition(server):
+    topic = unique_topic("rdkafka-partitioner")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=PARTITIONS)
+    records = [
+        Record(key=b"same-key", value=b"value %d" % index, timestamp_ms=now_ms())
+        for index in range(10)
+    ]
+    sent = rdkafka.produce(server.bootstrap_servers, topic, records)
+
+    assert len({record.partition for record in sent}) == 1
+    offsets = [record.offset for record in sent]
+    assert offsets == list(range(offsets[0], offsets[0] + 10))
+    consumed = rdkafka.consume_all(
+        server.bootstrap_servers,
+        topic,
+        sent,
+        partitions=PARTITIONS,
+        **{"isolation.level": "read_uncommitted"},
+    )
+    assert_same_records(sent, consumed)
+
+
+def test_consume_from_given_offsets_returns_the_rest_of_each_partition(server):
+    topic = unique_topic("rdkafka-offsets")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=PARTITIONS)
+    sent = rdkafka.produce(server.bootstrap_servers, topic, record_mix(seed=7, big=False))
+    starts = {0: 0, 1: 3, 2: 5}
+    expected = [r for r in sent if r.offset >= starts[r.partition]]
+
+    consumed = rdkafka.consume(
+        server.bootstrap_servers, topic, starts, count_by_partition(expected)
+    )
+
+    assert_same_records(expected, consumed)
+    assert next(r.offset for r in consumed if r.partition == 2) == 5
+
+
+def test_watermarks_span_the_produced_offsets(server):
+    topic = unique_topic("rdkafka-watermarks")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=PARTITIONS)
+    sent = rdkafka.produce(server.bootstrap_servers, topic, record_mix(seed=8, big=False))
+    counts = count_by_partition(sent)
+
+    client = rdkafka.consumer(server.bootstrap_servers)
+    try:
+        for partition in range(PARTITIONS):
+            low, high = client.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=DEADLINE_S
+            )
+            assert (low, high) == (0, counts.get(partition, 0)), f"partition {partition}"
+    finally:
+        client.close()
+
+
+def test_offsets_for_times_finds_the_first_record_at_or_after_a_timestamp(server):
+    topic = unique_topic("rdkafka-times")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=2)
+    base = now_ms() - 3_600_000
+    records = [
+        Record(key=b"k%d" % i, value=b"v%d" % i, timestamp_ms=base + 1000 * i, partition=0)
+        for i in range(10)
+    ]
+    sent = rdkafka.produce(server.bootstrap_servers, topic, records)
+    assert [r.offset for r in sent] == list(range(10))
+
+    client: Consumer = rdkafka.consumer(server.bootstrap_servers)
+    try:
+        queries = {
+            base - 5: 0,  # before everything: the first record
+            base + 4000: 4,  # an exact timestamp: that record
+            base + 4500: 5,  # between two records: the later one
+            base + 9000: 9,
+            base + 9001: OFFSET_END,  # after the last record: no offset (-1)
+        }
+        for timestamp, expected_offset in queries.items():
+            [result] = client.offsets_for_times(
+                [TopicPartition(topic, 0, timestamp)], timeout=DEADLINE_S
+            )
+            assert result.error is None, f"timestamp {timestamp}: {result.error}"
+            assert result.offset == expected_offset, f"timestamp {timestamp - base} after base"
+        # The empty partition has no offset for any timestamp.
+        [empty] = client.offsets_for_times([TopicPartition(topic, 1, base)], timeout=DEADLINE_S)
+        assert empty.offset == OFFSET_END
+        [found] = client.offsets_for_times(
+            [TopicPartition(topic, 0, base + 6500)], timeout=DEADLINE_S
+        )
+    finally:
+        client.close()
+    consumed = rdkafka.consume(server.bootstrap_servers, topic, {0: found.offset}, {0: 3})
+    assert_same_records(sent[7:], consumed)
