@@ -1,0 +1,56 @@
+"""DescribeLogDirs (key 35), v1-4: the log directories of this broker and partition sizes.
+
+v1 is v0 (throttling change); v2 flexible; v3 a top-level error code; v4 total and usable bytes
+(KIP-827). A null topic list means every partition.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+
+
+@handler(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
+def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    node = ctx.node
+    wanted: set[tuple[str, int]] | None = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for tp, partition in sorted(node.replica_manager.partitions.items()):
+        if wanted is not None and (tp.topic, tp.partition) not in wanted:
+            continue
+        log_dir = node.log_manager.log_dir_of(tp)
+        log = partition.log
+        by_dir[log_dir][tp.topic].append(
+            {
+                "partition_index": tp.partition,
+                "partition_size": log.size_bytes,
+                "offset_lag": max(log.log_end_offset - log.high_watermark, 0),
+                "is_future_key": False,
+            }
+        )
+    results = []
+    for log_dir in node.config.log_dirs:
+        absolute = os.path.abspath(log_dir)
+        topics = by_dir.get(absolute) or by_dir.get(log_dir) or {}
+        try:
+            stat = os.statvfs(log_dir)
+            total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
+        except OSError:
+            total = usable = -1
+        results.append(
+            {
+                "error_code": ErrorCode.none,
+                "log_dir": absolute,
+                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                "total_bytes": total,
+                "usable_bytes": usable,
+            }
+        )
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}

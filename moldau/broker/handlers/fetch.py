@@ -1,0 +1,213 @@
+"""Fetch (key 1), v4-17: read partitions from an offset, waiting for `min_bytes` up to `max_wait_ms`.
+
+v4 adds isolation_level and last_stable_offset/aborted_transactions; v5 log_start_offset; v7
+fetch sessions (KIP-227: we answer session id 0, so clients keep sending full fetches); v9
+current_leader_epoch; v11 rack and preferred read replica; v12 flexible, diverging epoch; v13
+topic ids; v15 replica state; v16 node endpoints (KIP-951); v17 replica directory id.
+
+Record data goes to the socket from the segment files (`sendfile`); the response is encoded by
+hand (`protocol.fetch_response`) because of that. At least one batch is returned for the first
+partition with data even if it exceeds the byte limits, as Kafka does (KIP-74).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from moldau.broker.registry import RequestContext, Response, handler
+from moldau.protocol.adapter import millis
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.fetch_response import (
+    FetchPartitionData,
+    FetchTopicData,
+    encode_fetch_response,
+)
+from moldau.types import TopicPartition
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class _PartitionFetch:
+    __slots__ = ("current_leader_epoch", "fetch_offset", "max_bytes", "tp", "unknown")
+
+    def __init__(
+        self, tp: TopicPartition | None, fetch_offset: int, max_bytes: int, epoch: int
+    ) -> None:
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+        self.current_leader_epoch = epoch
+        self.unknown = tp is None
+
+
+@handler(ApiKey.FETCH, 4, 17)
+async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
+    node = ctx.node
+    image = node.metadata_image
+    version = ctx.api_version
+    isolation_level = getattr(request, "isolation_level", 0)
+    max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
+    min_bytes = request.min_bytes
+    max_wait_ms = max(millis(request.max_wait), 0)
+
+    topics: list[tuple[FetchTopicData, list[_PartitionFetch]]] = []
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None)
+        name = getattr(topic, "topic", None)
+        if version >= 13:
+            found = image.topics_by_id.get(topic_id) if topic_id is not None else None
+            name = found.name if found is not None else None
+        else:
+            found = image.topics.get(name) if name is not None else None
+            topic_id = found.topic_id if found is not None else _ZERO_UUID
+        fetches = [
+            _PartitionFetch(
+                TopicPartition(name, p.partition) if name is not None else None,
+                p.fetch_offset,
+                p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1),
+            )
+            for p in topic.partitions
+        ]
+        topics.append((FetchTopicData(name or "", topic_id or _ZERO_UUID), fetches))
+
+    replica_manager = node.replica_manager
+
+    def collect() -> tuple[list[FetchTopicData], int, bool]:
+        total = 0
+        errors = False
+        result = []
+        for topic_data, fetches in topics:
+            partitions = []
+            for fetch in fetches:
+                remaining = max_bytes - total
+                data = _read_partition(
+                    replica_manager, fetch, isolation_level, remaining, total == 0, version
+                )
+                if data.error_code:
+                    errors = True
+                else:
+                    total += _size(data.records)
+                partitions.append(data)
+            result.append(FetchTopicData(topic_data.name, topic_data.topic_id, partitions))
+        return result, total, errors
+
+    result, total, errors = collect()
+    if total < min_bytes and not errors and max_wait_ms > 0:
+        keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
+
+        def ready() -> bool:
+            return _bytes_available(replica_manager, topics, isolation_level) >= min_bytes
+
+        await replica_manager.wait_for_data(keys, ready, max_wait_ms)
+        result, total, errors = collect()
+
+    if not ctx.zero_copy:
+        for topic_data in result:
+            for partition in topic_data.partitions:
+                if isinstance(partition.records, list):
+                    partition.records = b"".join(r.read_bytes() for r in partition.records)
+    return Response(
+        encode_fetch_response(
+            version, throttle_time_ms=0, error_code=0, session_id=0, topics=result
+        )
+    )
+
+
+def _size(records: Any) -> int:
+    if records is None:
+        return 0
+    if isinstance(records, bytes | bytearray | memoryview):
+        return len(records)
+    return sum(region.length for region in records)
+
+
+def _read_partition(
+    replica_manager: Any,
+    fetch: _PartitionFetch,
+    isolation_level: int,
+    remaining: int,
+    min_one_message: bool,
+    version: int,
+) -> FetchPartitionData:
+    index = fetch.tp.partition if fetch.tp is not None else 0
+    if fetch.tp is None:
+        code = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
+        return FetchPartitionData(index, int(code), records=None)
+    try:
+        partition = replica_manager.leader_partition(fetch.tp, fetch.current_leader_epoch)
+    except KafkaError as exc:
+        data = FetchPartitionData(index, int(exc.code), records=None)
+        current = replica_manager.get_partition(fetch.tp)
+        if exc.code == ErrorCode.not_leader_or_follower and current is not None:
+            data.current_leader = (current.leader_id, current.leader_epoch)
+        return data
+    log = partition.log
+    high_watermark = log.high_watermark
+    last_stable_offset = log.last_stable_offset
+    upper = last_stable_offset if isolation_level == 1 else high_watermark
+    data = FetchPartitionData(
+        index,
+        0,
+        high_watermark=high_watermark,
+        last_stable_offset=last_stable_offset,
+        log_start_offset=log.log_start_offset,
+        aborted_transactions=[] if isolation_level == 1 else None,
+    )
+    if fetch.fetch_offset == upper and fetch.fetch_offset <= log.log_end_offset:
+        data.records = b""
+        return data
+    limit = min(fetch.max_bytes, remaining)
+    try:
+        read = log.read(
+            fetch.fetch_offset,
+            max_bytes=max(limit, 0),
+            max_offset=upper,
+            min_one_message=min_one_message,
+        )
+    except KafkaError as exc:
+        data.error_code = int(exc.code)
+        data.records = None
+        return data
+    data.records = list(read.regions)
+    if isolation_level == 1 and data.records:
+        end = getattr(read, "next_offset", None) or upper
+        data.aborted_transactions = [
+            (aborted.producer_id, aborted.first_offset)
+            for aborted in log.aborted_transactions(fetch.fetch_offset, end)
+        ]
+    return data
+
+
+def _bytes_available(
+    replica_manager: Any, topics: list[tuple[FetchTopicData, list[_PartitionFetch]]], isolation: int
+) -> int:
+    """A lower bound of the bytes a fetch would return now (1 if anything, for min_bytes=1)."""
+    available = 0
+    for _, fetches in topics:
+        for fetch in fetches:
+            if fetch.tp is None:
+                continue
+            partition = replica_manager.get_partition(fetch.tp)
+            if partition is None or not partition.is_leader:
+                return 1 << 30  # an error is an answer: stop waiting
+            log = partition.log
+            upper = log.last_stable_offset if isolation == 1 else log.high_watermark
+            if upper > fetch.fetch_offset:
+                try:
+                    read = log.read(
+                        fetch.fetch_offset,
+                        max_bytes=fetch.max_bytes,
+                        max_offset=upper,
+                        min_one_message=True,
+                    )
+                except KafkaError:
+                    return 1 << 30
+                available += sum(region.length for region in read.regions)
+            elif (
+                fetch.fetch_offset > log.log_end_offset or fetch.fetch_offset < log.log_start_offset
+            ):
+                return 1 << 30
+    return available

@@ -1,0 +1,107 @@
+"""Produce (key 0), v3-13 served; v0-2 advertised but refused, as Kafka 4 does (KIP-896).
+
+v3 adds the transactional id (record batches v2 only); v5 log_start_offset; v8 record_errors and
+error_message; v9 flexible; v10-11 current_leader/node_endpoints tags (KIP-951); v12 is v11 for
+clients that verify transactions server-side (KIP-890); v13 uses topic ids.
+
+acks=0 sends no response; acks=1 answers once the batches are in the page cache; acks=-1 once
+they are fsynced (group commit) and, in a cluster, replicated to the ISR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.protocol.adapter import millis
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.types import TopicPartition
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+@handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
+async def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+    node = ctx.node
+    acks = request.acks
+    replica_manager = node.replica_manager
+    image = node.metadata_image
+    responses = []
+    durable_waits: list[tuple[dict[str, Any], TopicPartition, int]] = []
+    if acks not in (0, 1, -1):
+        code = ErrorCode.invalid_required_acks
+    else:
+        code = ErrorCode.none
+    transactional_id = getattr(request, "transactional_id", None)
+    for topic in request.topic_data:
+        name = getattr(topic, "name", None)
+        topic_id = getattr(topic, "topic_id", None)
+        if not name and topic_id is not None:
+            found = image.topics_by_id.get(topic_id)
+            name = found.name if found is not None else None
+        partition_responses = []
+        for partition_data in topic.partition_data:
+            response: dict[str, Any] = {
+                "index": partition_data.index,
+                "error_code": code,
+                "base_offset": -1,
+                "log_append_time": -1,
+                "log_start_offset": -1,
+            }
+            partition_responses.append(response)
+            if code != ErrorCode.none:
+                continue
+            if name is None:
+                response["error_code"] = (
+                    ErrorCode.unknown_topic_id if topic_id else ErrorCode.unknown_topic_or_partition
+                )
+                continue
+            tp = TopicPartition(name, partition_data.index)
+            records = partition_data.records
+            try:
+                if records is None or len(records) == 0:
+                    raise KafkaError(ErrorCode.corrupt_message, "no record batch")
+                node.authorize_write(ctx, tp, transactional_id)
+                result = replica_manager.append_records(tp, records, required_acks=acks)
+            except KafkaError as exc:
+                response["error_code"] = exc.code
+                response["error_message"] = exc.message
+                continue
+            response["base_offset"] = result.first_offset
+            response["log_append_time"] = result.log_append_time
+            response["log_start_offset"] = result.log_start_offset
+            if acks == -1:
+                durable_waits.append((response, tp, result.last_offset))
+        responses.append(
+            {"name": name or "", "topic_id": topic_id, "partition_responses": partition_responses}
+        )
+    if acks == 0:
+        return None
+    if durable_waits:
+        timeout_s = max(millis(request.timeout), 0) / 1000.0
+        await _wait_durable(replica_manager, durable_waits, timeout_s)
+    return {"responses": responses, "throttle_time": 0}
+
+
+async def _wait_durable(
+    replica_manager: Any,
+    waits: list[tuple[dict[str, Any], TopicPartition, int]],
+    timeout_s: float,
+) -> None:
+    tasks = [
+        asyncio.ensure_future(replica_manager.wait_durable(tp, last_offset))
+        for _, tp, last_offset in waits
+    ]
+    _done, pending = await asyncio.wait(tasks, timeout=timeout_s if timeout_s > 0 else None)
+    for (response, _, _), task in zip(waits, tasks, strict=True):
+        if task in pending:
+            task.cancel()
+            response["error_code"] = ErrorCode.request_timed_out
+        elif task.exception() is not None:
+            exc = task.exception()
+            response["error_code"] = (
+                exc.code if isinstance(exc, KafkaError) else ErrorCode.kafka_storage_error
+            )
