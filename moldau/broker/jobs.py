@@ -1,0 +1,59 @@
+"""Background jobs of a broker: retention, time-based flushes and the log cleaner.
+
+Each job runs its blocking storage work in a worker thread (never on the event loop) and is
+owned by the node, which cancels and awaits it on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moldau.broker.node import Node
+
+log = logging.getLogger(__name__)
+
+
+def start(node: Node) -> list[asyncio.Task[None]]:
+    log_manager = node.log_manager
+    assert log_manager is not None
+    retention_interval_s = int(node.config.get("log.retention.check.interval.ms")) / 1000.0
+    flush_interval_ms = node.config.get("log.flush.scheduler.interval.ms")
+    tasks = [
+        asyncio.create_task(
+            _every(retention_interval_s, log_manager.run_retention, "retention"),
+            name="retention",
+        ),
+    ]
+    if flush_interval_ms is not None and int(flush_interval_ms) < 2**62:
+        tasks.append(
+            asyncio.create_task(
+                _every(
+                    int(flush_interval_ms) / 1000.0,
+                    lambda: log_manager.flush_dirty(node.clock.now_ms()),
+                    "flush",
+                ),
+                name="flush",
+            )
+        )
+    if node.config.get("log.cleaner.enable"):
+        log_manager.start_cleaner()
+        node.on_stop(log_manager.stop_cleaner)
+    return tasks
+
+
+async def _every(interval_s: float, work: Callable[[], object], name: str) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(max(interval_s, 0.01))
+        try:
+            result = await loop.run_in_executor(None, work)
+            if isinstance(result, Awaitable):
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background job %s failed", name)
