@@ -1,0 +1,116 @@
+"""The version adapter: dicts in, versioned kio entities and frames out, and back."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from moldau.protocol.adapter import (
+    MalformedRequest,
+    build_entity,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    response_schema,
+)
+from moldau.protocol.errors import ErrorCode
+
+METADATA = {
+    "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
+    "cluster_id": "abc",
+    "controller_id": 1,
+    "topics": [
+        {
+            "error_code": 0,
+            "name": "orders",
+            "topic_id": uuid.UUID(int=5),
+            "partitions": [
+                {"partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}
+            ],
+        }
+    ],
+    "error_code": 0,
+}
+
+
+@pytest.mark.parametrize("version", range(0, 14))
+def test_metadata_response_round_trips_for_every_version(version: int) -> None:
+    frame = encode_response(3, version, 42, METADATA)
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    correlation_id, response = decode_response(3, version, frame[4:])
+    assert correlation_id == 42
+    topic = response.topics[0]
+    assert topic.name == "orders"
+    assert topic.partitions[0].isr_nodes == (1,)
+    assert response.brokers[0].port == 9092
+    if version >= 10:
+        assert topic.topic_id == uuid.UUID(int=5)
+    if version >= 2:
+        assert response.cluster_id == "abc"
+
+
+def test_fields_a_version_lacks_are_dropped_and_missing_ones_defaulted() -> None:
+    schema = response_schema(3, 0)
+    entity = build_entity(schema, {**METADATA, "unknown_field": 1})
+    assert not hasattr(entity, "cluster_id")
+    assert entity.topics[0].partitions[0].error_code == ErrorCode.none
+
+
+@pytest.mark.parametrize("version", [3, 7, 9, 13])
+def test_request_header_and_body_decode(version: int) -> None:
+    frame = encode_request(
+        0,
+        version,
+        7,
+        "client-1",
+        {
+            "acks": -1,
+            "timeout": 1500,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 2, "records": b"xyz"}]}],
+        },
+    )[4:]
+    header = decode_request_header(frame)
+    assert (header.api_key, header.api_version, header.correlation_id) == (0, version, 7)
+    assert header.client_id == "client-1"
+    request = decode_request(header, frame)
+    assert request.acks == -1
+    assert request.topic_data[0].partition_data[0].records == b"xyz"
+
+
+def test_api_versions_response_header_is_always_v0() -> None:
+    frame = encode_response(
+        18, 3, 9, {"api_keys": [{"api_key": 0, "min_version": 0, "max_version": 9}]}
+    )
+    # size, correlation id, then error code directly: no tagged-field byte in the header.
+    assert frame[4:8] == (9).to_bytes(4, "big")
+    assert frame[8:10] == b"\x00\x00"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"",
+        b"\x00\x03",
+        b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x10abc",
+        b"\x00\x03\x00\x01\x00\x00\x00\x01\xff\xfe",
+    ],
+)
+def test_malformed_headers_are_rejected(frame: bytes) -> None:
+    with pytest.raises(MalformedRequest):
+        decode_request_header(frame)
+
+
+def test_truncated_body_is_rejected() -> None:
+    frame = encode_request(
+        0,
+        9,
+        1,
+        None,
+        {"acks": 1, "timeout": 1, "topic_data": [{"name": "t", "partition_data": []}]},
+    )[4:]
+    header = decode_request_header(frame[:-3])
+    with pytest.raises(MalformedRequest):
+        decode_request(header, frame[:-3])
