@@ -1,1 +1,45 @@
+"""Moldau's own asyncio Kafka client, used by the CLI, inter-broker paths and the Spark connector.
 
+It speaks the Kafka protocol only (no broker internals) and follows confluent-kafka's API shape:
+`AdminClient`, `Producer`, `Consumer`, `Message`, `KafkaException`. See README.md.
+"""
+
+from moldau.client.admin import (
+    AdminClient,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+    SyncAdminClient,
+)
+from moldau.client.config import ClientConfig
+from moldau.client.consumer import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer
+from moldau.client.errors import ConfigException, ErrorCode, KafkaException
+from moldau.client.message import Message
+from moldau.client.producer import Producer, RecordMetadata
+from moldau.types import TopicPartition
+
+__all__ = [
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+    "OFFSET_STORED",
+    "AdminClient",
+    "AlterConfigOp",
+    "ClientConfig",
+    "ConfigEntry",
+    "ConfigException",
+    "ConfigResource",
+    "ConfigSource",
+    "Consumer",
+    "ErrorCode",
+    "KafkaException",
+    "Message",
+    "NewTopic",
+    "Producer",
+    "RecordMetadata",
+    "ResourceType",
+    "SyncAdminClient",
+    "TopicPartition",
+]

@@ -1,0 +1,481 @@
+"""`AdminClient`: topics, partitions, configs, records, cluster, groups and their offsets.
+
+Mirrors the shape of confluent-kafka's `AdminClient` (and Kafka's `Admin`), but as plain async
+methods that return results or raise `KafkaException` naming the resource that failed. Requests go
+where Kafka sends them: topic changes to any broker (it forwards to the controller), broker configs
+to that broker, DeleteRecords and ListOffsets to partition leaders, group requests to the group's
+coordinator, and ListGroups to every broker.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Self
+
+from moldau.client.cluster import Cluster, ClusterMetadata, TopicInfo
+from moldau.client.config import ClientConfig
+from moldau.client.consumer_protocol import decode_assignment
+from moldau.client.errors import check_error
+from moldau.client.group import commit_offsets, fetch_committed_offsets
+from moldau.client.offsets import ListOffsetsResult, list_offsets
+from moldau.client.sync import SyncFacade
+from moldau.types import TopicPartition
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "GroupDescription",
+    "GroupListing",
+    "MemberDescription",
+    "NewTopic",
+    "ResourceType",
+    "SyncAdminClient",
+]
+
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+CREATE_PARTITIONS: Final = 37
+DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+INCREMENTAL_ALTER_CONFIGS: Final = 44
+DELETE_RECORDS: Final = 21
+DESCRIBE_CLUSTER: Final = 60
+LIST_GROUPS: Final = 16
+DESCRIBE_GROUPS: Final = 15
+DELETE_GROUPS: Final = 42
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs' `config_source`, with Kafka's names."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class AlterConfigOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    topic: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    restype: ResourceType
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    is_read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    coordinator: int
+
+
+class AdminClient:
+    """Cluster administration over the Kafka protocol; an async context manager."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
+        self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
+        self.cluster = Cluster(self.config)
+        self._timeout_ms = self.config.get_int("request.timeout.ms")
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+    # --- topics ------------------------------------------------------------------------------
+
+    async def list_topics(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Brokers, controller and topics (all of them unless `topics` is given)."""
+        return await self.cluster.refresh_metadata(None if topics is None else list(topics))
+
+    async def describe_topic(self, name: str) -> TopicInfo:
+        return await self.cluster.topic(name)
+
+    async def create_topics(
+        self, new_topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> dict[str, int]:
+        """Create topics; returns the partition count of each (as the broker reports it)."""
+        response = await self.cluster.request(
+            CREATE_TOPICS,
+            {
+                "topics": [
+                    {
+                        "name": t.topic,
+                        "num_partitions": t.num_partitions,
+                        "replication_factor": t.replication_factor,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": str(v)} for k, v in t.config.items()],
+                    }
+                    for t in new_topics
+                ],
+                "timeout": self._timeout_ms,
+                "validate_only": validate_only,
+            },
+        )
+        counts = {}
+        for topic in response.topics:
+            check_error(topic.error_code, topic.error_message, context=f"topic '{topic.name}'")
+            counts[topic.name] = int(getattr(topic, "num_partitions", -1))
+        return counts
+
+    async def delete_topics(self, names: Sequence[str]) -> None:
+        response = await self.cluster.request(
+            DELETE_TOPICS,
+            {
+                "topics": [{"name": n} for n in names],
+                "topic_names": list(names),
+                "timeout": self._timeout_ms,
+            },
+        )
+        for topic in response.responses:
+            check_error(
+                topic.error_code,
+                getattr(topic, "error_message", None),
+                context=f"topic '{topic.name}'",
+            )
+
+    async def create_partitions(self, new_counts: Mapping[str, int]) -> None:
+        """Grow each topic to the given total partition count."""
+        response = await self.cluster.request(
+            CREATE_PARTITIONS,
+            {
+                "topics": [
+                    {"name": n, "count": c, "assignments": None} for n, c in new_counts.items()
+                ],
+                "timeout": self._timeout_ms,
+                "validate_only": False,
+            },
+        )
+        for result in response.results:
+            check_error(result.error_code, result.error_message, context=f"topic '{result.name}'")
+
+    # --- configs -----------------------------------------------------------------------------
+
+    async def _config_connection(self, resource: ConfigResource) -> Any:
+        if resource.restype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and resource.name:
+            return await self.cluster.connection(int(resource.name))
+        return await self.cluster.any_connection()
+
+    async def describe_configs(
+        self, resource: ConfigResource, *, include_synonyms: bool = False
+    ) -> dict[str, ConfigEntry]:
+        connection = await self._config_connection(resource)
+        response = await connection.request(
+            DESCRIBE_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": int(resource.restype),
+                        "resource_name": resource.name,
+                        "configuration_keys": None,
+                    }
+                ],
+                "include_synonyms": include_synonyms,
+            },
+        )
+        result = response.results[0]
+        check_error(result.error_code, result.error_message, context=_describe(resource))
+        entries = {}
+        for entry in result.configs:
+            source = _config_source(entry)
+            entries[entry.name] = ConfigEntry(
+                name=entry.name,
+                value=entry.value,
+                source=source,
+                is_read_only=bool(entry.read_only),
+                is_sensitive=bool(entry.is_sensitive),
+                synonyms=tuple(
+                    (s.name, s.value, _enum(ConfigSource, s.source))
+                    for s in getattr(entry, "synonyms", ())
+                ),
+            )
+        return dict(sorted(entries.items()))
+
+    async def alter_configs(self, resource: ConfigResource, configs: Mapping[str, str]) -> None:
+        """Replace the resource's whole dynamic config (Kafka's legacy AlterConfigs)."""
+        connection = await self._config_connection(resource)
+        response = await connection.request(
+            ALTER_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": int(resource.restype),
+                        "resource_name": resource.name,
+                        "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        for result in response.responses:
+            check_error(result.error_code, result.error_message, context=_describe(resource))
+
+    async def incremental_alter_configs(
+        self,
+        resource: ConfigResource,
+        operations: Sequence[tuple[str, AlterConfigOp, str | None]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Apply (name, SET|DELETE|APPEND|SUBTRACT, value) operations to one resource."""
+        connection = await self._config_connection(resource)
+        response = await connection.request(
+            INCREMENTAL_ALTER_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": int(resource.restype),
+                        "resource_name": resource.name,
+                        "configs": [
+                            {"name": name, "config_operation": int(op), "value": value}
+                            for name, op, value in operations
+                        ],
+                    }
+                ],
+                "validate_only": validate_only,
+            },
+        )
+        for result in response.responses:
+            check_error(result.error_code, result.error_message, context=_describe(resource))
+
+    # --- records and offsets -----------------------------------------------------------------
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Move each partition's log start offset to the given offset (-1: the high watermark).
+        Returns the new low watermarks."""
+        by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+        for tp, offset in offsets.items():
+            connection = await self.cluster.leader_connection(tp.topic, tp.partition)
+            by_leader[connection.node_id][tp] = offset
+        result: dict[TopicPartition, int] = {}
+        for node_id, items in by_leader.items():
+            connection = await self.cluster.connection(node_id)
+            topics: dict[str, list[dict[str, int]]] = defaultdict(list)
+            for tp, offset in items.items():
+                topics[tp.topic].append({"partition_index": tp.partition, "offset": offset})
+            response = await connection.request(
+                DELETE_RECORDS,
+                {
+                    "topics": [{"name": n, "partitions": p} for n, p in topics.items()],
+                    "timeout": self._timeout_ms,
+                },
+            )
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    tp = TopicPartition(topic.name, int(partition.partition_index))
+                    check_error(partition.error_code, context=str(tp))
+                    result[tp] = int(partition.low_watermark)
+        return result
+
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = 0
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        """Offsets by spec: -2 earliest, -1 latest, -3 max timestamp, else a timestamp in ms."""
+        return await list_offsets(self.cluster, specs, isolation_level=isolation_level)
+
+    # --- cluster -----------------------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterMetadata:
+        connection = await self.cluster.any_connection()
+        if DESCRIBE_CLUSTER not in connection.versions.ranges:
+            return await self.cluster.refresh_metadata([])
+        from moldau.client.cluster import BrokerInfo
+
+        response = await connection.request(
+            DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+        )
+        check_error(response.error_code, response.error_message, context="DescribeCluster")
+        brokers = {
+            int(b.broker_id): BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack)
+            for b in response.brokers
+        }
+        return ClusterMetadata(
+            response.cluster_id, int(response.controller_id), dict(sorted(brokers.items())), {}
+        )
+
+    # --- groups ------------------------------------------------------------------------------
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Groups known to any broker (ListGroups goes to every broker, as Kafka's admin does)."""
+        await self.cluster.refresh_metadata([])
+        listings: dict[str, GroupListing] = {}
+        for node_id in self.cluster.metadata.brokers:
+            connection = await self.cluster.connection(node_id)
+            response = await connection.request(
+                LIST_GROUPS, {"states_filter": [], "types_filter": []}
+            )
+            check_error(response.error_code, context=f"ListGroups on broker {node_id}")
+            for group in response.groups:
+                listings[group.group_id] = GroupListing(
+                    group_id=group.group_id,
+                    protocol_type=group.protocol_type,
+                    state=getattr(group, "group_state", "") or "",
+                    group_type=getattr(group, "group_type", "") or "",
+                )
+        return [listings[name] for name in sorted(listings)]
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        descriptions = []
+        for group_id in group_ids:
+            connection = await self.cluster.coordinator(group_id)
+            response = await connection.request(
+                DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False}
+            )
+            for group in response.groups:
+                check_error(group.error_code, context=f"group '{group.group_id}'")
+                members = tuple(
+                    MemberDescription(
+                        member_id=m.member_id,
+                        client_id=m.client_id,
+                        host=m.client_host,
+                        group_instance_id=getattr(m, "group_instance_id", None),
+                        assignment=tuple(
+                            _safe_assignment(m.member_assignment)
+                            if group.protocol_type == "consumer"
+                            else ()
+                        ),
+                    )
+                    for m in group.members
+                )
+                descriptions.append(
+                    GroupDescription(
+                        group_id=group.group_id,
+                        state=group.group_state,
+                        protocol_type=group.protocol_type,
+                        protocol=group.protocol_data,
+                        members=members,
+                        coordinator=connection.node_id,
+                    )
+                )
+        return descriptions
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> None:
+        for group_id in group_ids:
+            connection = await self.cluster.coordinator(group_id)
+            response = await connection.request(DELETE_GROUPS, {"groups_names": [group_id]})
+            for result in response.results:
+                check_error(result.error_code, context=f"group '{result.group_id}'")
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of a group (-1 where nothing is committed)."""
+        return await fetch_committed_offsets(self.cluster, group_id, partitions)
+
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Commit offsets for a group that has no active members (as Kafka's admin does)."""
+        await commit_offsets(self.cluster, group_id, offsets)
+
+
+def _describe(resource: ConfigResource) -> str:
+    return f"{resource.restype.name.lower()} '{resource.name}'"
+
+
+def _enum(cls: type[Any], value: Any) -> Any:
+    try:
+        return cls(int(value))
+    except ValueError:
+        return cls(0)
+
+
+def _config_source(entry: Any) -> ConfigSource:
+    source = getattr(entry, "config_source", None)
+    if source is not None:
+        return _enum(ConfigSource, source)
+    return (
+        ConfigSource.DEFAULT_CONFIG if getattr(entry, "is_default", False) else ConfigSource.UNKNOWN
+    )
+
+
+def _safe_assignment(data: bytes | None) -> list[TopicPartition]:
+    try:
+        return decode_assignment(data)
+    except Exception:
+        return []
+
+
+class SyncAdminClient(SyncFacade[AdminClient]):
+    """`AdminClient` for synchronous code: every coroutine method becomes a blocking call."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
+        super().__init__(lambda: AdminClient(config))

@@ -1,0 +1,343 @@
+"""`Consumer`: assign/seek/poll from offsets, or consume as a member of a classic group.
+
+Mirrors confluent-kafka's `Consumer` shape: `subscribe(topics)` or `assign(partitions)`,
+`await poll(timeout)` returning a `Message` or None, `consume(n)`, `commit()`, `committed()`,
+`seek()`, `get_watermark_offsets()`, `offsets_for_times()`, `close()`. Positions may be logical:
+`OFFSET_BEGINNING`, `OFFSET_END`, `OFFSET_STORED` (the group's committed offset). Fetching happens
+inside `poll`, one Fetch per partition leader, all leaders at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Self
+
+from moldau.client.cluster import Cluster
+from moldau.client.config import ClientConfig
+from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
+from moldau.client.fetcher import FETCH, build_fetch_request, records_from_fetch
+from moldau.client.group import GroupMembership, fetch_committed_offsets
+from moldau.client.message import Message
+from moldau.client.offsets import EARLIEST, LATEST, ListOffsetsResult, list_offsets
+from moldau.types import TopicPartition
+
+__all__ = ["OFFSET_BEGINNING", "OFFSET_END", "OFFSET_STORED", "Consumer"]
+
+OFFSET_BEGINNING: Final = -2
+OFFSET_END: Final = -1
+OFFSET_STORED: Final = -1000
+
+
+def _isolation_level(value: str) -> int:
+    text = value.strip().lower()
+    if text == "read_committed":
+        return 1
+    if text == "read_uncommitted":
+        return 0
+    raise ConfigException(
+        f"setting 'isolation.level' must be read_committed or read_uncommitted, got {value!r}"
+    )
+
+
+def _reset_spec(value: str) -> int | None:
+    text = value.strip().lower()
+    if text in ("earliest", "smallest", "beginning"):
+        return EARLIEST
+    if text in ("latest", "largest", "end"):
+        return LATEST
+    if text in ("error", "none"):
+        return None
+    raise ConfigException(
+        f"setting 'auto.offset.reset' must be earliest, latest or error, got {value!r}"
+    )
+
+
+class Consumer:
+    """An asyncio consumer; use as `async with Consumer({...}) as consumer:`."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
+        self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
+        self.cluster = Cluster(self.config)
+        self.isolation_level = _isolation_level(self.config.get_str("isolation.level"))
+        self.auto_offset_reset = _reset_spec(self.config.get_str("auto.offset.reset"))
+        self.enable_auto_commit = self.config.get_bool("enable.auto.commit")
+        self.auto_commit_interval = self.config.get_int("auto.commit.interval.ms") / 1000
+        group_id = self.config.get_optional_str("group.id")
+        self.group = GroupMembership(self.cluster, self.config, group_id) if group_id else None
+        self._subscription: list[str] = []
+        self._assignment: list[TopicPartition] = []
+        self._fetch_positions: dict[TopicPartition, int] = {}
+        self._pending_seeks: dict[TopicPartition, int] = {}
+        self._consumed: dict[TopicPartition, int] = {}
+        self._end_offsets: dict[TopicPartition, int] = {}
+        self._buffer: deque[Message] = deque()
+        self._last_commit = 0.0
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- assignment --------------------------------------------------------------------------
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        """Consume `topics` as a member of the group named by `group.id`."""
+        if self.group is None:
+            raise ConfigException("subscribe() needs 'group.id' (or use assign())")
+        self._subscription = list(topics)
+        self.group.needs_rejoin = True
+
+    def assign(
+        self,
+        partitions: Iterable[TopicPartition],
+        offsets: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Consume exactly these partitions, from `offsets` (default: the stored offset)."""
+        self._assignment = list(partitions)
+        self._fetch_positions.clear()
+        self._consumed.clear()
+        self._buffer.clear()
+        self._pending_seeks = {
+            tp: (offsets or {}).get(tp, OFFSET_STORED) for tp in self._assignment
+        }
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._assignment)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Fetch `tp` from `offset` next (an absolute offset or OFFSET_BEGINNING / OFFSET_END)."""
+        self._pending_seeks[tp] = offset
+        self._fetch_positions.pop(tp, None)
+        self._buffer = deque(m for m in self._buffer if (m.topic(), m.partition()) != tp)
+
+    def position(self, tp: TopicPartition) -> int | None:
+        """The offset of the next message `poll` returns for `tp` (None if not known yet)."""
+        if tp in self._consumed:
+            return self._consumed[tp]
+        return self._fetch_positions.get(tp)
+
+    def at_end(self, tp: TopicPartition) -> bool:
+        """True once everything up to the end seen by the last fetch has been returned."""
+        end = self._end_offsets.get(tp)
+        position = self.position(tp)
+        return end is not None and position is not None and position >= end
+
+    def all_at_end(self) -> bool:
+        return bool(self._assignment) and all(self.at_end(tp) for tp in self._assignment)
+
+    # --- offsets -----------------------------------------------------------------------------
+
+    async def get_watermark_offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        """(low, high): the log start offset and the high watermark of `tp`."""
+        results = await list_offsets(self.cluster, {tp: EARLIEST})
+        low = results[tp].offset
+        results = await list_offsets(self.cluster, {tp: LATEST})
+        return low, results[tp].offset
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        """For each partition the first offset with a timestamp at or after the given one."""
+        return await list_offsets(self.cluster, timestamps, isolation_level=self.isolation_level)
+
+    async def committed(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        if self.group is None:
+            raise ConfigException("committed() needs 'group.id'")
+        return await fetch_committed_offsets(self.cluster, self.group.group_id, partitions)
+
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit `offsets` (default: the position after every message returned so far)."""
+        if self.group is None:
+            raise ConfigException("commit() needs 'group.id'")
+        offsets = dict(self._consumed if offsets is None else offsets)
+        if offsets:
+            await self.group.commit(offsets)
+        self._last_commit = asyncio.get_running_loop().time()
+
+    # --- polling -----------------------------------------------------------------------------
+
+    async def poll(self, timeout: float = 1.0) -> Message | None:
+        messages = await self.consume(1, timeout)
+        return messages[0] if messages else None
+
+    async def consume(self, num_messages: int = 1, timeout: float = 1.0) -> list[Message]:
+        """Up to `num_messages` messages, waiting at most `timeout` seconds for the first."""
+        if self._closed:
+            raise KafkaException(ErrorCode.unknown_server_error, "the consumer is closed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            await self._maintain_group(deadline)
+            if self._buffer:
+                return self._take(num_messages)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            await self._fetch(remaining)
+            if not self._buffer and loop.time() >= deadline:
+                return []
+
+    def _take(self, count: int) -> list[Message]:
+        taken = []
+        while self._buffer and len(taken) < count:
+            message = self._buffer.popleft()
+            taken.append(message)
+            self._consumed[TopicPartition(message.topic(), message.partition())] = (
+                message.offset() + 1
+            )
+        return taken
+
+    async def _maintain_group(self, deadline: float) -> None:
+        if self.group is None or not self._subscription:
+            return
+        loop = asyncio.get_running_loop()
+        if self.enable_auto_commit and self.group.generation_id >= 0:
+            due = loop.time() - self._last_commit >= self.auto_commit_interval
+            if (due or self.group.needs_rejoin) and self._consumed:
+                with contextlib.suppress(KafkaException):
+                    await self.commit()
+        if not self.group.needs_rejoin:
+            return
+        join_deadline = max(deadline, loop.time() + self.group.rebalance_timeout_ms / 1000)
+        assignment = await self.group.join(self._subscription, deadline=join_deadline)
+        self.assign(assignment)
+
+    async def _resolve_positions(self) -> None:
+        """Turn pending seeks (stored, beginning, end) into absolute fetch positions."""
+        seeks, self._pending_seeks = self._pending_seeks, {}
+        stored = [tp for tp, offset in seeks.items() if offset == OFFSET_STORED]
+        if stored and self.group is not None:
+            committed = await fetch_committed_offsets(self.cluster, self.group.group_id, stored)
+            for tp in stored:
+                if committed.get(tp, -1) >= 0:
+                    seeks[tp] = committed[tp]
+        specs: dict[TopicPartition, int] = {}
+        for tp, offset in seeks.items():
+            if offset >= 0:
+                self._fetch_positions[tp] = offset
+            elif offset == OFFSET_STORED:
+                if self.auto_offset_reset is None:
+                    raise KafkaException(
+                        ErrorCode.offset_out_of_range,
+                        f"{tp} has no committed offset and auto.offset.reset is 'error'",
+                    )
+                specs[tp] = self.auto_offset_reset
+            else:
+                specs[tp] = offset
+        if specs:
+            results = await list_offsets(self.cluster, specs, isolation_level=self.isolation_level)
+            for tp, result in results.items():
+                self._fetch_positions[tp] = result.offset
+
+    async def _fetch(self, max_wait: float) -> None:
+        if self._pending_seeks:
+            await self._resolve_positions()
+        positions = {
+            tp: self._fetch_positions[tp] for tp in self._assignment if tp in self._fetch_positions
+        }
+        if not positions:
+            await asyncio.sleep(min(max_wait, 0.1))
+            return
+        by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+        for tp, offset in positions.items():
+            try:
+                connection = await self.cluster.leader_connection(tp.topic, tp.partition)
+            except KafkaException as exc:
+                if not exc.retriable:
+                    raise
+                continue
+            by_leader[connection.node_id][tp] = offset
+        if not by_leader:
+            await asyncio.sleep(min(max_wait, 0.1))
+            return
+        wait_ms = max(0, min(self.config.get_int("fetch.wait.max.ms"), int(max_wait * 1000)))
+        await asyncio.gather(
+            *(self._fetch_from(node_id, items, wait_ms) for node_id, items in by_leader.items())
+        )
+
+    async def _fetch_from(
+        self, node_id: int, positions: dict[TopicPartition, int], wait_ms: int
+    ) -> None:
+        connection = await self.cluster.connection(node_id)
+        request = build_fetch_request(
+            positions,
+            max_wait_ms=wait_ms,
+            min_bytes=self.config.get_int("fetch.min.bytes"),
+            max_bytes=self.config.get_int("fetch.max.bytes"),
+            partition_max_bytes=self.config.get_int("max.partition.fetch.bytes"),
+            isolation_level=self.isolation_level,
+        )
+        response = await connection.request(
+            FETCH, request, timeout=self.cluster.config.request_timeout + wait_ms / 1000
+        )
+        top_error = error_code_of(getattr(response, "error_code", 0))
+        if top_error is not ErrorCode.none:
+            raise KafkaException(top_error, f"Fetch from broker {node_id}")
+        refresh = False
+        for topic in response.responses:
+            for partition in topic.partitions:
+                tp = TopicPartition(topic.topic, int(partition.partition_index))
+                if self._fetch_positions.get(tp) != positions.get(tp):
+                    continue  # seeked while the fetch was in flight
+                error = error_code_of(partition.error_code)
+                if error is ErrorCode.offset_out_of_range:
+                    if self.auto_offset_reset is None:
+                        raise KafkaException(error, f"{tp} at offset {positions[tp]}")
+                    self.seek(tp, self.auto_offset_reset)
+                    continue
+                if error is not ErrorCode.none:
+                    exc = KafkaException(error, str(tp))
+                    if not exc.retriable:
+                        raise exc
+                    refresh = True
+                    continue
+                read_committed = self.isolation_level == 1
+                end = int(
+                    partition.last_stable_offset if read_committed else partition.high_watermark
+                )
+                if end < 0:
+                    end = int(partition.high_watermark)
+                self._end_offsets[tp] = end
+                fetched = records_from_fetch(
+                    tp,
+                    partition.records,
+                    fetch_offset=positions[tp],
+                    aborted_transactions=[
+                        (int(a.producer_id), int(a.first_offset))
+                        for a in (getattr(partition, "aborted_transactions", None) or ())
+                    ],
+                    read_committed=read_committed,
+                )
+                self._fetch_positions[tp] = fetched.next_offset
+                self._buffer.extend(fetched.messages)
+                if not fetched.messages and tp not in self._consumed:
+                    self._consumed[tp] = fetched.next_offset
+                elif not fetched.messages:
+                    self._consumed[tp] = max(self._consumed[tp], fetched.next_offset)
+        if refresh:
+            with contextlib.suppress(KafkaException):
+                await self.cluster.refresh_metadata(list({tp.topic for tp in positions}))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.group is not None and self.group.generation_id >= 0:
+                if self.enable_auto_commit and self._consumed:
+                    with contextlib.suppress(KafkaException):
+                        await self.commit()
+                await self.group.leave()
+        finally:
+            await self.cluster.close()

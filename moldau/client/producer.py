@@ -1,0 +1,385 @@
+"""`Producer`: batches records per partition, lingers, compresses and sends Produce requests.
+
+Mirrors confluent-kafka's `Producer` shape: `produce(topic, value, key, partition=..., headers=...,
+on_delivery=...)` queues a record and returns at once (here: an asyncio future of its
+`RecordMetadata`); `flush()` waits until everything queued is acknowledged. Keyed records go to
+Kafka's murmur2 partition; unkeyed ones stick to one random partition per batch (KIP-480). A
+partition has at most one Produce request in flight, so records stay in order across retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Self
+
+from moldau.client.cluster import Cluster
+from moldau.client.config import ClientConfig
+from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
+from moldau.client.partitioner import partition_for_key
+from moldau.protocol.compression import CompressionType
+from moldau.protocol.records import NewRecord, build_batch
+from moldau.types import TopicPartition
+
+__all__ = ["Producer", "RecordMetadata"]
+
+PRODUCE: Final = 0
+_RECORD_OVERHEAD: Final = 24
+
+Headers = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None]
+DeliveryCallback = Callable[[KafkaException | None, "RecordMetadata"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record landed (offset -1 when acks=0 or when delivery failed)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None = None
+    value: bytes | None = None
+
+
+@dataclass(slots=True)
+class _PendingRecord:
+    topic: str
+    partition: int
+    record: NewRecord
+    size: int
+    future: asyncio.Future[RecordMetadata]
+    on_delivery: DeliveryCallback | None
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class _PartitionQueue:
+    records: list[_PendingRecord] = field(default_factory=list)
+    bytes: int = 0
+    first_queued: float = 0.0
+    in_flight: bool = False
+
+
+def _to_bytes(value: bytes | str | None) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    return str(value).encode("utf-8")
+
+
+def _acks(value: Any) -> int:
+    text = str(value).strip().lower()
+    if text in ("all", "-1"):
+        return -1
+    if text in ("0", "1"):
+        return int(text)
+    raise ConfigException(f"setting 'acks' must be 0, 1 or all, got {value!r}")
+
+
+class Producer:
+    """An asyncio producer; use as `async with Producer({...}) as producer:`."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
+        self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
+        self.cluster = Cluster(self.config)
+        self.acks = _acks(self.config.get("acks"))
+        try:
+            self.compression = CompressionType.from_name(self.config.get_str("compression.type"))
+        except ValueError:
+            raise ConfigException(
+                "setting 'compression.type' must be one of none, gzip, snappy, lz4, zstd"
+            ) from None
+        self.linger = self.config.get_int("linger.ms") / 1000
+        self.batch_bytes = min(
+            self.config.get_int("batch.size"), self.config.get_int("message.max.bytes")
+        )
+        self.batch_records = self.config.get_int("batch.num.messages")
+        self.retries = self.config.get_int("retries")
+        self._unpartitioned: list[_PendingRecord] = []
+        self._queues: dict[TopicPartition, _PartitionQueue] = defaultdict(_PartitionQueue)
+        self._sticky: dict[str, int] = {}
+        self._pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._wakeup = asyncio.Event()
+        self._flushing = 0
+        self._sender: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __len__(self) -> int:
+        """Records queued or in flight (confluent-kafka's `len(producer)`)."""
+        return self._pending
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        *,
+        partition: int = -1,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; the returned future resolves when the broker acknowledges it."""
+        if self._closed:
+            raise KafkaException(ErrorCode.unknown_server_error, "the producer is closed")
+        header_items = headers.items() if isinstance(headers, Mapping) else (headers or ())
+        record = NewRecord(
+            key=_to_bytes(key),
+            value=_to_bytes(value),
+            headers=tuple((str(k), _to_bytes(v)) for k, v in header_items),
+            timestamp=int(time.time() * 1000) if timestamp is None else timestamp,
+        )
+        size = (
+            _RECORD_OVERHEAD
+            + len(record.key or b"")
+            + len(record.value or b"")
+            + sum(len(k) + len(v or b"") + 4 for k, v in record.headers)
+        )
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        pending = _PendingRecord(topic, partition, record, size, future, on_delivery)
+        self._pending += 1
+        self._idle.clear()
+        self._unpartitioned.append(pending)
+        self._ensure_sender()
+        self._wakeup.set()
+        return future
+
+    async def send(
+        self, topic: str, value: bytes | str | None = None, **kwargs: Any
+    ) -> RecordMetadata:
+        """Produce one record and wait for its acknowledgement."""
+        return await self.produce(topic, value, **kwargs)
+
+    async def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued now and wait for it; returns the number still pending."""
+        self._flushing += 1
+        self._wakeup.set()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout)
+        finally:
+            self._flushing -= 1
+        return self._pending
+
+    async def close(self, timeout: float | None = None) -> None:
+        if not self._closed:
+            await self.flush(timeout)
+        self._closed = True
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            self._sender = None
+        for task in list(self._requests):
+            task.cancel()
+        for task in list(self._requests):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.cluster.close()
+
+    # --- sending -----------------------------------------------------------------------------
+
+    def _ensure_sender(self) -> None:
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_loop(), name="producer sender")
+
+    async def _send_loop(self) -> None:
+        while True:
+            timeout = None if self._pending == 0 else max(self.linger, 0.001)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            self._wakeup.clear()
+            if self._unpartitioned:
+                await self._assign_partitions()
+            self._drain(time.monotonic())
+
+    async def _assign_partitions(self) -> None:
+        records, self._unpartitioned = self._unpartitioned, []
+        counts: dict[str, int] = {}
+        for pending in records:
+            count = counts.get(pending.topic)
+            if count is None:
+                try:
+                    info = self.cluster.metadata.topics.get(pending.topic)
+                    if info is None:
+                        info = await self.cluster.topic(pending.topic)
+                    count = counts[pending.topic] = len(info.partitions)
+                except KafkaException as exc:
+                    self._complete(pending, exc, -1, -1)
+                    continue
+            if pending.partition < 0:
+                if pending.record.key is not None:
+                    pending.partition = partition_for_key(pending.record.key, count)
+                else:
+                    sticky = self._sticky.get(pending.topic)
+                    if sticky is None or sticky >= count:
+                        sticky = self._sticky[pending.topic] = random.randrange(count)
+                    pending.partition = sticky
+            elif pending.partition >= count:
+                self._complete(
+                    pending,
+                    KafkaException(
+                        ErrorCode.unknown_topic_or_partition,
+                        f"topic '{pending.topic}' has no partition {pending.partition} "
+                        f"(it has {count})",
+                    ),
+                    -1,
+                    -1,
+                )
+                continue
+            self._enqueue(pending)
+
+    def _enqueue(self, pending: _PendingRecord) -> None:
+        queue = self._queues[TopicPartition(pending.topic, pending.partition)]
+        if not queue.records:
+            queue.first_queued = time.monotonic()
+        queue.records.append(pending)
+        queue.bytes += pending.size
+
+    def _drain(self, now: float) -> None:
+        by_leader: dict[int, list[tuple[TopicPartition, list[_PendingRecord]]]] = defaultdict(list)
+        for tp, queue in self._queues.items():
+            if queue.in_flight or not queue.records:
+                continue
+            full = queue.bytes >= self.batch_bytes or len(queue.records) >= self.batch_records
+            if not (
+                full or self._flushing or self._closed or now - queue.first_queued >= self.linger
+            ):
+                continue
+            batch, size = [], 0
+            while queue.records and len(batch) < self.batch_records:
+                if batch and size + queue.records[0].size > self.batch_bytes:
+                    break
+                record = queue.records.pop(0)
+                batch.append(record)
+                size += record.size
+            queue.bytes -= size
+            queue.first_queued = now
+            queue.in_flight = True
+            info = self.cluster.metadata.topics.get(tp.topic)
+            partition = info.partitions.get(tp.partition) if info else None
+            leader = partition.leader if partition else -1
+            by_leader[leader].append((tp, batch))
+            if tp.topic in self._sticky and batch[-1].record.key is None:
+                self._sticky.pop(tp.topic)  # the next unkeyed batch picks a new partition
+        for leader, batches in by_leader.items():
+            task = asyncio.create_task(self._send_request(leader, batches))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+
+    async def _send_request(
+        self, leader: int, batches: list[tuple[TopicPartition, list[_PendingRecord]]]
+    ) -> None:
+        retry: list[tuple[TopicPartition, list[_PendingRecord], KafkaException]] = []
+        try:
+            if leader < 0:
+                raise KafkaException(ErrorCode.leader_not_available, "no leader known")
+            connection = await self.cluster.connection(leader)
+            topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for tp, records in batches:
+                payload = build_batch([p.record for p in records], compression=self.compression)
+                topics[tp.topic].append({"index": tp.partition, "records": payload})
+            response = await connection.request(
+                PRODUCE,
+                {
+                    "transactional_id": None,
+                    "acks": self.acks,
+                    "timeout": self.config.get_int("request.timeout.ms"),
+                    "topic_data": [
+                        {"name": name, "partition_data": parts} for name, parts in topics.items()
+                    ],
+                },
+                expect_response=self.acks != 0,
+            )
+        except KafkaException as exc:
+            retry = [(tp, records, exc) for tp, records in batches]
+        else:
+            results: dict[TopicPartition, Any] = {}
+            if response is not None:
+                for topic in response.responses:
+                    for partition in topic.partition_responses:
+                        results[TopicPartition(topic.name, int(partition.index))] = partition
+            for tp, records in batches:
+                result = results.get(tp)
+                if result is None:
+                    for offset_delta, pending in enumerate(records):
+                        self._complete(pending, None, -1 if self.acks == 0 else offset_delta, -1)
+                    continue
+                error = error_code_of(result.error_code)
+                if error is not ErrorCode.none:
+                    message = getattr(result, "error_message", None)
+                    retry.append((tp, records, KafkaException(error, message or str(tp))))
+                    continue
+                base_offset = int(result.base_offset)
+                append_time = int(getattr(result, "log_append_time", -1))
+                for offset_delta, pending in enumerate(records):
+                    self._complete(pending, None, base_offset + offset_delta, append_time)
+        for tp, records, exc in retry:
+            self._retry_or_fail(tp, records, exc)
+        for tp, _records in batches:
+            self._queues[tp].in_flight = False
+        if retry:
+            with contextlib.suppress(KafkaException):
+                await asyncio.sleep(self.config.get_int("retry.backoff.ms") / 1000)
+                await self.cluster.refresh_metadata(list({tp.topic for tp, _ in batches}))
+        self._wakeup.set()
+
+    def _retry_or_fail(
+        self, tp: TopicPartition, records: list[_PendingRecord], exc: KafkaException
+    ) -> None:
+        queue = self._queues[tp]
+        retriable = [p for p in records if exc.retriable and p.attempts < self.retries]
+        for pending in records:
+            if pending not in retriable:
+                self._complete(pending, exc, -1, -1)
+        for pending in retriable:
+            pending.attempts += 1
+        queue.records[:0] = retriable
+        queue.bytes += sum(p.size for p in retriable)
+
+    def _complete(
+        self, pending: _PendingRecord, error: KafkaException | None, offset: int, append_time: int
+    ) -> None:
+        timestamp = append_time if append_time >= 0 else (pending.record.timestamp or -1)
+        metadata = RecordMetadata(
+            pending.topic,
+            pending.partition,
+            offset,
+            timestamp,
+            pending.record.key,
+            pending.record.value,
+        )
+        if not pending.future.done():
+            if error is None:
+                pending.future.set_result(metadata)
+            else:
+                pending.future.set_exception(error)
+                # Nobody may await a fire-and-forget record; mark the exception as retrieved.
+                pending.future.exception()
+        if pending.on_delivery is not None:
+            pending.on_delivery(error, metadata)
+        self._pending -= 1
+        if self._pending == 0:
+            self._idle.set()
