@@ -1,0 +1,161 @@
+"""Dynamic config changes for topics and brokers, as Kafka's ConfigurationControlManager (KIP-339).
+
+Each function checks one resource against the current image and returns the `ConfigRecord`s
+that carry out the change, or raises `KafkaError`. Topic configs must be known topic configs
+with valid values (INVALID_CONFIG); broker configs must be known, dynamically updatable broker
+properties. A broker resource is named by its node id, or "" for the cluster-wide default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
+from moldau.config.values import ConfigError, format_value, parse_value, validate_topic_configs
+from moldau.controller.operations import AlterableConfig, AlterConfigOp, ConfigResource
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import ConfigRecord, ConfigResourceType
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+
+def current_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[str, str]:
+    """The resource's dynamic configs; raises when the resource does not exist."""
+    check_resource(image, resource)
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        return image.topics[resource.resource_name].configs
+    return image.broker_configs.get(resource.resource_name, {})
+
+
+def check_resource(image: MetadataImage, resource: ConfigResource) -> None:
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        if resource.resource_name not in image.topics:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition,
+                f"The topic '{resource.resource_name}' does not exist.",
+            )
+    elif resource.resource_type == ConfigResourceType.BROKER:
+        name = resource.resource_name
+        if name != "" and not _is_int(name):
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                f"Broker resource name must be a node id or empty, not '{name}'",
+            )
+    else:
+        raise KafkaError(
+            ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
+        )
+
+
+def alter_configs(
+    image: MetadataImage, resource: ConfigResource, configs: Mapping[str, str | None]
+) -> list[ConfigRecord]:
+    """AlterConfigs: the resource's dynamic configs become exactly `configs`."""
+    existing = current_configs(image, resource)
+    _validate(resource, configs)
+    target = {name: value for name, value in configs.items() if value is not None}
+    return _records_for(resource, existing, target)
+
+
+def incremental_alter_configs(
+    image: MetadataImage, resource: ConfigResource, changes: Sequence[AlterableConfig]
+) -> list[ConfigRecord]:
+    """IncrementalAlterConfigs: SET, DELETE, APPEND to or SUBTRACT from list configs."""
+    existing = current_configs(image, resource)
+    names = [change.name for change in changes]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    target = dict(existing)
+    for change in changes:
+        key = _key_of(resource, change.name)
+        if change.op is AlterConfigOp.SET:
+            if change.value is None:
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"Null value not supported for: {change.name}"
+                )
+            target[change.name] = change.value
+        elif change.op is AlterConfigOp.DELETE:
+            target.pop(change.name, None)
+        elif change.op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            if key.type is not ConfigType.LIST:
+                raise KafkaError(
+                    ErrorCode.invalid_config,
+                    f"Can't {change.op.name} to key {change.name} because its type is not LIST.",
+                )
+            parts = _list_parts(key, target.get(change.name))
+            given = [p.strip() for p in (change.value or "").split(",") if p.strip()]
+            if change.op is AlterConfigOp.APPEND:
+                parts += [p for p in given if p not in parts]
+            else:
+                parts = [p for p in parts if p not in given]
+            target[change.name] = ",".join(parts)
+        else:  # pragma: no cover - AlterConfigOp is closed
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown operation {change.op}")
+    changed = {name: target.get(name) for name in names}
+    _validate(resource, {k: v for k, v in changed.items() if v is not None})
+    return _records_for(resource, existing, target)
+
+
+def _list_parts(key: ConfigKey, value: str | None) -> list[str]:
+    if value is None:
+        default = format_value(key, key.default)
+        value = default if default is not None else ""
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def _key_of(resource: ConfigResource, name: str) -> ConfigKey:
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        key = TOPIC_KEYS.get(name)
+        if key is None:
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+        return key
+    key = BROKER_KEYS.get(name)
+    if key is None:
+        raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+    return key
+
+
+def _validate(resource: ConfigResource, configs: Mapping[str, str | None]) -> None:
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+        return
+    for name, value in configs.items():
+        key = _key_of(resource, name)
+        if key.read_only:
+            raise KafkaError(
+                ErrorCode.invalid_config, f"Cannot update these configs dynamically: {name}"
+            )
+        if value is None:
+            raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for: {name}")
+        try:
+            parse_value(key, value)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+
+
+def _records_for(
+    resource: ConfigResource, existing: Mapping[str, str], target: Mapping[str, str]
+) -> list[ConfigRecord]:
+    records: list[ConfigRecord] = []
+    for name in sorted(set(existing) | set(target)):
+        old, new = existing.get(name), target.get(name)
+        if old != new:
+            records.append(
+                ConfigRecord(
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    name=name,
+                    value=new,
+                )
+            )
+    return records
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,511 @@
+"""Controller decisions on cluster metadata, as Kafka's QuorumController managers (KIP-631).
+
+`ControllerCore` mirrors ReplicationControlManager (topics, partitions, replica placement),
+ConfigurationControlManager (via `config_control`), ClusterControlManager (broker registration)
+and ProducerIdControlManager. Every operation reads the current image and returns
+`(records, results)`; it never changes state. State changes only in `replay()`, with records
+that the metadata log has committed, so a restarted controller that replays its log gets back
+exactly the same image.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
+from moldau.controller import config_control
+from moldau.controller.operations import (
+    AlterConfigsResource,
+    BrokerRegistration,
+    BrokerRegistrationResult,
+    ConfigResource,
+    ConfigResult,
+    CreatePartitionsResult,
+    CreateTopicResult,
+    DeleteTopicResult,
+    IncrementalAlterConfigsResource,
+    NewTopic,
+    PartitionsIncrease,
+    ProducerIdsBlock,
+)
+from moldau.controller.topic_names import find_collision, validate_topic_name
+from moldau.metadata.delta import MetadataDelta
+from moldau.metadata.image import BrokerImage, MetadataImage, TopicImage
+from moldau.metadata.records import (
+    ZERO_UUID,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+# Kafka 4.0's metadata.version (4.0-IV3); written once when the cluster is first formatted.
+METADATA_VERSION_LEVEL = 25
+
+
+class ControllerCore:
+    """Metadata decisions over an image; state only moves by `replay(records, offset)`."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        image: MetadataImage | None = None,
+        uuid_factory: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
+        self.config = config
+        self._image = image if image is not None else MetadataImage.empty()
+        self._uuid_factory = uuid_factory
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    def replay(self, records: Sequence[MetadataRecord], *, offset: int) -> MetadataDelta:
+        """Apply committed records; `offset` is the log offset of the last of them."""
+        delta = MetadataDelta(self._image)
+        for record in records:
+            delta.replay(record)
+        delta.set_offset(offset)
+        self._image = self._image.apply(delta)
+        return delta
+
+    def apply_delta(self, delta: MetadataDelta) -> None:
+        """Adopt a delta that carries no records (a controller change) built on `image`."""
+        self._image = self._image.apply(delta)
+
+    # Bootstrap.
+
+    def bootstrap_records(self) -> list[MetadataRecord]:
+        """Records a brand-new cluster starts with (Kafka's bootstrap metadata)."""
+        if "metadata.version" in self._image.features:
+            return []
+        return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)]
+
+    # Topics.
+
+    def create_topics(
+        self, topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> tuple[list[MetadataRecord], list[CreateTopicResult]]:
+        records: list[MetadataRecord] = []
+        results: list[CreateTopicResult] = []
+        counts = Counter(topic.name for topic in topics)
+        names_in_use = set(self._image.topics)
+        for topic in topics:
+            if counts[topic.name] > 1:
+                results.append(
+                    _topic_error(topic.name, ErrorCode.invalid_request, "Duplicate topic name.")
+                )
+                continue
+            try:
+                topic_records, result = self._create_topic(topic, names_in_use)
+            except KafkaError as error:
+                results.append(_topic_error(topic.name, error.code, error.message))
+                continue
+            names_in_use.add(topic.name)
+            results.append(result)
+            if not validate_only:
+                records.extend(topic_records)
+        return records, results
+
+    def _create_topic(
+        self, topic: NewTopic, names_in_use: set[str]
+    ) -> tuple[list[MetadataRecord], CreateTopicResult]:
+        name = topic.name
+        validate_topic_name(name)
+        if name in names_in_use:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        collision = find_collision(name, names_in_use)
+        if collision is not None:
+            raise KafkaError(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{name}' collides with existing topic: {collision}",
+            )
+        try:
+            parsed = validate_topic_configs(topic.configs)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+        del parsed  # validation only: records keep the client's strings
+        configs = {k: v for k, v in topic.configs.items() if v is not None}
+        if topic.assignments:
+            assignments = self._check_manual_assignment(topic)
+        else:
+            num_partitions = topic.num_partitions
+            if num_partitions == -1:
+                num_partitions = int(self.config.get("num.partitions"))
+            if num_partitions <= 0:
+                raise KafkaError(
+                    ErrorCode.invalid_partitions,
+                    "Number of partitions was set to an invalid non-positive value.",
+                )
+            replication_factor = topic.replication_factor
+            if replication_factor == -1:
+                replication_factor = int(self.config.get("default.replication.factor"))
+            if replication_factor <= 0:
+                raise KafkaError(
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
+            assignments = self._place_replicas(
+                num_partitions, replication_factor, start=len(self._image.topics)
+            )
+        topic_id = self._new_topic_id()
+        records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
+        records.extend(
+            ConfigRecord(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name=name,
+                name=config_name,
+                value=value,
+            )
+            for config_name, value in sorted(configs.items())
+        )
+        records.extend(self._partition_records(topic_id, assignments, first=0))
+        result = CreateTopicResult(
+            name=name,
+            topic_id=topic_id,
+            num_partitions=len(assignments),
+            replication_factor=len(assignments[0]),
+            configs=configs,
+        )
+        return records, result
+
+    def _check_manual_assignment(self, topic: NewTopic) -> list[list[int]]:
+        if topic.num_partitions != -1:
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        if topic.replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                "A manual partition assignment was specified, but replicationFactor was not "
+                "set to -1.",
+            )
+        if sorted(topic.assignments) != list(range(len(topic.assignments))):
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        assignments = [list(topic.assignments[p]) for p in range(len(topic.assignments))]
+        for replicas in assignments:
+            self._check_replicas(replicas, expected_length=len(assignments[0]))
+        return assignments
+
+    def _check_replicas(self, replicas: Sequence[int], *, expected_length: int) -> None:
+        if not replicas:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes duplicate replicas: {list(replicas)}",
+            )
+        if len(replicas) != expected_length:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{expected_length} replica(s).",
+            )
+        for broker_id in replicas:
+            if broker_id not in self._image.brokers:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {broker_id}, but no such "
+                    "broker is registered.",
+                )
+        if all(self._image.brokers[b].fenced for b in replicas):
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"All brokers specified in the manual partition assignment {list(replicas)} "
+                "are fenced.",
+            )
+
+    def _place_replicas(
+        self, num_partitions: int, replication_factor: int, *, start: int
+    ) -> list[list[int]]:
+        """Round-robin over live brokers, each partition's leader one broker further on."""
+        live = [broker.broker_id for broker in self._image.live_brokers()]
+        if replication_factor > len(live):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                f"{len(live)} broker(s) are registered.",
+            )
+        count = len(live)
+        return [
+            [live[(start + partition + i) % count] for i in range(replication_factor)]
+            for partition in range(num_partitions)
+        ]
+
+    def _partition_records(
+        self, topic_id: uuid.UUID, assignments: Sequence[Sequence[int]], *, first: int
+    ) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = []
+        for index, replicas in enumerate(assignments):
+            isr = tuple(b for b in replicas if self._is_live(b))
+            records.append(
+                PartitionRecord(
+                    topic_id=topic_id,
+                    partition=first + index,
+                    replicas=tuple(replicas),
+                    isr=isr,
+                    leader=isr[0] if isr else -1,
+                )
+            )
+        return records
+
+    def _is_live(self, broker_id: int) -> bool:
+        broker = self._image.brokers.get(broker_id)
+        return broker is not None and not broker.fenced
+
+    def _new_topic_id(self) -> uuid.UUID:
+        while True:
+            topic_id = self._uuid_factory()
+            if topic_id != ZERO_UUID and topic_id not in self._image.topics_by_id:
+                return topic_id
+
+    def delete_topics(
+        self, topics: Sequence[str | uuid.UUID]
+    ) -> tuple[list[MetadataRecord], list[DeleteTopicResult]]:
+        """Delete topics named by name or by topic id; results in the same order."""
+        records: list[MetadataRecord] = []
+        results: list[DeleteTopicResult] = []
+        counts = Counter(topics)
+        deleted: set[uuid.UUID] = set()
+        enabled = bool(self.config.get("delete.topic.enable"))
+        for reference in topics:
+            try:
+                topic = self._find_topic(reference)
+                if counts[reference] > 1:
+                    raise KafkaError(
+                        ErrorCode.invalid_request,
+                        "Duplicate topic name."
+                        if isinstance(reference, str)
+                        else "Duplicate topic id.",
+                    )
+                if not enabled:
+                    raise KafkaError(
+                        ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
+                    )
+            except KafkaError as error:
+                results.append(
+                    DeleteTopicResult(
+                        name=reference if isinstance(reference, str) else None,
+                        topic_id=reference if isinstance(reference, uuid.UUID) else ZERO_UUID,
+                        error_code=error.code,
+                        error_message=error.message,
+                    )
+                )
+                continue
+            if topic.topic_id not in deleted:
+                deleted.add(topic.topic_id)
+                records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+            results.append(DeleteTopicResult(name=topic.name, topic_id=topic.topic_id))
+        return records, results
+
+    def _find_topic(self, reference: str | uuid.UUID) -> TopicImage:
+        if isinstance(reference, uuid.UUID):
+            by_id = self._image.topics_by_id.get(reference)
+            if by_id is None:
+                raise KafkaError(
+                    ErrorCode.unknown_topic_id, f"Topic id {reference} does not exist."
+                )
+            return by_id
+        by_name = self._image.topics.get(reference)
+        if by_name is None:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        return by_name
+
+    def create_partitions(
+        self, increases: Sequence[PartitionsIncrease], *, validate_only: bool = False
+    ) -> tuple[list[MetadataRecord], list[CreatePartitionsResult]]:
+        records: list[MetadataRecord] = []
+        results: list[CreatePartitionsResult] = []
+        counts = Counter(increase.name for increase in increases)
+        for increase in increases:
+            try:
+                if counts[increase.name] > 1:
+                    raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+                new_records = self._create_partitions(increase)
+            except KafkaError as error:
+                results.append(
+                    CreatePartitionsResult(
+                        name=increase.name, error_code=error.code, error_message=error.message
+                    )
+                )
+                continue
+            results.append(CreatePartitionsResult(name=increase.name))
+            if not validate_only:
+                records.extend(new_records)
+        return records, results
+
+    def _create_partitions(self, increase: PartitionsIncrease) -> list[MetadataRecord]:
+        topic = self._find_topic(increase.name)
+        current = len(topic.partitions)
+        if increase.count < current:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"The topic {topic.name} currently has {current} partition(s); "
+                f"{increase.count} would not be an increase.",
+            )
+        if increase.count == current:
+            raise KafkaError(
+                ErrorCode.invalid_partitions, f"Topic already has {current} partition(s)."
+            )
+        added = increase.count - current
+        replication_factor = topic.replication_factor or 1
+        if increase.assignments is not None:
+            if len(increase.assignments) != added:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(increase.assignments)} assignment(s) were specified.",
+                )
+            assignments = [list(replicas) for replicas in increase.assignments]
+            for replicas in assignments:
+                self._check_replicas(replicas, expected_length=replication_factor)
+        else:
+            assignments = self._place_replicas(added, replication_factor, start=current)
+        return self._partition_records(topic.topic_id, assignments, first=current)
+
+    # Configs.
+
+    def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], *, validate_only: bool = False
+    ) -> tuple[list[MetadataRecord], list[ConfigResult]]:
+        return self._change_configs(
+            [
+                (
+                    r.resource,
+                    functools.partial(
+                        config_control.alter_configs, self._image, r.resource, r.configs
+                    ),
+                )
+                for r in resources
+            ],
+            validate_only=validate_only,
+        )
+
+    def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False
+    ) -> tuple[list[MetadataRecord], list[ConfigResult]]:
+        return self._change_configs(
+            [
+                (
+                    r.resource,
+                    functools.partial(
+                        config_control.incremental_alter_configs,
+                        self._image,
+                        r.resource,
+                        r.configs,
+                    ),
+                )
+                for r in resources
+            ],
+            validate_only=validate_only,
+        )
+
+    def _change_configs(
+        self,
+        changes: Sequence[tuple[ConfigResource, Callable[[], list[ConfigRecord]]]],
+        *,
+        validate_only: bool,
+    ) -> tuple[list[MetadataRecord], list[ConfigResult]]:
+        records: list[MetadataRecord] = []
+        results: list[ConfigResult] = []
+        counts = Counter((r.resource_type, r.resource_name) for r, _ in changes)
+        for resource, make_records in changes:
+            try:
+                if counts[(resource.resource_type, resource.resource_name)] > 1:
+                    raise KafkaError(
+                        ErrorCode.invalid_request,
+                        f"Duplicate resource {resource.resource_name!r} in the request.",
+                    )
+                new_records = make_records()
+            except KafkaError as error:
+                results.append(
+                    ConfigResult(
+                        resource=resource, error_code=error.code, error_message=error.message
+                    )
+                )
+                continue
+            results.append(ConfigResult(resource=resource))
+            if not validate_only:
+                records.extend(new_records)
+        return records, results
+
+    # Brokers and producer ids.
+
+    def register_broker(
+        self, registration: BrokerRegistration
+    ) -> tuple[list[MetadataRecord], BrokerRegistrationResult]:
+        """A new incarnation of a broker. Its epoch is above every epoch handed out before.
+
+        The broker is unfenced at once; heartbeat-driven unfencing (a broker catching up on
+        metadata first) belongs to the multi-node cluster."""
+        broker_epoch = self._image.offset + 1
+        previous: BrokerImage | None = self._image.brokers.get(registration.broker_id)
+        if previous is not None:
+            broker_epoch = max(broker_epoch, previous.broker_epoch + 1)
+        records: list[MetadataRecord] = [
+            RegisterBrokerRecord(
+                broker_id=registration.broker_id,
+                incarnation_id=registration.incarnation_id,
+                broker_epoch=broker_epoch,
+                endpoints=tuple(registration.endpoints),
+                rack=registration.rack,
+                fenced=True,
+                is_controller=registration.is_controller,
+            ),
+            UnfenceBrokerRecord(broker_id=registration.broker_id, broker_epoch=broker_epoch),
+        ]
+        return records, BrokerRegistrationResult(
+            broker_id=registration.broker_id, broker_epoch=broker_epoch
+        )
+
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int = -1
+    ) -> tuple[list[MetadataRecord], ProducerIdsBlock]:
+        """The next block of producer ids for `broker_id` (epoch -1 skips the epoch check)."""
+        broker = self._image.brokers.get(broker_id)
+        if broker is None:
+            raise KafkaError(
+                ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered."
+            )
+        if broker_epoch != -1 and broker_epoch != broker.broker_epoch:
+            raise KafkaError(
+                ErrorCode.stale_broker_epoch,
+                f"Broker {broker_id} has epoch {broker.broker_epoch}, not {broker_epoch}.",
+            )
+        first = self._image.next_producer_id
+        record = ProducerIdsRecord(
+            broker_id=broker_id,
+            broker_epoch=broker.broker_epoch,
+            next_producer_id=first + PRODUCER_ID_BLOCK_SIZE,
+        )
+        return [record], ProducerIdsBlock(
+            assigned_broker_id=broker_id, first_producer_id=first, size=PRODUCER_ID_BLOCK_SIZE
+        )
+
+
+def _topic_error(name: str, code: ErrorCode, message: str | None) -> CreateTopicResult:
+    return CreateTopicResult(name=name, error_code=code, error_message=message)

@@ -1,0 +1,135 @@
+"""Inputs and results of controller operations, independent of any wire version.
+
+Handlers translate requests into these and results back into responses; the controller core and
+`QuorumController` speak only these types. Every result carries Kafka's error code and message.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from moldau.metadata.records import ZERO_UUID, BrokerEndpoint
+from moldau.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewTopic:
+    """A topic to create. -1 partitions/replication factor mean the broker defaults;
+    `assignments` (partition -> replica broker ids) replaces both when given."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopicResult:
+    """`configs` are the topic's own configs as created; the handler adds broker defaults."""
+
+    name: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicResult:
+    name: str | None
+    topic_id: uuid.UUID = ZERO_UUID
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionsIncrease:
+    """Grow topic `name` to `count` partitions; `assignments` lists replicas of each new one."""
+
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsResult:
+    name: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+class AlterConfigOp(IntEnum):
+    """IncrementalAlterConfigs operation codes (KIP-339)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigResource:
+    resource_type: int  # ConfigResourceType
+    resource_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterConfigsResource:
+    """AlterConfigs: the resource's dynamic configs become exactly `configs` (null = absent)."""
+
+    resource: ConfigResource
+    configs: Mapping[str, str | None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterableConfig:
+    name: str
+    op: AlterConfigOp
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncrementalAlterConfigsResource:
+    resource: ConfigResource
+    configs: Sequence[AlterableConfig]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigResult:
+    resource: ConfigResource
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    endpoints: Sequence[BrokerEndpoint]
+    rack: str | None = None
+    is_controller: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationResult:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsBlock:
+    """Producer ids `first_producer_id` .. `first_producer_id + size - 1` for one broker."""
+
+    assigned_broker_id: int
+    first_producer_id: int
+    size: int
+
+    @property
+    def last_producer_id(self) -> int:
+        return self.first_producer_id + self.size - 1

@@ -1,0 +1,282 @@
+"""The active controller on the node's event loop, as Kafka's QuorumController (KIP-631).
+
+Each operation runs `ControllerCore` to decide on records, appends them to the metadata log as
+one entry through the `RaftDriver`, and returns once they are committed and replayed (the core
+changes state only by replaying committed entries). Operations run one at a time: the next one
+decides on the image that includes every record committed before it, so two concurrent
+CreateTopics of one name cannot both succeed. After each commit the publishers get
+`(delta, image)`, synchronously on the loop, in commit order.
+
+`QuorumController.open(config, clock, registration=...)` is the bootstrap the node calls: it
+formats the log directories on first start (meta.properties), opens the metadata log in
+`<metadata.log.dir or first log.dir>/__cluster_metadata-0/`, replays it, writes the bootstrap
+records of a new cluster and registers this broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.config.values import BrokerConfig
+from moldau.controller.core import ControllerCore
+from moldau.controller.operations import (
+    AlterConfigsResource,
+    BrokerRegistration,
+    BrokerRegistrationResult,
+    ConfigResult,
+    CreatePartitionsResult,
+    CreateTopicResult,
+    DeleteTopicResult,
+    IncrementalAlterConfigsResource,
+    NewTopic,
+    PartitionsIncrease,
+    ProducerIdsBlock,
+)
+from moldau.metadata.delta import MetadataDelta
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import MetadataRecord
+from moldau.metadata.serde import deserialize_record, serialize_record
+from moldau.raft.driver import QuorumStateStore, RaftDriver
+from moldau.raft.file_log import FileReplicatedLog
+from moldau.raft.log import LogEntry, ReplicatedLog
+from moldau.raft.meta_properties import ensure_formatted
+from moldau.raft.node import RaftNode
+from moldau.raft.quorum_state import FileQuorumStateStore
+
+logger = logging.getLogger(__name__)
+
+METADATA_LOG_DIRECTORY_NAME = "__cluster_metadata-0"
+
+Publisher = Callable[[MetadataDelta, MetadataImage], None]
+T = TypeVar("T")
+
+
+def metadata_log_directory(config: BrokerConfig) -> str:
+    """`<metadata.log.dir, or the first of log.dirs>/__cluster_metadata-0`."""
+    base = config.get("metadata.log.dir") or config.log_dirs[0]
+    return os.path.join(str(base), METADATA_LOG_DIRECTORY_NAME)
+
+
+def parse_voters(text_items: Sequence[str]) -> tuple[int, ...]:
+    """Node ids from `controller.quorum.voters` entries like `1@localhost:9093`."""
+    voters: list[int] = []
+    for item in text_items:
+        node_id, _, _ = item.partition("@")
+        voters.append(int(node_id))
+    return tuple(voters)
+
+
+class QuorumController:
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        log: ReplicatedLog,
+        quorum_state_store: QuorumStateStore,
+        cluster_id: str,
+        clock: Clock = SYSTEM_CLOCK,
+        executor: concurrent.futures.Executor | None = None,
+        uuid_factory: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.node_id = config.node_id
+        voters = parse_voters(config.get("controller.quorum.voters") or []) or (self.node_id,)
+        self._core = ControllerCore(
+            config=config, image=MetadataImage.empty(cluster_id), uuid_factory=uuid_factory
+        )
+        self._driver = RaftDriver(
+            node=RaftNode(node_id=self.node_id, voters=voters),
+            log=log,
+            quorum_state_store=quorum_state_store,
+            listener=self,
+            clock=clock,
+            executor=executor,
+        )
+        self._publishers: list[Publisher] = []
+        self._lock = asyncio.Lock()
+        self._inflight: asyncio.Future[int] | None = None
+        self._started = False
+        self.registration: BrokerRegistrationResult | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        config: BrokerConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        registration: BrokerRegistration | None = None,
+        executor: concurrent.futures.Executor | None = None,
+    ) -> QuorumController:
+        """Format storage if needed, open and replay the metadata log, register the broker.
+
+        Raises `StorageFormatError` when a log directory belongs to another cluster or node."""
+        directory = metadata_log_directory(config)
+        loop = asyncio.get_running_loop()
+
+        def open_storage() -> tuple[str, FileReplicatedLog]:
+            metadata_dir = os.path.dirname(directory)
+            cluster_id = ensure_formatted(
+                [*config.log_dirs, metadata_dir],
+                node_id=config.node_id,
+                cluster_id=config.get("cluster.id"),
+            )
+            return cluster_id, FileReplicatedLog(directory)
+
+        cluster_id, log = await loop.run_in_executor(executor, open_storage)
+        if log.truncated_bytes:
+            logger.warning(
+                "truncated a torn tail of %d bytes from the metadata log in %s",
+                log.truncated_bytes,
+                directory,
+            )
+        controller = cls(
+            config=config,
+            log=log,
+            quorum_state_store=FileQuorumStateStore(directory),
+            cluster_id=cluster_id,
+            clock=clock,
+            executor=executor,
+        )
+        await controller.start(registration=registration)
+        return controller
+
+    async def start(self, *, registration: BrokerRegistration | None = None) -> None:
+        """Elect, replay the whole log, write bootstrap records, register `registration`."""
+        if self._started:
+            return
+        self._started = True
+        await self._driver.start()
+        await self._run(lambda: (self._core.bootstrap_records(), None))
+        if registration is not None:
+            self.registration = await self.register_broker(registration)
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        async with self._lock:
+            await self._wait_inflight()
+            await self._driver.stop()
+            self._started = False
+
+    async def __aenter__(self) -> QuorumController:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # Reading and following the metadata.
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image of every committed record."""
+        return self._core.image
+
+    def add_publisher(self, publisher: Publisher) -> None:
+        """Call `publisher(delta, image)` after each commit from now on (not for the image
+        already there: read `image` for that)."""
+        self._publishers.append(publisher)
+
+    def remove_publisher(self, publisher: Publisher) -> None:
+        self._publishers.remove(publisher)
+
+    # Operations.
+
+    async def create_topics(
+        self, topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return await self._run(
+            lambda: self._core.create_topics(topics, validate_only=validate_only)
+        )
+
+    async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
+        """Delete topics given by name or topic id; results in the same order."""
+        return await self._run(lambda: self._core.delete_topics(topics))
+
+    async def create_partitions(
+        self, increases: Sequence[PartitionsIncrease], *, validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        return await self._run(
+            lambda: self._core.create_partitions(increases, validate_only=validate_only)
+        )
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], *, validate_only: bool = False
+    ) -> list[ConfigResult]:
+        return await self._run(
+            lambda: self._core.alter_configs(resources, validate_only=validate_only)
+        )
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False
+    ) -> list[ConfigResult]:
+        return await self._run(
+            lambda: self._core.incremental_alter_configs(resources, validate_only=validate_only)
+        )
+
+    async def register_broker(self, registration: BrokerRegistration) -> BrokerRegistrationResult:
+        return await self._run(lambda: self._core.register_broker(registration))
+
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int = -1
+    ) -> ProducerIdsBlock:
+        return await self._run(lambda: self._core.allocate_producer_ids(broker_id, broker_epoch))
+
+    async def _run(self, operation: Callable[[], tuple[list[MetadataRecord], T]]) -> T:
+        if not self._started:
+            raise RuntimeError("the controller is not running")
+        async with self._lock:
+            # A caller cancelled while waiting for its commit left it in flight; decide on
+            # nothing until it has landed in the image.
+            await self._wait_inflight()
+            records, result = operation()
+            if records:
+                future = self._driver.append([serialize_record(r) for r in records])
+                self._inflight = future
+                await asyncio.shield(future)
+        return result
+
+    async def _wait_inflight(self) -> None:
+        inflight = self._inflight
+        if inflight is not None and not inflight.done():
+            await asyncio.wait([inflight])
+
+    # RaftListener: called by the driver on the loop.
+
+    def handle_commit(self, entries: Sequence[LogEntry]) -> None:
+        records: list[MetadataRecord] = []
+        last_offset = -1
+        for entry in entries:
+            last_offset = entry.last_offset
+            if not entry.is_control:
+                records.extend(deserialize_record(data) for data in entry.records)
+        delta = self._core.replay(records, offset=last_offset)
+        self._publish(delta)
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        delta = MetadataDelta(self._core.image)
+        delta.set_controller_id(leader_id if leader_id is not None else -1)
+        self._core.apply_delta(delta)
+        logger.info("metadata quorum leader is now %s in epoch %d", leader_id, epoch)
+        self._publish(delta)
+
+    def _publish(self, delta: MetadataDelta) -> None:
+        image = self._core.image
+        for publisher in list(self._publishers):
+            try:
+                publisher(delta, image)
+            except Exception:
+                logger.exception("metadata publisher %r failed", publisher)

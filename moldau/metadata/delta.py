@@ -1,0 +1,364 @@
+"""Changes to a `MetadataImage` accumulated by replaying records, as Kafka's `MetadataDelta`.
+
+    delta = MetadataDelta(image)
+    for record in committed_records:
+        delta.replay(record)
+    new_image = image.apply(delta)
+
+The delta also tells publishers what changed: created/changed/deleted topics, changed partitions,
+changed topic and broker configs, brokers, features. Deleted topics are keyed by topic id, so a
+topic deleted and re-created under the same name in one delta shows up as both.
+Replaying a record that does not fit the image (a partition of an unknown topic) raises
+`MetadataReplayError`: the log is corrupt or was written by a buggy controller.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from moldau.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from moldau.types import TopicPartition
+
+
+class MetadataReplayError(ValueError):
+    """A record that cannot be applied to the image it was replayed on."""
+
+
+@dataclass(slots=True)
+class _TopicChange:
+    """A topic being changed in this delta: mutable working copies of its maps."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage]
+    configs: dict[str, str]
+    created: bool
+    changed_partitions: set[int] = field(default_factory=set)
+    configs_changed: bool = False
+
+    def image(self) -> TopicImage:
+        return TopicImage(
+            name=self.name,
+            topic_id=self.topic_id,
+            partitions=MappingProxyType(dict(sorted(self.partitions.items()))),
+            configs=MappingProxyType(dict(self.configs)),
+        )
+
+
+class MetadataDelta:
+    """Records replayed on top of `base`; `base.apply(delta)` builds the next image."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self._topics: dict[uuid.UUID, _TopicChange] = {}
+        self._topic_ids_by_name: dict[str, uuid.UUID] = {}
+        self._deleted_topics: dict[uuid.UUID, TopicImage] = {}
+        self._brokers: dict[int, BrokerImage] = {}
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._features: dict[str, int] = {}
+        self._next_producer_id: int | None = None
+        self._controller_id: int | None = None
+        self._offset: int | None = None
+        self._cluster_id: str | None = None
+
+    # Replay.
+
+    def replay(self, record: MetadataRecord) -> None:
+        match record:
+            case TopicRecord():
+                self._replay_topic(record)
+            case PartitionRecord():
+                self._replay_partition(record)
+            case PartitionChangeRecord():
+                self._replay_partition_change(record)
+            case RemoveTopicRecord():
+                self._replay_remove_topic(record)
+            case ConfigRecord():
+                self._replay_config(record)
+            case RegisterBrokerRecord():
+                self._brokers[record.broker_id] = BrokerImage(
+                    broker_id=record.broker_id,
+                    incarnation_id=record.incarnation_id,
+                    broker_epoch=record.broker_epoch,
+                    endpoints=record.endpoints,
+                    rack=record.rack,
+                    fenced=record.fenced,
+                    is_controller=record.is_controller,
+                )
+            case FenceBrokerRecord() | UnfenceBrokerRecord():
+                broker = self._broker(record.broker_id)
+                if broker is None or broker.broker_epoch != record.broker_epoch:
+                    return  # a stale (un)fence of an older incarnation: Kafka ignores it too
+                fenced = isinstance(record, FenceBrokerRecord)
+                self._brokers[record.broker_id] = replace(broker, fenced=fenced)
+            case ProducerIdsRecord():
+                self._next_producer_id = record.next_producer_id
+            case FeatureLevelRecord():
+                self._features[record.name] = record.feature_level
+
+    def set_offset(self, offset: int) -> None:
+        """The metadata log offset of the last record replayed."""
+        self._offset = offset
+
+    def set_controller_id(self, controller_id: int) -> None:
+        """The active controller changed (a Raft leader change, not a metadata record)."""
+        self._controller_id = controller_id
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        self._cluster_id = cluster_id
+
+    def _replay_topic(self, record: TopicRecord) -> None:
+        if self._topic_image_or_change(record.topic_id) is not None:
+            raise MetadataReplayError(f"topic id {record.topic_id} already exists")
+        self._topics[record.topic_id] = _TopicChange(
+            name=record.name, topic_id=record.topic_id, partitions={}, configs={}, created=True
+        )
+        self._topic_ids_by_name[record.name] = record.topic_id
+
+    def _replay_partition(self, record: PartitionRecord) -> None:
+        change = self._change_topic(record.topic_id)
+        change.partitions[record.partition] = PartitionImage(
+            partition=record.partition,
+            leader=record.leader,
+            leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+            replicas=record.replicas,
+            isr=record.isr,
+            removing_replicas=record.removing_replicas,
+            adding_replicas=record.adding_replicas,
+        )
+        change.changed_partitions.add(record.partition)
+
+    def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        change = self._change_topic(record.topic_id)
+        current = change.partitions.get(record.partition)
+        if current is None:
+            raise MetadataReplayError(
+                f"change of unknown partition {record.partition} of topic id {record.topic_id}"
+            )
+        updated = replace(current, partition_epoch=current.partition_epoch + 1)
+        if record.leader is not None and record.leader != current.leader:
+            updated = replace(updated, leader=record.leader, leader_epoch=current.leader_epoch + 1)
+        if record.isr is not None:
+            updated = replace(updated, isr=record.isr)
+        if record.replicas is not None:
+            updated = replace(updated, replicas=record.replicas)
+        change.partitions[record.partition] = updated
+        change.changed_partitions.add(record.partition)
+
+    def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
+        existing = self._topic_image_or_change(record.topic_id)
+        if existing is None:
+            raise MetadataReplayError(f"removal of unknown topic id {record.topic_id}")
+        change = self._topics.pop(record.topic_id, None)
+        name = change.name if change is not None else existing.name
+        if self._topic_ids_by_name.get(name) == record.topic_id:
+            del self._topic_ids_by_name[name]
+        base_topic = self.base.topics_by_id.get(record.topic_id)
+        if base_topic is not None:
+            self._deleted_topics[record.topic_id] = base_topic
+
+    def _replay_config(self, record: ConfigRecord) -> None:
+        if record.resource_type == ConfigResourceType.TOPIC:
+            topic_id = self._topic_id(record.resource_name)
+            if topic_id is None:
+                return  # configs of a topic that does not exist have nothing to attach to
+            change = self._change_topic(topic_id)
+            _set_or_delete(change.configs, record.name, record.value)
+            change.configs_changed = True
+        elif record.resource_type == ConfigResourceType.BROKER:
+            configs = self._broker_configs.get(record.resource_name)
+            if configs is None:
+                configs = dict(self.base.broker_configs.get(record.resource_name, {}))
+                self._broker_configs[record.resource_name] = configs
+            _set_or_delete(configs, record.name, record.value)
+
+    # Lookups across base and delta.
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        topic_id = self._topic_ids_by_name.get(name)
+        if topic_id is not None:
+            return topic_id
+        base_topic = self.base.topics.get(name)
+        if base_topic is None or base_topic.topic_id in self._deleted_topics:
+            return None
+        return base_topic.topic_id
+
+    def _topic_image_or_change(self, topic_id: uuid.UUID) -> TopicImage | _TopicChange | None:
+        change = self._topics.get(topic_id)
+        if change is not None:
+            return change
+        if topic_id in self._deleted_topics:
+            return None
+        return self.base.topics_by_id.get(topic_id)
+
+    def _change_topic(self, topic_id: uuid.UUID) -> _TopicChange:
+        change = self._topics.get(topic_id)
+        if change is not None:
+            return change
+        base_topic = (
+            None if topic_id in self._deleted_topics else self.base.topics_by_id.get(topic_id)
+        )
+        if base_topic is None:
+            raise MetadataReplayError(f"record for unknown topic id {topic_id}")
+        change = _TopicChange(
+            name=base_topic.name,
+            topic_id=topic_id,
+            partitions=dict(base_topic.partitions),
+            configs=dict(base_topic.configs),
+            created=False,
+        )
+        self._topics[topic_id] = change
+        self._topic_ids_by_name[base_topic.name] = topic_id
+        return change
+
+    def _broker(self, broker_id: int) -> BrokerImage | None:
+        return self._brokers.get(broker_id) or self.base.brokers.get(broker_id)
+
+    # What changed, for publishers.
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self._topics
+            or self._deleted_topics
+            or self._brokers
+            or self._broker_configs
+            or self._features
+            or self._next_producer_id is not None
+            or self._controller_id is not None
+        )
+
+    def created_topics(self) -> dict[str, TopicImage]:
+        """Topics that came into existence in this delta, by name."""
+        return {c.name: c.image() for c in self._topics.values() if c.created}
+
+    def changed_topics(self) -> dict[uuid.UUID, TopicImage]:
+        """The new image of every topic created or changed (partitions or configs)."""
+        return {topic_id: c.image() for topic_id, c in self._topics.items()}
+
+    def deleted_topics(self) -> dict[uuid.UUID, TopicImage]:
+        """The last image of every topic of the base image removed in this delta."""
+        return dict(self._deleted_topics)
+
+    def changed_partitions(self) -> dict[TopicPartition, PartitionImage]:
+        """Partitions created or changed (leader, ISR, replicas), with their new state."""
+        result: dict[TopicPartition, PartitionImage] = {}
+        for change in self._topics.values():
+            for index in sorted(change.changed_partitions):
+                result[TopicPartition(change.name, index)] = change.partitions[index]
+        return result
+
+    def changed_topic_configs(self) -> dict[str, Mapping[str, str]]:
+        """Topics (not newly created) whose configs changed, with their new configs."""
+        return {
+            c.name: MappingProxyType(dict(c.configs))
+            for c in self._topics.values()
+            if c.configs_changed and not c.created
+        }
+
+    def changed_broker_configs(self) -> set[str]:
+        """Broker config resources ("" default or a node id) that changed."""
+        return set(self._broker_configs)
+
+    def changed_brokers(self) -> dict[int, BrokerImage]:
+        return dict(self._brokers)
+
+    @property
+    def controller_id(self) -> int | None:
+        return self._controller_id
+
+    # Building the next image.
+
+    def build_image(self) -> MetadataImage:
+        base = self.base
+        topics_by_id = dict(base.topics_by_id)
+        for topic_id in self._deleted_topics:
+            topics_by_id.pop(topic_id, None)
+        for topic_id, change in self._topics.items():
+            topics_by_id[topic_id] = change.image()
+        if self._topics or self._deleted_topics:
+            topics: Mapping[str, TopicImage] = MappingProxyType(
+                {t.name: t for t in topics_by_id.values()}
+            )
+            topics_by_id_view: Mapping[uuid.UUID, TopicImage] = MappingProxyType(topics_by_id)
+        else:
+            topics, topics_by_id_view = base.topics, base.topics_by_id
+        brokers = base.brokers
+        if self._brokers:
+            brokers = MappingProxyType({**base.brokers, **self._brokers})
+        broker_configs = base.broker_configs
+        if self._broker_configs:
+            merged = dict(base.broker_configs)
+            for name, configs in self._broker_configs.items():
+                if configs:
+                    merged[name] = MappingProxyType(dict(configs))
+                else:
+                    merged.pop(name, None)
+            broker_configs = MappingProxyType(merged)
+        features = base.features
+        if self._features:
+            features = MappingProxyType({**base.features, **self._features})
+        return MetadataImage(
+            cluster_id=self._cluster_id if self._cluster_id is not None else base.cluster_id,
+            controller_id=(
+                self._controller_id if self._controller_id is not None else base.controller_id
+            ),
+            offset=self._offset if self._offset is not None else base.offset,
+            topics=topics,
+            topics_by_id=topics_by_id_view,
+            brokers=brokers,
+            broker_configs=broker_configs,
+            features=features,
+            next_producer_id=(
+                self._next_producer_id
+                if self._next_producer_id is not None
+                else base.next_producer_id
+            ),
+        )
+
+
+def _set_or_delete(configs: dict[str, str], name: str, value: str | None) -> None:
+    if value is None:
+        configs.pop(name, None)
+    else:
+        configs[name] = value
+
+
+def diff_from_empty(image: MetadataImage) -> MetadataDelta:
+    """A delta that takes an empty image to `image`: how a late publisher catches up."""
+    delta = MetadataDelta(MetadataImage.empty(image.cluster_id))
+    for topic in image.topics_by_id.values():
+        delta._topics[topic.topic_id] = _TopicChange(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            partitions=dict(topic.partitions),
+            configs=dict(topic.configs),
+            created=True,
+            changed_partitions=set(topic.partitions),
+        )
+        delta._topic_ids_by_name[topic.name] = topic.topic_id
+    delta._brokers.update(image.brokers)
+    delta._broker_configs.update({k: dict(v) for k, v in image.broker_configs.items()})
+    delta._features.update(image.features)
+    delta._next_producer_id = image.next_producer_id
+    delta._controller_id = image.controller_id
+    delta._offset = image.offset
+    return delta

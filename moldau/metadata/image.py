@@ -1,0 +1,128 @@
+"""The immutable cluster metadata image, as Kafka's `MetadataImage` (KIP-631, KIP-866 loader).
+
+An image is what every broker and the controller read: topics with their partitions and
+configs, registered brokers, dynamic broker configs, finalized features and the producer-id
+counter, as of metadata log offset `offset`. It never changes; replaying records into a
+`MetadataDelta` and calling `image.apply(delta)` gives the next one. Readers may hold on to an
+image as a consistent snapshot across awaits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from moldau.metadata.records import BrokerEndpoint
+from moldau.types import TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.metadata.delta import MetadataDelta
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionImage:
+    """A partition's replica state (Kafka's PartitionRegistration)."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicImage:
+    """A topic: its id, its partitions by index, and its own (dynamic) configs."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage]
+    configs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def replication_factor(self) -> int:
+        first = self.partitions.get(0)
+        return len(first.replicas) if first is not None else 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerImage:
+    """A registered broker (Kafka's BrokerRegistration)."""
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None
+    fenced: bool
+    is_controller: bool = False
+
+    def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
+        for endpoint in self.endpoints:
+            if endpoint.name == listener_name:
+                return endpoint
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataImage:
+    """Everything the cluster knows, as of metadata log offset `offset` (-1: nothing yet)."""
+
+    cluster_id: str
+    controller_id: int = -1
+    offset: int = -1
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: MappingProxyType({}))
+    broker_configs: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    next_producer_id: int = 0
+
+    @classmethod
+    def empty(cls, cluster_id: str = "") -> MetadataImage:
+        return cls(cluster_id=cluster_id)
+
+    def apply(self, delta: MetadataDelta) -> MetadataImage:
+        """The image after `delta`, which must have been built on this image."""
+        if delta.base is not self:
+            raise ValueError("a MetadataDelta applies only to the image it was built on")
+        return delta.build_image()
+
+    # Lookups used on request paths.
+
+    def partition(self, topic_partition: TopicPartition) -> PartitionImage | None:
+        topic = self.topics.get(topic_partition.topic)
+        if topic is None:
+            return None
+        return topic.partitions.get(topic_partition.partition)
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        topic = self.topics.get(name)
+        return topic.configs if topic is not None else _EMPTY
+
+    def broker_config_overrides(self, node_id: int) -> dict[str, str]:
+        """Dynamic broker configs for `node_id`: the cluster default ("") under its own."""
+        merged = dict(self.broker_configs.get("", _EMPTY))
+        merged.update(self.broker_configs.get(str(node_id), _EMPTY))
+        return merged
+
+    def live_brokers(self) -> list[BrokerImage]:
+        """Unfenced brokers, by id."""
+        return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def iter_partitions(self) -> Iterator[tuple[TopicImage, PartitionImage]]:
+        for topic in self.topics.values():
+            for partition in topic.partitions.values():
+                yield topic, partition

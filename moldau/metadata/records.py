@@ -1,0 +1,201 @@
+"""The records of the cluster metadata log, mirroring Kafka's metadata record types (KIP-631).
+
+Each record is a frozen dataclass with a stable `RECORD_TYPE` (Kafka's metadata record api key
+where one exists) and a `VERSION`. Replaying them in log order rebuilds the whole cluster state
+(`moldau.metadata.delta`). Serialization lives in `moldau.metadata.serde`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar
+
+# A Kafka Uuid with all bits zero means "no topic id".
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes, as used on the wire by DescribeConfigs and friends."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord:
+    """A topic came into existence (Kafka's TopicRecord, api key 2)."""
+
+    RECORD_TYPE: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord:
+    """A partition and its full replica state (Kafka's PartitionRecord, api key 3)."""
+
+    RECORD_TYPE: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 0
+
+    topic_id: uuid.UUID
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord:
+    """A change to a partition's leader, ISR or replicas (Kafka's PartitionChangeRecord, key 5).
+
+    Fields left as None are unchanged. Replaying a change bumps `partition_epoch`; a change of
+    leader also bumps `leader_epoch`, as in Kafka.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 0
+
+    topic_id: uuid.UUID
+    partition: int
+    leader: int | None = None
+    isr: tuple[int, ...] | None = None
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicRecord:
+    """A topic and all its partitions and configs are gone (Kafka's RemoveTopicRecord, key 9)."""
+
+    RECORD_TYPE: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord:
+    """A dynamic config was set, or deleted when `value` is None (Kafka's ConfigRecord, key 4).
+
+    `resource_name` is the topic name for topics; for brokers it is the node id as a string, or
+    "" for the cluster-wide default.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    """One advertised listener of a broker."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0  # Kafka's SecurityProtocol id: 0 = PLAINTEXT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecord:
+    """A broker (re)registered: a new incarnation with a new broker epoch (Kafka's key 0)."""
+
+    RECORD_TYPE: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+    fenced: bool = True
+    is_controller: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerRecord:
+    """A broker may no longer lead or be in an ISR (Kafka's FenceBrokerRecord, key 7)."""
+
+    RECORD_TYPE: ClassVar[int] = 7
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnfenceBrokerRecord:
+    """A registered broker caught up and may serve again (Kafka's UnfenceBrokerRecord, key 8)."""
+
+    RECORD_TYPE: ClassVar[int] = 8
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsRecord:
+    """A block of producer ids went to a broker; `next_producer_id` is the first id not yet
+    handed out (Kafka's ProducerIdsRecord, key 15)."""
+
+    RECORD_TYPE: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevelRecord:
+    """The finalized level of a feature such as `metadata.version` (Kafka's key 12)."""
+
+    RECORD_TYPE: ClassVar[int] = 12
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    feature_level: int
+
+
+MetadataRecord = (
+    TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | RegisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | ProducerIdsRecord
+    | FeatureLevelRecord
+)
+
+RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
+    cls.RECORD_TYPE: cls
+    for cls in (
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        RemoveTopicRecord,
+        ConfigRecord,
+        RegisterBrokerRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        ProducerIdsRecord,
+        FeatureLevelRecord,
+    )
+}

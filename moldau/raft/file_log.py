@@ -1,0 +1,181 @@
+"""The metadata log on disk: one append-only file of CRC-framed entries (Kafka's KafkaMetadataLog).
+
+Directory `<metadata.log.dir>/__cluster_metadata-0/`, file `metadata.log`. Each entry:
+
+    length       uint32   bytes after this field
+    crc          uint32   CRC32C of everything after this field
+    base_offset  int64
+    epoch        int32
+    attributes   int16    bit 0: control entry (Raft's own, e.g. a leader change)
+    count        int32    number of records
+    records      count x (size uint32, bytes)
+
+Recovery reads entries from the start and truncates the file at the first one that is short,
+fails its CRC or does not continue the offsets: a torn tail from a crash mid-append. Everything
+before it was written whole; whether it was committed is Raft's business (a single voter's
+whole surviving log commits once it appends in its new epoch).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+from collections.abc import Iterator
+
+import crc32c
+
+from moldau.raft.log import LogEntry, check_appendable
+
+LOG_FILE_NAME = "metadata.log"
+_LENGTH = struct.Struct(">I")
+_HEADER = struct.Struct(">IqihI")  # crc, base_offset, epoch, attributes, count
+_RECORD_SIZE = struct.Struct(">I")
+_CONTROL = 0x1
+
+
+def encode_entry(entry: LogEntry) -> bytes:
+    body = bytearray(_HEADER.size)
+    for record in entry.records:
+        body += _RECORD_SIZE.pack(len(record))
+        body += record
+    attributes = _CONTROL if entry.is_control else 0
+    struct.pack_into(
+        ">qihI", body, 4, entry.base_offset, entry.epoch, attributes, len(entry.records)
+    )
+    struct.pack_into(">I", body, 0, crc32c.crc32c(memoryview(body)[4:]))
+    return _LENGTH.pack(len(body)) + bytes(body)
+
+
+def decode_entries(data: bytes) -> tuple[list[LogEntry], int]:
+    """Whole, valid entries from the start of `data`, and the byte length they span."""
+    entries: list[LogEntry] = []
+    position = 0
+    expected_offset: int | None = None
+    while position + _LENGTH.size + _HEADER.size <= len(data):
+        (length,) = _LENGTH.unpack_from(data, position)
+        end = position + _LENGTH.size + length
+        if length < _HEADER.size or end > len(data):
+            break
+        body = memoryview(data)[position + _LENGTH.size : end]
+        crc, base_offset, epoch, attributes, count = _HEADER.unpack_from(body)
+        if crc32c.crc32c(body[4:]) != crc:
+            break
+        if expected_offset is not None and base_offset != expected_offset:
+            break
+        records = _decode_records(body, count)
+        if records is None:
+            break
+        entries.append(
+            LogEntry(
+                base_offset=base_offset,
+                epoch=epoch,
+                records=records,
+                is_control=bool(attributes & _CONTROL),
+            )
+        )
+        expected_offset = base_offset + count
+        position = end
+    return entries, position
+
+
+def _decode_records(body: memoryview, count: int) -> tuple[bytes, ...] | None:
+    records: list[bytes] = []
+    position = _HEADER.size
+    for _ in range(count):
+        if position + _RECORD_SIZE.size > len(body):
+            return None
+        (size,) = _RECORD_SIZE.unpack_from(body, position)
+        position += _RECORD_SIZE.size
+        if position + size > len(body):
+            return None
+        records.append(bytes(body[position : position + size]))
+        position += size
+    if position != len(body) or not records:
+        return None
+    return tuple(records)
+
+
+def _base_offset(entry: LogEntry) -> int:
+    return entry.base_offset
+
+
+class FileReplicatedLog:
+    """A `ReplicatedLog` in one file. Entries are also kept in memory (metadata is small)."""
+
+    def __init__(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.path = os.path.join(directory, LOG_FILE_NAME)
+        self._entries: list[LogEntry] = []
+        self._flush_lock = threading.Lock()
+        self.truncated_bytes = 0
+        self._recover()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._flushed_offset = self.end_offset
+
+    def _recover(self) -> None:
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, "rb") as handle:
+            data = handle.read()
+        self._entries, valid_length = decode_entries(data)
+        if valid_length < len(data):
+            self.truncated_bytes = len(data) - valid_length
+            with open(self.path, "r+b") as handle:
+                handle.truncate(valid_length)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    @property
+    def end_offset(self) -> int:
+        return self._entries[-1].next_offset if self._entries else 0
+
+    @property
+    def last_epoch(self) -> int:
+        return self._entries[-1].epoch if self._entries else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    def append(self, entry: LogEntry) -> None:
+        check_appendable(self.end_offset, entry)
+        data = encode_entry(entry)
+        written = os.write(self._fd, data)
+        if written != len(data):
+            raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
+        self._size += written
+        self._entries.append(entry)
+
+    def flush(self) -> int:
+        # Read the end offset before fsync: every entry below it has been written already.
+        with self._flush_lock:
+            end_offset = self.end_offset
+            os.fsync(self._fd)
+            self._flushed_offset = max(self._flushed_offset, end_offset)
+            return self._flushed_offset
+
+    def read(self, start_offset: int = 0) -> Iterator[LogEntry]:
+        entries = self._entries
+        index = max(0, bisect.bisect_right(entries, start_offset, key=_base_offset) - 1)
+        for entry in entries[index:]:
+            if entry.last_offset >= start_offset:
+                yield entry
+
+    def truncate_to(self, offset: int) -> None:
+        kept = [e for e in self._entries if e.last_offset < offset]
+        size = sum(len(encode_entry(e)) for e in kept)
+        with self._flush_lock:
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
+            self._entries = kept
+            self._size = size
+            self._flushed_offset = min(self._flushed_offset, self.end_offset)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
