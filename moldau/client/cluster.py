@@ -141,10 +141,8 @@ class Cluster:
                 return self._bootstrap_connection
             except KafkaException as exc:
                 errors.append(exc.message or str(exc))
-        servers = ",".join(f"{h}:{p}" for h, p in self._bootstrap)
         raise KafkaException(
-            ErrorCode.network_exception,
-            f"no broker reachable at {servers} ({'; '.join(errors)})",
+            ErrorCode.network_exception, f"no broker reachable: {', '.join(errors)}"
         )
 
     async def connection(self, node_id: int) -> BrokerConnection:

@@ -6,6 +6,7 @@ A settings mapping (`{"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5}`) b
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -71,9 +72,9 @@ class ClientConfig:
         for name, value in merged.items():
             canonical = _ALIASES.get(name, name)
             if canonical not in DEFAULTS:
-                raise ConfigException(
-                    f"unknown client setting '{name}' (known: {', '.join(sorted(DEFAULTS))})"
-                )
+                close = difflib.get_close_matches(name, DEFAULTS, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else "see the client's README"
+                raise ConfigException(f"unknown client setting '{name}' ({hint})")
             values[canonical] = value
         self._values = values
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -38,6 +40,16 @@ CLIENT_MAX_VERSIONS: Final[Mapping[int, int]] = {
     8: 9,  # OffsetCommit
     9: 9,  # OffsetFetch
 }
+
+
+def _reason(exc: OSError | TimeoutError) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, socket.gaierror) and exc.strerror:
+        return f"cannot resolve host: {exc.strerror.lower()}"
+    if exc.errno is not None:
+        return os.strerror(exc.errno).lower()
+    return str(exc)
 
 
 @cache
@@ -129,9 +141,8 @@ class BrokerConnection:
                 asyncio.open_connection(self.host, self.port), timeout
             )
         except (OSError, TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
             raise KafkaException(
-                ErrorCode.network_exception, f"cannot connect to broker {self.address}: {reason}"
+                ErrorCode.network_exception, f"{self.address} ({_reason(exc)})"
             ) from None
         self._read_task = asyncio.create_task(self._read_loop(), name=f"read {self.address}")
         try:

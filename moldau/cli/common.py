@@ -1,0 +1,251 @@
+"""What every command shares: the connection options, output formats, and one-line errors.
+
+Options: `-b/--bootstrap-server` (else `MOLDAU_BROKERS`, else 127.0.0.1:9092), repeated
+`-X key=value` client settings, `--format text|json|yaml`. `run(coroutine)` runs a command's async
+body and turns failures into one line on stderr with a hint and an exit code (see `ExitCode`);
+a user mistake never prints a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import os
+import sys
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Annotated, Any, Final, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from moldau.client.config import DEFAULT_BOOTSTRAP, ClientConfig
+from moldau.client.errors import ConfigException, ErrorCode, KafkaException
+
+__all__ = [
+    "BootstrapOption",
+    "ExitCode",
+    "FormatOption",
+    "OutputFormat",
+    "SettingsOption",
+    "client_config",
+    "emit",
+    "fail",
+    "parse_key_values",
+    "run",
+]
+
+T = TypeVar("T")
+
+BROKERS_ENV: Final = "MOLDAU_BROKERS"
+
+stdout = Console(highlight=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    KAFKA_ERROR = 1  # the cluster refused the operation (unknown topic, invalid config, ...)
+    USAGE = 2  # bad arguments or settings (click uses 2 for usage errors too)
+    UNREACHABLE = 3  # no broker could be reached, or it did not answer in time
+    INTERRUPTED = 130
+
+
+class OutputFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+    yaml = "yaml"
+
+
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "-b",
+        "--bootstrap-server",
+        envvar=BROKERS_ENV,
+        help=f"Brokers to bootstrap from, host:port[,host:port] (env {BROKERS_ENV}; "
+        f"default {DEFAULT_BOOTSTRAP}).",
+        show_default=False,
+    ),
+]
+SettingsOption = Annotated[
+    list[str] | None,
+    typer.Option("-X", help="A client setting key=value (repeatable), e.g. -X linger.ms=50."),
+]
+FormatOption = Annotated[
+    OutputFormat, typer.Option("--format", help="Output format.", case_sensitive=False)
+]
+
+
+def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
+    stderr.print(f"[bold red]error:[/] {message}", markup=True)
+    raise typer.Exit(int(code))
+
+
+def parse_key_values(items: Sequence[str] | None, *, what: str, flag: str) -> dict[str, str]:
+    """`["a=1", "b=2"]` as a dict; a malformed item exits with a usage error."""
+    result: dict[str, str] = {}
+    for item in items or ():
+        name, separator, value = item.partition("=")
+        if not separator or not name.strip():
+            fail(f"{what} '{item}' is not key=value (example: {flag} retention.ms=60000)")
+        result[name.strip()] = value
+    return result
+
+
+def client_config(
+    bootstrap: str | None, settings: Sequence[str] | None, **defaults: Any
+) -> ClientConfig:
+    """Client settings from -b / MOLDAU_BROKERS and -X, over per-command defaults."""
+    values: dict[str, Any] = {"client.id": "moldau-cli"}
+    values.update({name.replace("_", "."): value for name, value in defaults.items()})
+    values.update(parse_key_values(settings, what="setting", flag="-X"))
+    servers = bootstrap or os.environ.get(BROKERS_ENV) or values.get("bootstrap.servers")
+    values["bootstrap.servers"] = servers or DEFAULT_BOOTSTRAP
+    try:
+        config = ClientConfig(values)
+        _ = config.bootstrap_servers
+    except ConfigException as exc:
+        fail(str(exc))
+    return config
+
+
+_HINTS: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.unknown_topic_or_partition: "list topics with `moldau topic list`",
+    ErrorCode.topic_already_exists: "see it with `moldau topic describe NAME`",
+    ErrorCode.invalid_config: "check the name and value; `moldau topic describe NAME` lists configs",
+    ErrorCode.invalid_topic_exception: "topic names use letters, digits, '.', '_' and '-' (max 249)",
+    ErrorCode.invalid_partitions: "give a partition count above the current one",
+    ErrorCode.invalid_replication_factor: "the replication factor cannot exceed the broker count",
+    ErrorCode.group_id_not_found: "list groups with `moldau group list`",
+    ErrorCode.non_empty_group: "stop the group's consumers first",
+    ErrorCode.offset_out_of_range: "see the valid range with `moldau topic describe NAME`",
+    ErrorCode.policy_violation: "the broker's policy refused it",
+    ErrorCode.unsupported_version: "the broker does not support this operation",
+    ErrorCode.topic_authorization_failed: "the principal lacks permission on the topic",
+    ErrorCode.group_authorization_failed: "the principal lacks permission on the group",
+    ErrorCode.cluster_authorization_failed: "the principal lacks cluster permission",
+}
+
+_UNREACHABLE: Final = frozenset({ErrorCode.network_exception, ErrorCode.request_timed_out})
+
+
+def explain(exc: KafkaException, servers: str | None = None) -> tuple[str, ExitCode]:
+    if exc.code in _UNREACHABLE:
+        hint = f"Is the server running? Set the address with -b HOST:PORT or {BROKERS_ENV}."
+        return f"{exc.message or exc.name}. {hint}", ExitCode.UNREACHABLE
+    message = str(exc)
+    hint = _HINTS.get(exc.code)
+    return (f"{message} ({hint})" if hint else message), ExitCode.KAFKA_ERROR
+
+
+def run(coroutine: Coroutine[Any, Any, T], *, servers: str | None = None) -> T:
+    """Run a command body; map client errors to one line on stderr and an exit code."""
+    try:
+        return asyncio.run(coroutine)
+    except KafkaException as exc:
+        message, code = explain(exc, servers)
+        fail(message, code)
+    except ConfigException as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`); that is not an error.
+        sys.stderr.close()
+        raise typer.Exit(0) from None
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def _yaml_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    text = str(value)
+    plain = (
+        text
+        and text.strip() == text
+        and text.lower() not in ("null", "true", "false", "yes", "no", "~")
+        and text[0] not in "-?:,[]{}#&*!|>'\"%@`"
+        and ": " not in text
+        and " #" not in text
+        and "\n" not in text
+    )
+    if plain:
+        try:
+            float(text)
+        except ValueError:
+            return text
+    return json.dumps(text)
+
+
+def to_yaml(value: Any, indent: int = 0) -> str:
+    """A small YAML emitter for the plain data (dicts, lists, scalars) commands print."""
+    pad = " " * indent
+    if isinstance(value, Mapping):
+        if not value:
+            return pad + "{}\n"
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, Mapping | list) and item:
+                lines.append(f"{pad}{_yaml_scalar(key)}:\n{to_yaml(item, indent + 2)}")
+            else:
+                rendered = (
+                    "[]"
+                    if isinstance(item, list)
+                    else "{}"
+                    if isinstance(item, Mapping)
+                    else _yaml_scalar(item)
+                )
+                lines.append(f"{pad}{_yaml_scalar(key)}: {rendered}\n")
+        return "".join(lines)
+    if isinstance(value, list):
+        if not value:
+            return pad + "[]\n"
+        lines = []
+        for item in value:
+            if isinstance(item, Mapping | list) and item:
+                nested = to_yaml(item, indent + 2)
+                lines.append(f"{pad}- {nested.lstrip()}")
+            else:
+                lines.append(f"{pad}- {_yaml_scalar(item)}\n")
+        return "".join(lines)
+    return pad + _yaml_scalar(value) + "\n"
+
+
+def emit(data: Any, output: OutputFormat, text: Any = None) -> None:
+    """Print `data` as JSON/YAML, or `text` (a string or a rich renderable) for humans."""
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    elif output is OutputFormat.yaml:
+        sys.stdout.write(to_yaml(data))
+    elif isinstance(text, str):
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    elif text is not None:
+        stdout.print(text)
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns padded like Kafka's tools print them (space separated, left aligned)."""
+    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        " ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
+    )
+
+
+def rich_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
+) -> Table:
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*("-" if c is None else str(c) for c in row))
+    return table
