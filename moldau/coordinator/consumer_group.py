@@ -1,0 +1,87 @@
+"""A KIP-848 consumer group: group epoch, target assignment and each member's current assignment.
+
+The group epoch grows when membership or subscriptions change; the target assignment is
+recomputed (by a server-side assignor) when it lags the group epoch; each member then converges
+on its target through its heartbeats, one step at a time (see `reconcile.py`). State for
+DescribeGroups/ListGroups: Empty (no members), Assigning (target epoch < group epoch),
+Reconciling (some member has not reached the target epoch), Stable.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+class MemberState(enum.IntEnum):
+    """Values as stored in ConsumerGroupCurrentMemberAssignmentValue.State."""
+
+    STABLE = 1
+    UNREVOKED_PARTITIONS = 2
+    UNRELEASED_PARTITIONS = 3
+    UNKNOWN = 127
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    subscription_metadata: tuple[tuple[str, str, int], ...] = ()  # (name, id, partitions) seen
+    state_timestamp_ms: int = -1
+    assignor_name: str = "uniform"
+
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch < self.group_epoch:
+            return "Assigning"
+        for member in self.members.values():
+            if member.member_epoch != self.assignment_epoch or member.state != MemberState.STABLE:
+                return "Reconciling"
+        return "Stable"
+
+    def member_by_instance(self, instance_id: str) -> ConsumerMember | None:
+        for member in self.members.values():
+            if member.instance_id == instance_id:
+                return member
+        return None
+
+    def owners(self) -> dict[tuple[uuid.UUID, int], str]:
+        """Who holds each partition now: assigned, or still to be revoked."""
+        owned: dict[tuple[uuid.UUID, int], str] = {}
+        for member in self.members.values():
+            for assignment in (member.assigned, member.pending_revocation):
+                for topic_id, partitions in assignment.items():
+                    for partition in partitions:
+                        owned[(topic_id, partition)] = member.member_id
+        return owned
+
+    def subscribed_topic_names(self) -> set[str]:
+        names: set[str] = set()
+        for member in self.members.values():
+            names.update(member.subscribed_topic_names)
+        return names
