@@ -1,0 +1,98 @@
+"""Raw Kafka requests over a socket, for tests that must see the exact bytes on the wire.
+
+Requests are encoded and responses decoded with kio's generated message types (through
+`moldau.protocol.adapter`); record data is passed through untouched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from types import TracebackType
+from typing import Any
+
+from moldau.protocol.adapter import decode_response, encode_request
+
+
+class Connection:
+    def __init__(self, host: str, port: int, *, timeout: float = 30.0) -> None:
+        self._socket = socket.create_connection((host, port), timeout=timeout)
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation_ids = itertools.count(1)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _traceback: TracebackType | None,
+    ) -> None:
+        self._socket.close()
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        correlation_id = next(self._correlation_ids)
+        self._socket.sendall(encode_request(api_key, version, correlation_id, "wire-test", body))
+        (size,) = struct.unpack(">i", self._read(4))
+        answered_id, response = decode_response(api_key, version, self._read(size))
+        assert answered_id == correlation_id
+        return response
+
+    def _read(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self._socket.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            data += chunk
+        return bytes(data)
+
+
+def produce(connection: Connection, topic: str, partition: int, records: bytes) -> Any:
+    """Produce v9, acks=all; returns the partition's response (error_code, base_offset, ...)."""
+    response = connection.request(
+        0,
+        9,
+        {
+            "acks": -1,
+            "timeout": 30_000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+            ],
+        },
+    )
+    [topic_response] = response.responses
+    [partition_response] = topic_response.partition_responses
+    return partition_response
+
+
+def fetch(
+    connection: Connection, topic: str, partition: int, offset: int, *, max_bytes: int
+) -> Any:
+    """Fetch v12 (no wait); returns the partition's data (error_code, records, ...)."""
+    response = connection.request(
+        1,
+        12,
+        {
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": max_bytes,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    [topic_response] = response.responses
+    [partition_response] = topic_response.partitions
+    return partition_response
