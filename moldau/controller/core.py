@@ -132,12 +132,12 @@ class ControllerCore:
                 ErrorCode.invalid_topic_exception,
                 f"Topic '{name}' collides with existing topic: {collision}",
             )
+        # A null value means "not set" (the broker's value applies); records keep the strings.
+        configs = {k: v for k, v in topic.configs.items() if v is not None}
         try:
-            parsed = validate_topic_configs(topic.configs)
+            validate_topic_configs(configs)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
-        del parsed  # validation only: records keep the client's strings
-        configs = {k: v for k, v in topic.configs.items() if v is not None}
         if topic.assignments:
             assignments = self._check_manual_assignment(topic)
         else:

@@ -155,7 +155,6 @@ class RaftDriver:
         except Exception as exc:
             logger.exception("flushing the metadata log failed")
             self._fail(exc)
-            raise
 
     def _deliver_commits(self, high_watermark: int) -> None:
         entries = [

@@ -1,0 +1,129 @@
+import asyncio
+import threading
+
+import pytest
+
+from moldau.clock import ManualClock
+from moldau.raft.driver import RaftDriver
+from moldau.raft.log import LogEntry, MemoryReplicatedLog
+from moldau.raft.node import NotLeaderError, RaftNode
+from moldau.raft.quorum_state import MemoryQuorumStateStore
+
+
+class RecordingListener:
+    def __init__(self):
+        self.committed: list[LogEntry] = []
+        self.leaders: list[tuple[int | None, int]] = []
+
+    def handle_commit(self, entries):
+        self.committed.extend(entries)
+
+    def handle_leader_change(self, leader_id, epoch):
+        self.leaders.append((leader_id, epoch))
+
+
+class GatedLog(MemoryReplicatedLog):
+    """A log whose fsyncs wait until the test opens the gate, and that counts them."""
+
+    def __init__(self, entries=()):
+        self.gate = threading.Event()
+        self.gate.set()
+        self.flushes = 0
+        super().__init__(entries)
+
+    def flush(self):
+        self.gate.wait(timeout=10)
+        self.flushes += 1
+        return super().flush()
+
+
+def make_driver(log=None, store=None):
+    listener = RecordingListener()
+    driver = RaftDriver(
+        node=RaftNode(node_id=1, voters=(1,)),
+        log=log if log is not None else GatedLog(),
+        quorum_state_store=store if store is not None else MemoryQuorumStateStore(),
+        listener=listener,
+        clock=ManualClock(),
+    )
+    return driver, listener
+
+
+def test_start_commits_the_existing_log_and_hands_it_over_in_order():
+    async def scenario():
+        existing = [
+            LogEntry(base_offset=0, epoch=1, records=(b"leader",), is_control=True),
+            LogEntry(base_offset=1, epoch=1, records=(b"a", b"b")),
+        ]
+        store = MemoryQuorumStateStore()
+        driver, listener = make_driver(GatedLog(existing), store)
+        await driver.start()
+        assert listener.leaders == [(1, 2)]
+        assert store.state.epoch == 2 and store.state.leader_id == 1
+        assert [(e.base_offset, e.is_control) for e in listener.committed] == [
+            (0, True),
+            (1, False),
+            (3, True),
+        ]
+        await driver.stop()
+
+    asyncio.run(scenario())
+
+
+def test_appends_made_during_an_fsync_share_the_next_one():
+    async def scenario():
+        log = GatedLog()
+        driver, listener = make_driver(log)
+        await driver.start()
+        flushes_after_start = log.flushes
+        log.gate.clear()
+        first = driver.append([b"1"])
+        await asyncio.sleep(0)  # let the flush task start and block on the gate
+        second = driver.append([b"2"])
+        third = driver.append([b"3", b"4"])
+        assert not first.done()
+        log.gate.set()
+        assert await asyncio.gather(first, second, third) == [1, 2, 4]
+        # One fsync after the gate opened covers all three appends.
+        assert log.flushes - flushes_after_start == 1
+        assert [e.records for e in listener.committed if not e.is_control] == [
+            (b"1",),
+            (b"2",),
+            (b"3", b"4"),
+        ]
+        await driver.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_fsync_fails_the_waiters_and_later_appends():
+    class BrokenLog(MemoryReplicatedLog):
+        broken = False
+
+        def flush(self):
+            if self.broken:
+                raise OSError("disk gone")
+            return super().flush()
+
+    async def scenario():
+        log = BrokenLog()
+        driver, _ = make_driver(log)
+        await driver.start()
+        log.broken = True
+        with pytest.raises(OSError):
+            await driver.append([b"x"])
+        with pytest.raises(RuntimeError):
+            driver.append([b"y"])
+
+    asyncio.run(scenario())
+
+
+def test_a_stopped_driver_refuses_appends():
+    async def scenario():
+        driver, _ = make_driver()
+        await driver.start()
+        await driver.stop()
+        with pytest.raises((RuntimeError, NotLeaderError)):
+            driver.append([b"x"])
+
+    asyncio.run(scenario())
