@@ -1,0 +1,406 @@
+"""The asyncio shell around the pure coordinators: one `GroupCoordinator` per `__consumer_offsets`
+partition (Kafka's CoordinatorRuntime).
+
+It is the only coordinator module that awaits. It loads a partition by replaying
+`read_records(tp)`, runs each operation on the partition's core, writes the returned records
+through `append(tp, pairs)` (one writer task per partition, so records land in order and
+concurrent operations share one append), and only then sends the response and the responses of
+the requests the operation completed. Parked JoinGroup/SyncGroup requests wait on futures; timers
+run with `loop.call_later` at the core's `next_deadline()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.coordinator.assignors import TopicMetadata
+from moldau.coordinator.classic import JoinGroupRequest
+from moldau.coordinator.config import GroupCoordinatorConfig
+from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest
+from moldau.coordinator.coordinator import GroupCoordinator
+from moldau.coordinator.offsets import PartitionCommit
+from moldau.coordinator.records import CoordinatorRecord, decode_record, encode_record
+from moldau.coordinator.result import CoordinatorResult, Responder, Response
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.types import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+RecordPairs = list[tuple[bytes | None, bytes | None]]
+AppendRecords = Callable[[TopicPartition, RecordPairs], Awaitable[int]]
+ReadRecords = Callable[[TopicPartition], Iterable[tuple[bytes | None, bytes | None]]]
+
+_LOAD_YIELD_EVERY = 1000
+
+
+def java_string_hash_code(text: str) -> int:
+    """Java's `String.hashCode()` over UTF-16 code units, as a signed 32-bit int."""
+    value = 0
+    data = text.encode("utf-16-be")
+    for index in range(0, len(data), 2):
+        value = (31 * value + ((data[index] << 8) | data[index + 1])) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def partition_for_group(group_id: str, partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`."""
+    code = java_string_hash_code(group_id)
+    code = 0 if code == -(1 << 31) else abs(code)  # Utils.abs maps MIN_VALUE to 0
+    return code % partitions
+
+
+@dataclass(slots=True)
+class _Partition:
+    index: int
+    coordinator: GroupCoordinator
+    pending: list[tuple[RecordPairs, asyncio.Future[None]]] = field(default_factory=list)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    writer: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    timer_deadline: int | None = None
+    parked: set[asyncio.Future[Response]] = field(default_factory=set)
+
+
+class GroupCoordinatorRuntime:
+    """Owns the group coordinators of the `__consumer_offsets` partitions this node leads."""
+
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        *,
+        append: AppendRecords,
+        read_records: ReadRecords,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.config = config
+        self._append = append
+        self._read_records = read_records
+        self._clock = clock
+        self._partitions: dict[int, _Partition] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --------------------------------------------------------------------------- lifecycle
+
+    async def start(self, partitions: Iterable[int] | None = None) -> None:
+        """Load the given partitions (all of them by default: a single node leads them all)."""
+        wanted = (
+            range(self.config.offsets_topic_num_partitions) if partitions is None else partitions
+        )
+        for index in wanted:
+            await self.load_partition(index)
+
+    async def load_partition(self, index: int) -> None:
+        """Become the coordinator of one partition: replay it, then serve (KIP: on leadership)."""
+        if index in self._partitions:
+            return
+        coordinator = GroupCoordinator(self.config, self._clock)
+        partition = _Partition(index, coordinator)
+        self._partitions[index] = partition  # answers COORDINATOR_LOAD_IN_PROGRESS meanwhile
+        count = 0
+        for key, value in self._read_records(TopicPartition(OFFSETS_TOPIC, index)):
+            record = decode_record(key, value)
+            if record is not None:
+                coordinator.replay(record)
+            count += 1
+            if count % _LOAD_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        if self._partitions.get(index) is not partition:
+            return  # unloaded while loading
+        coordinator.finish_loading()
+        partition.writer = asyncio.get_running_loop().create_task(self._write_loop(partition))
+        self._reschedule(partition)
+        logger.debug("loaded %s-%d (%d records)", OFFSETS_TOPIC, index, count)
+
+    async def unload_partition(self, index: int) -> None:
+        """Stop coordinating a partition (its leadership moved elsewhere)."""
+        partition = self._partitions.pop(index, None)
+        if partition is None:
+            return
+        if partition.timer is not None:
+            partition.timer.cancel()
+        for future in partition.parked:
+            if not future.done():
+                future.set_exception(KafkaError(ErrorCode.not_coordinator))
+        for _, waiter in partition.pending:
+            if not waiter.done():
+                waiter.set_exception(KafkaError(ErrorCode.not_coordinator))
+        if partition.writer is not None:
+            partition.writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await partition.writer
+
+    async def stop(self) -> None:
+        for index in list(self._partitions):
+            await self.unload_partition(index)
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def __aenter__(self) -> GroupCoordinatorRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------------------ routing
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.config.offsets_topic_num_partitions)
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self._partitions
+
+    def coordinator_for(self, group_id: str) -> GroupCoordinator:
+        """The core of the group's partition; raises NOT_COORDINATOR if not led here."""
+        partition = self._partitions.get(self.partition_for(group_id))
+        if partition is None:
+            raise KafkaError(ErrorCode.not_coordinator)
+        return partition.coordinator
+
+    def _partition(self, group_id: str) -> _Partition:
+        partition = self._partitions.get(self.partition_for(group_id))
+        if partition is None:
+            raise KafkaError(ErrorCode.not_coordinator)
+        return partition
+
+    # ----------------------------------------------------------------------- write and send
+
+    async def _write_loop(self, partition: _Partition) -> None:
+        topic_partition = TopicPartition(OFFSETS_TOPIC, partition.index)
+        while True:
+            await partition.wakeup.wait()
+            partition.wakeup.clear()
+            batch, partition.pending = partition.pending, []
+            if not batch:
+                continue
+            pairs = [pair for pairs, _ in batch for pair in pairs]
+            try:
+                await self._append(topic_partition, pairs)
+            except Exception as exc:  # the log refused: state is ahead of it, so reload
+                logger.warning("append to %s failed: %r; reloading", topic_partition, exc)
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(KafkaError(ErrorCode.not_coordinator))
+                self._spawn(self._reload(partition.index))
+                return
+            for _, waiter in batch:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def _reload(self, index: int) -> None:
+        await self.unload_partition(index)
+        await self.load_partition(index)
+
+    async def _write(self, partition: _Partition, records: list[CoordinatorRecord]) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        partition.pending.append(([encode_record(record) for record in records], waiter))
+        partition.wakeup.set()
+        await waiter
+
+    async def _complete(self, partition: _Partition, result: CoordinatorResult) -> Response | None:
+        """Make the records durable, then answer everybody the operation answered."""
+        self._reschedule(partition)
+        if result.records:
+            await self._write(partition, result.records)
+        for respond, response in result.deliveries:
+            respond(response)
+        return result.response
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        async def run() -> None:
+            await coroutine
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------------------ timers
+
+    def _reschedule(self, partition: _Partition) -> None:
+        deadline = partition.coordinator.next_deadline()
+        if deadline is None:
+            return
+        if partition.timer is not None and partition.timer_deadline is not None:
+            if partition.timer_deadline <= deadline:
+                return
+            partition.timer.cancel()
+        delay = max(deadline - self._clock.now_ms(), 0) / 1000
+        loop = asyncio.get_running_loop()
+        partition.timer = loop.call_later(delay, self._on_timer, partition)
+        partition.timer_deadline = deadline
+
+    def _on_timer(self, partition: _Partition) -> None:
+        partition.timer = None
+        partition.timer_deadline = None
+        if self._partitions.get(partition.index) is not partition:
+            return
+        result = partition.coordinator.tick()
+
+        async def finish() -> None:
+            with contextlib.suppress(KafkaError):
+                await self._complete(partition, result)
+
+        self._spawn(finish())
+        self._reschedule(partition)
+
+    # -------------------------------------------------------------------------- operations
+
+    async def _parked(
+        self, group_id: str, operation: Callable[[Responder], CoordinatorResult]
+    ) -> Response:
+        partition = self._partition(group_id)
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+
+        def respond(response: Response) -> None:
+            if not future.done():
+                future.set_result(response)
+
+        result = operation(respond)
+        partition.parked.add(future)
+        try:
+            immediate = await self._complete(partition, result)
+            if immediate is not None:
+                return immediate
+            return await future
+        finally:
+            partition.parked.discard(future)
+
+    async def join_group(self, request: JoinGroupRequest) -> Response:
+        coordinator = self.coordinator_for(request.group_id)
+        return await self._parked(
+            request.group_id, lambda respond: coordinator.join_group(request, respond)
+        )
+
+    async def sync_group(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> Response:
+        coordinator = self.coordinator_for(group_id)
+        return await self._parked(
+            group_id,
+            lambda respond: coordinator.sync_group(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=assignments,
+                respond=respond,
+            ),
+        )
+
+    async def _immediate(self, group_id: str, result: CoordinatorResult) -> Response:
+        response = await self._complete(self._partition(group_id), result)
+        assert response is not None
+        return response
+
+    async def heartbeat(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> Response:
+        result = self.coordinator_for(group_id).heartbeat(
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+        )
+        return await self._immediate(group_id, result)
+
+    async def leave_group(
+        self, *, group_id: str, members: list[tuple[str, str | None]]
+    ) -> Response:
+        result = self.coordinator_for(group_id).leave_group(group_id=group_id, members=members)
+        return await self._immediate(group_id, result)
+
+    async def commit_offsets(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[PartitionCommit],
+    ) -> Response:
+        result = self.coordinator_for(group_id).commit_offsets(
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            commits=commits,
+        )
+        return await self._immediate(group_id, result)
+
+    def fetch_offsets(
+        self,
+        *,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> Response:
+        return self.coordinator_for(group_id).fetch_offsets(
+            group_id=group_id, topics=topics, member_id=member_id, member_epoch=member_epoch
+        )
+
+    async def delete_offsets(
+        self, *, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> Response:
+        result = self.coordinator_for(group_id).delete_offsets(group_id=group_id, topics=topics)
+        return await self._immediate(group_id, result)
+
+    def describe_group(self, group_id: str) -> Response:
+        return self.coordinator_for(group_id).describe_group(group_id)
+
+    def list_groups(
+        self, *, states_filter: list[str] | None = None, types_filter: list[str] | None = None
+    ) -> Response:
+        listed: list[Response] = []
+        error = ErrorCode.none
+        for partition in self._partitions.values():
+            answer = partition.coordinator.list_groups(
+                states_filter=states_filter, types_filter=types_filter
+            )
+            if answer["error_code"] != ErrorCode.none:
+                error = answer["error_code"]
+            listed.extend(answer["groups"])
+        return {"error_code": error, "groups": listed}
+
+    async def delete_groups(self, group_ids: list[str]) -> list[Response]:
+        answers: list[Response] = []
+        for group_id in group_ids:
+            try:
+                result = self.coordinator_for(group_id).delete_groups([group_id])
+                response = await self._immediate(group_id, result)
+                answers.extend(response["results"])
+            except KafkaError as error:
+                answers.append({"group_id": group_id, "error_code": error.code})
+        return answers
+
+    async def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, topics: Mapping[str, TopicMetadata]
+    ) -> Response:
+        result = self.coordinator_for(request.group_id).consumer_group_heartbeat(request, topics)
+        return await self._immediate(request.group_id, result)
+
+    def consumer_group_describe(
+        self, group_id: str, topic_names: Mapping[uuid.UUID, str]
+    ) -> Response:
+        return self.coordinator_for(group_id).consumer_group_describe(group_id, topic_names)
