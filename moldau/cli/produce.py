@@ -1,0 +1,180 @@
+"""`moldau produce TOPIC [FILE...]`: records from stdin or files, kcat-style.
+
+One record per line (or per `-D` delimiter, or per file with `-l`); `-K :` splits each record into
+key and value at the first delimiter, `-k KEY` gives every record the same key, `-H k=v` adds
+headers, `-p` picks the partition (default: Kafka's murmur2 for keyed records), `-z` compresses.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO
+
+import typer
+
+from moldau.cli.common import (
+    BootstrapOption,
+    ExitCode,
+    FormatOption,
+    OutputFormat,
+    SettingsOption,
+    client_config,
+    emit,
+    fail,
+    parse_key_values,
+    run,
+    stderr,
+)
+from moldau.client.errors import KafkaException
+from moldau.client.producer import Producer, RecordMetadata
+
+_MAX_QUEUED = 100_000
+
+
+def _unescape(text: str) -> bytes:
+    return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
+
+
+def split_records(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
+    """Records separated by `delimiter`; a trailing delimiter does not make an empty record."""
+    pending = b""
+    while True:
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        *complete, pending = pending.split(delimiter)
+        yield from complete
+    if pending:
+        yield pending
+
+
+def produce_command(
+    topic: Annotated[str, typer.Argument(help="Topic to write to.", show_default=False)],
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Files to read (default: stdin).", exists=True, dir_okay=False),
+    ] = None,
+    key: Annotated[str | None, typer.Option("-k", "--key", help="Key for every record.")] = None,
+    key_delimiter: Annotated[
+        str | None,
+        typer.Option("-K", "--key-delimiter", help="Split each record into key and value here."),
+    ] = None,
+    delimiter: Annotated[
+        str, typer.Option("-D", "--delimiter", help="Record delimiter (escapes allowed).")
+    ] = "\\n",
+    file_per_record: Annotated[
+        bool, typer.Option("-l", "--file-as-record", help="Send each file as one record.")
+    ] = False,
+    header: Annotated[
+        list[str] | None, typer.Option("-H", "--header", help="Header k=v (repeatable).")
+    ] = None,
+    partition: Annotated[
+        int, typer.Option("-p", "--partition", help="Partition (default: by key, murmur2).")
+    ] = -1,
+    compression: Annotated[
+        str | None,
+        typer.Option("-z", "--compression", help="none, gzip, snappy, lz4 or zstd."),
+    ] = None,
+    acks: Annotated[str | None, typer.Option("--acks", help="0, 1 or all.")] = None,
+    bootstrap: BootstrapOption = None,
+    settings: SettingsOption = None,
+    output: FormatOption = OutputFormat.text,
+) -> None:
+    """Write records read from stdin or files to a topic."""
+    headers = [
+        (k, v.encode()) for k, v in parse_key_values(header, what="header", flag="-H").items()
+    ]
+    header_items: list[tuple[str, bytes | None]] = list(headers)
+    if key is not None and key_delimiter is not None:
+        fail("give either -k (one key for all records) or -K (a key delimiter), not both")
+    defaults: dict[str, Any] = {}
+    if compression is not None:
+        defaults["compression.type"] = compression
+    if acks is not None:
+        defaults["acks"] = acks
+    client = client_config(bootstrap, settings, **defaults)
+    record_delimiter = _unescape(delimiter)
+    key_separator = None if key_delimiter is None else _unescape(key_delimiter)
+    if record_delimiter == b"" or key_separator == b"":
+        fail("delimiters must not be empty")
+
+    def records() -> Iterator[bytes]:
+        if files:
+            for path in files:
+                with path.open("rb") as stream:
+                    if file_per_record:
+                        yield stream.read()
+                    else:
+                        yield from split_records(stream, record_delimiter)
+        else:
+            stream = sys.stdin.buffer
+            if file_per_record:
+                yield stream.read()
+            else:
+                yield from split_records(stream, record_delimiter)
+
+    async def body() -> None:
+        summary: dict[int, list[int]] = {}
+        failures: list[KafkaException] = []
+
+        def delivered(error: KafkaException | None, metadata: RecordMetadata) -> None:
+            if error is not None:
+                failures.append(error)
+                return
+            first_last = summary.setdefault(
+                metadata.partition, [metadata.offset, metadata.offset, 0]
+            )
+            first_last[1] = max(first_last[1], metadata.offset)
+            first_last[2] += 1
+
+        async with Producer(client) as producer:
+            info = await producer.cluster.topic(topic)
+            if partition >= len(info.partitions):
+                fail(
+                    f"topic '{topic}' has no partition {partition} (it has {len(info.partitions)})",
+                    ExitCode.KAFKA_ERROR,
+                )
+            count = 0
+            for data in records():
+                record_key: bytes | None = None if key is None else key.encode()
+                value = data
+                if key_separator is not None:
+                    before, found, after = data.partition(key_separator)
+                    record_key, value = (before, after) if found else (None, data)
+                producer.produce(
+                    topic,
+                    value,
+                    record_key,
+                    partition=partition,
+                    headers=header_items,
+                    on_delivery=delivered,
+                )
+                count += 1
+                if len(producer) >= _MAX_QUEUED:
+                    await producer.flush()
+                if failures:
+                    break
+            await producer.flush()
+        if failures:
+            raise failures[0]
+        data_out = {
+            "topic": topic,
+            "records": count,
+            "partitions": [
+                {"partition": p, "first_offset": v[0], "last_offset": v[1], "records": v[2]}
+                for p, v in sorted(summary.items())
+            ],
+        }
+        if output is OutputFormat.text:
+            stderr.print(f"Produced {count} records to {topic}.")
+        else:
+            emit(data_out, output)
+
+    run(body(), servers=client.get_str("bootstrap.servers"))
+
+
+def register(root: typer.Typer) -> None:
+    root.command("produce")(produce_command)
