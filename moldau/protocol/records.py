@@ -203,12 +203,16 @@ def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[RecordBatch
 
 
 def validate_batches(
-    buffer: bytes | bytearray | memoryview, *, max_batch_size: int | None = None
+    buffer: bytes | bytearray | memoryview,
+    *,
+    max_batch_size: int | None = None,
+    check_counts: bool = True,
 ) -> list[tuple[int, BatchHeader]]:
     """Check every batch of a produce buffer from its header: lengths, magic, CRC, counts.
 
     Returns `(position, header)` per batch. Raises CORRUPT_MESSAGE (bad framing, magic, CRC),
-    MESSAGE_TOO_LARGE (a batch over `max_batch_size`) or INVALID_RECORD (bad record count).
+    MESSAGE_TOO_LARGE (a batch over `max_batch_size`) or INVALID_RECORD (bad record count; not
+    checked with `check_counts=False`, for compacted batches copied from a leader).
     """
     view = memoryview(buffer)
     end = len(view)
@@ -233,7 +237,9 @@ def validate_batches(
             raise KafkaError(ErrorCode.corrupt_message, "CRC32C mismatch")
         if header.attributes & COMPRESSION_MASK > CompressionType.ZSTD:
             raise KafkaError(ErrorCode.corrupt_message, "unknown compression codec")
-        if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+        if check_counts and (
+            header.records_count <= 0 or header.last_offset_delta != header.records_count - 1
+        ):
             raise KafkaError(
                 ErrorCode.invalid_record,
                 f"{header.records_count} records with last offset delta {header.last_offset_delta}",

@@ -1,0 +1,162 @@
+"""The file system the log is written through: `FileSystem` (role) and `OsFileSystem` (real disk).
+
+Storage never calls `open`/`os.*` directly, so the same log code runs over `MemoryFileSystem`
+(`memory_filesystem.py`), which can lose unsynced writes and tear the last one, in unit tests.
+Files are positional: writers say where (`pwritev`), readers say where (`pread`); there is no
+shared file pointer, so readers and one writer can use a handle concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = ["Buffer", "FileHandle", "FileSystem", "OsFile", "OsFileSystem"]
+
+Buffer = bytes | bytearray | memoryview
+
+
+class FileHandle(Protocol):
+    """An open file, read and written at explicit positions."""
+
+    def fileno(self) -> int:
+        """The OS descriptor (for sendfile); raises `io.UnsupportedOperation` when there is none."""
+        ...
+
+    def pread(self, size: int, position: int) -> bytes: ...
+
+    def pwritev(self, buffers: Sequence[Buffer], position: int) -> int: ...
+
+    def size(self) -> int: ...
+
+    def truncate(self, size: int) -> None: ...
+
+    def fsync(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FileSystem(Protocol):
+    """Paths are plain strings; `rename` replaces its target atomically."""
+
+    def open(self, path: str) -> FileHandle:
+        """Open for reading and writing, creating the file if missing."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def isdir(self, path: str) -> bool: ...
+
+    def listdir(self, path: str) -> list[str]: ...
+
+    def makedirs(self, path: str) -> None: ...
+
+    def rename(self, source: str, target: str) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def remove_tree(self, path: str) -> None: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file_atomic(self, path: str, data: bytes) -> None:
+        """Write to `path.tmp`, fsync, rename over `path`: readers see the old or the new file."""
+        ...
+
+
+class OsFile:
+    """A descriptor opened with `os.open`; all I/O is positional (`os.pread`, `os.pwritev`)."""
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def pread(self, size: int, position: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def pwritev(self, buffers: Sequence[Buffer], position: int) -> int:
+        total = sum(len(b) for b in buffers)
+        written = os.pwritev(self._fd, buffers, position)
+        if written != total:  # short writes are rare (disk full); finish them byte-exactly
+            data = b"".join(bytes(b) for b in buffers)
+            while written < total:
+                written += os.pwrite(self._fd, data[written:], position + written)
+        return written
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class OsFileSystem:
+    """The real disk."""
+
+    def open(self, path: str) -> OsFile:
+        return OsFile(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def rename(self, source: str, target: str) -> None:
+        os.replace(source, target)
+        _fsync_directory(os.path.dirname(target) or ".")
+
+    def remove(self, path: str) -> None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def read_file(self, path: str) -> bytes:
+        with open(path, "rb") as file:
+            return file.read()
+
+    def write_file_atomic(self, path: str, data: bytes) -> None:
+        temporary = path + ".tmp"
+        with open(temporary, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        self.rename(temporary, path)
+
+
+def _fsync_directory(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,209 @@
+"""Opening a partition directory, Kafka's `LogLoader`: finish interrupted swaps, load segments,
+recover the unflushed tail after an unclean shutdown, rebuild producer state.
+
+Recovery rule: after a clean shutdown every segment is loaded as is (indexes sanity-checked).
+Otherwise every segment from the one holding the recovery point onwards is scanned: each batch's
+magic, length and CRC32C are checked, the log is truncated at the first invalid byte (later
+segments are deleted) and the indexes are rebuilt.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.storage.checkpoints import read_partition_metadata
+from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import FileSystem
+from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.partition_log import PartitionLog, control_type_of
+from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from moldau.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
+    LogSegment,
+)
+from moldau.types import TopicPartition
+
+__all__ = ["load_partition_log", "parse_partition_directory"]
+
+PARTITION_METADATA = "partition.metadata"
+
+
+def parse_partition_directory(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>` → TopicPartition; None for other names (and deleted partitions)."""
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not partition.isdigit():
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+def _clean_directory(filesystem: FileSystem, directory: str) -> set[int]:
+    """Remove leftovers of deletions and interrupted cleanings; complete finished swaps.
+
+    Returns the base offsets of segments whose log came from a swap (their indexes are rebuilt).
+    """
+    swapped: set[int] = set()
+    for name in filesystem.listdir(directory):
+        path = posixpath.join(directory, name)
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+            filesystem.remove(path)
+        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            base_offset = int(name.split(".")[0])
+            filesystem.rename(path, path[: -len(SWAP_SUFFIX)])
+            swapped.add(base_offset)
+        elif name.endswith(SWAP_SUFFIX):
+            filesystem.remove(path)
+    for base_offset in swapped:
+        stem = posixpath.join(directory, f"{base_offset:020d}")
+        for suffix in SEGMENT_SUFFIXES[1:3]:
+            filesystem.remove(stem + suffix)
+    return swapped
+
+
+def load_partition_log(
+    filesystem: FileSystem,
+    directory: str,
+    topic_partition: TopicPartition,
+    config: LogConfig,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    recovery_point: int = 0,
+    log_start_offset: int = 0,
+    high_watermark: int = 0,
+    clean_shutdown: bool = False,
+) -> PartitionLog:
+    filesystem.makedirs(directory)
+    swapped = _clean_directory(filesystem, directory)
+    now = clock.now_ms()
+    base_offsets = sorted(
+        int(name[: -len(LOG_SUFFIX)])
+        for name in filesystem.listdir(directory)
+        if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
+    )
+    segments: list[LogSegment] = []
+    first_recovered: int | None = None
+    for index, base_offset in enumerate(base_offsets):
+        segment = LogSegment(filesystem, directory, base_offset, config, now_ms=now)
+        next_base = base_offsets[index + 1] if index + 1 < len(base_offsets) else None
+        trusted = clean_shutdown or (next_base is not None and next_base <= recovery_point)
+        if base_offset in swapped or not trusted or not segment.load():
+            truncated = segment.recover()
+            if first_recovered is None:
+                first_recovered = base_offset
+            if segments and segment.size == 0 and segments[-1].next_offset > base_offset:
+                segment.delete_files()
+                continue
+            segments.append(segment)
+            if truncated:  # corruption: nothing after this point can be trusted
+                for later in base_offsets[index + 1 :]:
+                    LogSegment(filesystem, directory, later, config, now_ms=now).delete_files()
+                break
+        else:
+            segments.append(segment)
+    if not segments:
+        segment = LogSegment(filesystem, directory, log_start_offset, config, now_ms=now)
+        segments.append(segment)
+        recovery_point = max(recovery_point, log_start_offset)
+    elif segments[-1].size == 0 and len(segments) > 1:
+        pass  # an empty active segment is normal after a roll
+    segments[-1].preallocate_indexes()
+    log_end_offset = segments[-1].next_offset
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    log_start_offset = min(log_start_offset, log_end_offset)
+
+    epochs = LeaderEpochCache(filesystem, directory)
+    epochs.truncate_from_end(log_end_offset)
+    epochs.truncate_from_start(log_start_offset)
+
+    producer_state = ProducerStateManager()
+    replay_from = log_end_offset if first_recovered is None else first_recovered
+    rebuild_producer_state(
+        filesystem,
+        directory,
+        segments,
+        producer_state,
+        upto=log_end_offset,
+        replay_limit=replay_from,
+    )
+    log = PartitionLog(
+        filesystem=filesystem,
+        directory=directory,
+        topic_partition=topic_partition,
+        config=config,
+        clock=clock,
+        segments=segments,
+        log_start_offset=log_start_offset,
+        recovery_point=recovery_point if clean_shutdown else min(recovery_point, log_end_offset),
+        high_watermark=high_watermark,
+        producer_state=producer_state,
+        leader_epoch_cache=epochs,
+    )
+    log.topic_id = read_partition_metadata(
+        filesystem, posixpath.join(directory, PARTITION_METADATA)
+    )
+    return log
+
+
+def snapshot_offsets(filesystem: FileSystem, directory: str) -> list[int]:
+    return sorted(
+        int(name[: -len(SNAPSHOT_SUFFIX)])
+        for name in filesystem.listdir(directory)
+        if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit()
+    )
+
+
+def rebuild_producer_state(
+    filesystem: FileSystem,
+    directory: str,
+    segments: list[LogSegment],
+    state: ProducerStateManager,
+    *,
+    upto: int,
+    replay_limit: int | None = None,
+) -> None:
+    """Load the newest usable snapshot at or below min(`upto`, `replay_limit`) and replay the log
+    from there to `upto`. Aborted transactions found in segments at or after `replay_limit`
+    (freshly recovered, their transaction index emptied) are written back to their index.
+    Snapshots above `upto` are deleted."""
+    limit = upto if replay_limit is None else min(upto, replay_limit)
+    start = 0
+    state.reset()
+    for offset in reversed(snapshot_offsets(filesystem, directory)):
+        path = posixpath.join(directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+        if offset > upto:
+            filesystem.remove(path)
+            continue
+        if offset > limit:
+            continue
+        try:
+            state.load_snapshot(filesystem.read_file(path))
+        except ValueError:
+            filesystem.remove(path)
+            continue
+        start = offset
+        break
+    for segment in segments:
+        if segment.next_offset <= start:
+            continue
+        rebuild_index = replay_limit is not None and segment.base_offset >= replay_limit
+        position = segment.position_of(start) if segment.base_offset < start else 0
+        while True:
+            header = segment.header_at(position)
+            if header is None or header.base_offset >= upto:
+                break
+            if header.producer_id >= 0 and header.last_offset >= start:
+                if header.is_control:
+                    data = segment.log.pread(header.size, position)
+                    control_type, coordinator_epoch = control_type_of(data)
+                    aborted = state.apply_batch(
+                        header, control_type=control_type, coordinator_epoch=coordinator_epoch
+                    )
+                    if aborted is not None and rebuild_index:
+                        segment.transaction_index.append(aborted)
+                else:
+                    state.apply_batch(header)
+            position += header.size

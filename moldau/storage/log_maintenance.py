@@ -1,0 +1,185 @@
+"""Shrinking a partition log: retention, DeleteRecords and truncation (parts of Kafka's `UnifiedLog`).
+
+Deleted segments leave the segment list under the lock at once, then their files are renamed to
+`*.deleted` and closed and removed only after `file.delete.delay.ms` (`delete_expired_segments`),
+so a fetch still sending a region of such a segment completes (as Kafka's async delete).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from moldau.clock import Clock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import FileSystem
+from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.producer_state import ProducerStateManager
+from moldau.storage.segment import DELETED_SUFFIX, LogSegment
+
+__all__ = ["LogMaintenance"]
+
+
+class LogMaintenance:
+    """Mixed into `PartitionLog`; the attributes below are its state."""
+
+    filesystem: FileSystem
+    directory: str
+    config: LogConfig
+    clock: Clock
+    segments: list[LogSegment]
+    _base_offsets: list[int]
+    log_start_offset: int
+    _log_end_offset: int
+    recovery_point: int
+    high_watermark: int
+    producer_state: ProducerStateManager
+    leader_epoch_cache: LeaderEpochCache
+    _lock: threading.RLock
+    _pending_deletes: list[tuple[int, LogSegment]]
+    _pending_snapshots: list[tuple[int, bytes]]
+
+    # -- retention --
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted.
+
+        Only segments wholly below the high watermark, and never the active one, are deleted.
+        """
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._lock:
+            config = self.config
+            total = sum(s.size for s in self.segments)
+            doomed: list[LogSegment] = []
+            for segment, following in zip(self.segments, self.segments[1:], strict=False):
+                if following.base_offset > self.high_watermark:
+                    break
+                below_start = following.base_offset <= self.log_start_offset
+                expired = (
+                    config.delete
+                    and config.retention_ms >= 0
+                    and now - segment.largest_timestamp > config.retention_ms
+                )
+                oversized = (
+                    config.delete
+                    and config.retention_bytes >= 0
+                    and total - segment.size >= config.retention_bytes
+                )
+                if not (below_start or expired or oversized):
+                    break
+                doomed.append(segment)
+                total -= segment.size
+            if not doomed:
+                return 0
+            self._remove_segments(doomed, now)
+            new_start = self.segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                self.leader_epoch_cache.truncate_from_start(new_start)
+        self._rename_deleted(doomed)
+        return len(doomed)
+
+    def _remove_segments(self, doomed: list[LogSegment], now: int) -> None:
+        for segment in doomed:
+            index = self.segments.index(segment)
+            del self.segments[index]
+            del self._base_offsets[index]
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+    def _rename_deleted(self, doomed: list[LogSegment]) -> None:
+        for segment in doomed:
+            try:
+                segment.rename_suffix(DELETED_SUFFIX)
+            except OSError:
+                pass  # the partition directory may be gone already
+
+    def delete_expired_segments(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Close and remove deleted segments whose delay has passed (all with `force`)."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [s for when, s in self._pending_deletes if force or when <= now]
+            self._pending_deletes = [
+                (when, s) for when, s in self._pending_deletes if not (force or when <= now)
+            ]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    # -- DeleteRecords --
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (-1: the high watermark); returns it.
+
+        OFFSET_OUT_OF_RANGE if `offset` is above the high watermark.
+        """
+        with self._lock:
+            if offset == -1:
+                offset = self.high_watermark
+            if offset < 0 or offset > self.high_watermark:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"offset {offset} is above the high watermark {self.high_watermark}",
+                )
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+                if self.recovery_point < offset:
+                    self.recovery_point = min(offset, self._log_end_offset)
+            start = self.log_start_offset
+        self.delete_old_segments()
+        return start
+
+    # -- truncation (replication) --
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at and above `offset` (a follower diverged); returns the new log end
+        offset (the start of the batch holding `offset` if it falls inside one)."""
+        with self._lock:
+            if offset >= self._log_end_offset:
+                return self._log_end_offset
+            if offset <= self.segments[0].base_offset:
+                return self._truncate_fully_locked(offset)
+            now = self.clock.now_ms()
+            doomed = [s for s in self.segments[1:] if s.base_offset >= offset]
+            self._remove_segments(doomed, now)
+            active = self.segments[-1]
+            active.truncate_to(offset)
+            if active.size == 0 and len(self.segments) == 1:
+                active.next_offset = active.base_offset
+            self._after_truncation(active.next_offset if active.size else active.base_offset)
+        self._rename_deleted(doomed)
+        return self._log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start empty at `offset` (a follower far behind the leader)."""
+        with self._lock:
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> int:
+        now = self.clock.now_ms()
+        doomed = list(self.segments)
+        self._remove_segments(doomed, now)
+        for segment in doomed:
+            segment.close()
+            segment.rename_suffix(DELETED_SUFFIX)
+        segment = LogSegment(self.filesystem, self.directory, offset, self.config, now_ms=now)
+        segment.preallocate_indexes()
+        self.segments.append(segment)
+        self._base_offsets.append(offset)
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation(offset)
+        return offset
+
+    def _after_truncation(self, end: int) -> None:
+        from moldau.storage.log_loader import rebuild_producer_state
+
+        self._log_end_offset = end
+        self.recovery_point = min(self.recovery_point, end)
+        self.high_watermark = min(self.high_watermark, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._pending_snapshots = [(o, d) for o, d in self._pending_snapshots if o <= end]
+        rebuild_producer_state(
+            self.filesystem, self.directory, self.segments, self.producer_state, upto=end
+        )

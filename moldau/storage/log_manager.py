@@ -1,0 +1,302 @@
+"""All partition logs of a node, Kafka's `LogManager`: open and recover them at startup, create
+and delete them, and drive flushes, retention, checkpoints and the cleaner.
+
+    <log.dir>/<topic>-<partition>/            one PartitionLog
+    <log.dir>/recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+              replication-offset-checkpoint, cleaner-offset-checkpoint
+    <log.dir>/.kafka_cleanshutdown            present only after a clean shutdown
+    <log.dir>/<topic>-<partition>.<id>-delete  a deleted partition waiting for removal
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import threading
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    read_offset_checkpoint,
+    topic_id_text,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+from moldau.storage.cleaner import LogCleaner
+from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import FileSystem, OsFileSystem
+from moldau.storage.log_loader import (
+    PARTITION_METADATA,
+    load_partition_log,
+    parse_partition_directory,
+)
+from moldau.storage.partition_log import PartitionLog
+from moldau.types import TopicPartition
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIRECTORY_SUFFIX = "-delete"
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[str],
+        *,
+        fs: FileSystem | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        default_config: LogConfig | None = None,
+        recovery_threads: int = 4,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.log_dirs = [d.rstrip("/") or "/" for d in log_dirs]
+        self.filesystem: FileSystem = fs if fs is not None else OsFileSystem()
+        self.clock = clock
+        self.default_config = default_config or LogConfig()
+        self.recovery_threads = recovery_threads
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self._pending_directory_deletes: list[tuple[int, PartitionLog, str]] = []
+        self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
+        self.cleaner = LogCleaner(self, clock=clock)
+        self.started = False
+
+    # -- lifecycle --
+
+    def startup(self) -> None:
+        """Open every partition under every log dir, recovering after an unclean shutdown."""
+        jobs = []
+        for log_dir in self.log_dirs:
+            self.filesystem.makedirs(log_dir)
+            marker = posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE)
+            clean = self.filesystem.exists(marker)
+            recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            for name in self.filesystem.listdir(log_dir):
+                path = posixpath.join(log_dir, name)
+                if not self.filesystem.isdir(path):
+                    continue
+                if name.endswith(DELETE_DIRECTORY_SUFFIX):
+                    self.filesystem.remove_tree(path)
+                    continue
+                tp = parse_partition_directory(name)
+                if tp is None:
+                    continue
+                jobs.append(
+                    (
+                        tp,
+                        log_dir,
+                        path,
+                        clean,
+                        recovery_points.get(tp, 0),
+                        start_offsets.get(tp, 0),
+                        high_watermarks.get(tp, 0),
+                    )
+                )
+
+        def open_one(job: tuple[TopicPartition, str, str, bool, int, int, int]) -> None:
+            tp, log_dir, path, clean, recovery_point, start, high_watermark = job
+            log = load_partition_log(
+                self.filesystem,
+                path,
+                tp,
+                self.default_config,
+                clock=self.clock,
+                recovery_point=recovery_point,
+                log_start_offset=start,
+                high_watermark=high_watermark,
+                clean_shutdown=clean,
+            )
+            with self._lock:
+                self._logs[tp] = log
+                self._log_dir_of[tp] = log_dir
+
+        if len(jobs) > 1 and self.recovery_threads > 1:
+            with ThreadPoolExecutor(max_workers=self.recovery_threads) as pool:
+                list(pool.map(open_one, jobs))
+        else:
+            for job in jobs:
+                open_one(job)
+        for log_dir in self.log_dirs:
+            self.filesystem.remove(posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE))
+        self.checkpoint_all()
+        self.started = True
+
+    def shutdown(self) -> None:
+        """Stop the cleaner, flush and close every log, write checkpoints and the clean marker."""
+        self.stop_cleaner()
+        with self._lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.close()
+        self.checkpoint_all()
+        for _due, log, path in self._pending_directory_deletes:
+            self._remove_deleted_log(log, path)
+        self._pending_directory_deletes.clear()
+        for log_dir in self.log_dirs:
+            marker = json.dumps({"version": 0, "brokerEpoch": -1}).encode("utf-8")
+            self.filesystem.write_file_atomic(posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
+        self.started = False
+
+    def __enter__(self) -> LogManager:
+        self.startup()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    # -- logs --
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self._logs.get(tp)
+
+    def logs(self) -> list[PartitionLog]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._log_dir_of.get(tp)
+
+    def get_or_create_log(
+        self,
+        tp: TopicPartition,
+        config: LogConfig | None = None,
+        *,
+        topic_id: object = None,
+    ) -> PartitionLog:
+        """The log of `tp`, created empty in the least loaded log dir if missing; an existing
+        log takes `config`."""
+        config = config or self.default_config
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is not None:
+                if log.config != config:
+                    log.update_config(config)
+                if topic_id is not None and log.topic_id is None:
+                    self._write_topic_id(log, topic_id)
+                return log
+            counts = {d: 0 for d in self.log_dirs}
+            for log_dir in self._log_dir_of.values():
+                counts[log_dir] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            path = posixpath.join(log_dir, str(tp))
+            log = load_partition_log(self.filesystem, path, tp, config, clock=self.clock)
+            if topic_id is not None:
+                self._write_topic_id(log, topic_id)
+            self._logs[tp] = log
+            self._log_dir_of[tp] = log_dir
+            return log
+
+    def _write_topic_id(self, log: PartitionLog, topic_id: object) -> None:
+        write_partition_metadata(
+            self.filesystem, posixpath.join(log.directory, PARTITION_METADATA), topic_id
+        )
+        log.topic_id = topic_id_text(topic_id)
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Remove a partition: its directory is renamed `<tp>.<id>-delete` at once and removed
+        after `file.delete.delay.ms` (in-flight reads of it complete)."""
+        with self._lock:
+            log = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+        if log is None or log_dir is None:
+            return False
+        with log._lock:
+            log.closed = True
+        target = posixpath.join(log_dir, f"{tp}.{uuid.uuid4().hex}{DELETE_DIRECTORY_SUFFIX}")
+        self.filesystem.rename(log.directory, target)
+        due = self.clock.now_ms() + log.config.file_delete_delay_ms
+        with self._lock:
+            self._pending_directory_deletes.append((due, log, target))
+        self.checkpoint_all()
+        return True
+
+    def _remove_deleted_log(self, log: PartitionLog, path: str) -> None:
+        for segment in log.segments:
+            segment.close()
+        log.delete_expired_segments(force=True)
+        self.filesystem.remove_tree(path)
+
+    # -- background work --
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log; returns segments deleted."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for log in self.logs():
+            deleted += log.delete_old_segments(now)
+            log.delete_expired_segments(now)
+        with self._lock:
+            due = [(d, log, p) for d, log, p in self._pending_directory_deletes if d <= now]
+            self._pending_directory_deletes = [
+                item for item in self._pending_directory_deletes if item[0] > now
+            ]
+        for _due, log, path in due:
+            self._remove_deleted_log(log, path)
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """Flush logs due by `flush.ms` or `flush.messages`; returns how many were flushed."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        flushed = 0
+        for log in self.logs():
+            config = log.config
+            if log.unflushed_messages and (
+                now - log.last_flush_ms >= config.flush_ms
+                or log.unflushed_messages >= config.flush_messages
+            ):
+                log.flush()
+                flushed += 1
+        if flushed:
+            self.checkpoint_recovery_points()
+        return flushed
+
+    def start_cleaner(self) -> None:
+        self.cleaner.start()
+
+    def stop_cleaner(self) -> None:
+        self.cleaner.stop()
+
+    # -- checkpoints --
+
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return read_offset_checkpoint(self.filesystem, posixpath.join(log_dir, name))
+        except (CheckpointError, ValueError):
+            return {}
+
+    def _write_checkpoint(self, name: str, value_of: str) -> None:
+        with self._checkpoint_lock:
+            for log_dir in self.log_dirs:
+                offsets = {
+                    tp: int(getattr(log, value_of))
+                    for tp, log in list(self._logs.items())
+                    if self._log_dir_of.get(tp) == log_dir
+                }
+                write_offset_checkpoint(self.filesystem, posixpath.join(log_dir, name), offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point")
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, "high_watermark")
+
+    def checkpoint_all(self) -> None:
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()

@@ -1,0 +1,519 @@
+"""The log of one partition, Kafka's `UnifiedLog`: append, read, roll, flush, offsets and epochs.
+
+Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
+offset and only the last (the active segment) is appended to; `recovery_point` (= `flushed_offset`)
+is an offset below which every byte is fsynced. Loading and recovery are in `log_loader.py`;
+retention, truncation and DeleteRecords in `log_maintenance.py`.
+
+Threads: append/read run on the event-loop thread, `flush()` in a worker, retention and the cleaner
+in background threads. `_lock` guards the in-memory state and is never held across an fsync;
+`_flush_lock` serializes fsyncs, so callers that queue behind one flush find their data covered
+(group commit).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import struct
+import threading
+from bisect import bisect_right
+from typing import TYPE_CHECKING
+
+import crc32c
+
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.records import (
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    ControlRecordType,
+    decode_records,
+    parse_control_record,
+    validate_batches,
+)
+from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import Buffer, FileSystem
+from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.log_maintenance import LogMaintenance
+from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateEntry, ProducerStateManager
+from moldau.storage.results import AppendOrigin, AppendResult, ReadResult, TimestampOffset
+from moldau.storage.segment import FileRegion, LogSegment, segment_file_name
+from moldau.types import TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.storage.transaction_index import AbortedTransaction
+
+__all__ = ["PartitionLog"]
+
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_PREFIX_SIZE = _PREFIX.size
+
+
+def control_type_of(batch: bytes | memoryview) -> tuple[ControlRecordType, int]:
+    """The marker type and coordinator epoch of a control batch."""
+    records = decode_records(batch, max_size=1024)
+    if not records:
+        raise KafkaError(ErrorCode.invalid_record, "control batch without a record")
+    return parse_control_record(records[0])
+
+
+class PartitionLog(LogMaintenance):
+    """Use `log_loader.load_partition_log` (or `LogManager`) to open one from disk."""
+
+    def __init__(
+        self,
+        *,
+        filesystem: FileSystem,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochCache,
+    ) -> None:
+        self.filesystem = filesystem
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.clock = clock
+        self.segments = segments
+        self._base_offsets = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self._log_end_offset = segments[-1].next_offset
+        self.recovery_point = min(recovery_point, self._log_end_offset)
+        self.high_watermark = min(max(high_watermark, log_start_offset), self._log_end_offset)
+        self.producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_snapshots: list[tuple[int, bytes]] = []
+        self._unflushed_messages = 0
+        self._last_append_position = 0
+        self.last_flush_ms = clock.now_ms()
+        self.closed = False
+        self.topic_id: str | None = None
+        self.first_dirty_offset = log_start_offset  # compaction has cleaned everything below
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic_partition}, start={self.log_start_offset}, "
+            f"end={self._log_end_offset}, segments={len(self.segments)})"
+        )
+
+    # -- offsets --
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def last_stable_offset(self) -> int:
+        unstable = self.producer_state.first_unstable_offset
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    def update_high_watermark(self, offset: int) -> int:
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+            return self.high_watermark
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for segment in self.segments:
+                segment.config = config
+
+    # -- append --
+
+    def append_as_leader(
+        self,
+        records: Buffer,
+        *,
+        leader_epoch: int,
+        now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
+        """Validate, assign offsets and append the batches of a produce request.
+
+        Raises KafkaError (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP,
+        INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER) with the log untouched.
+        """
+        view = memoryview(records)
+        batches = validate_batches(view, max_batch_size=self.config.max_message_bytes)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        config = self.config
+        append_time = now if config.log_append_time else -1
+        for _position, header in batches:
+            self._check_header(header, now, origin)
+        with self._lock:
+            self._check_open()
+            duplicate = self._check_producers(batches, origin)
+            if duplicate is not None:
+                return duplicate
+            offset = self._log_end_offset
+            buffers: list[Buffer] = []
+            placed: list[tuple[int, BatchHeader]] = []
+            relative = 0
+            for position, header in batches:
+                size = header.batch_length + LOG_OVERHEAD
+                if append_time >= 0:
+                    header = header._replace(
+                        base_offset=offset,
+                        partition_leader_epoch=leader_epoch,
+                        attributes=header.attributes | TIMESTAMP_TYPE_BIT,
+                        max_timestamp=append_time,
+                    )
+                    packed = bytearray(HEADER.pack(*header))
+                    crc = crc32c.crc32c(
+                        view[position + HEADER_SIZE : position + size],
+                        crc32c.crc32c(packed[CRC_START:]),
+                    )
+                    struct.pack_into(">I", packed, 17, crc)
+                    buffers.append(packed)
+                    buffers.append(view[position + HEADER_SIZE : position + size])
+                else:
+                    buffers.append(_PREFIX.pack(offset, header.batch_length, leader_epoch))
+                    buffers.append(view[position + _PREFIX_SIZE : position + size])
+                    header = header._replace(
+                        base_offset=offset, partition_leader_epoch=leader_epoch
+                    )
+                placed.append((relative, header))
+                relative += size
+                offset += header.last_offset_delta + 1
+            first_offset = self._log_end_offset
+            self._write(buffers, placed, relative, now)
+            self.leader_epoch_cache_assign(leader_epoch, first_offset)
+            self._apply_producer_state(placed)
+            record_count = sum(h.records_count for _, h in placed)
+            return AppendResult(
+                first_offset=first_offset,
+                last_offset=offset - 1,
+                log_append_time=append_time,
+                log_start_offset=self.log_start_offset,
+                record_count=record_count,
+            )
+
+    def append_as_follower(self, records: Buffer) -> AppendResult:
+        """Append batches copied from the leader, offsets and epochs as they are."""
+        view = memoryview(records)
+        batches = validate_batches(view, check_counts=False)
+        with self._lock:
+            self._check_open()
+            first = batches[0][1].base_offset
+            if first < self._log_end_offset:
+                raise KafkaError(
+                    ErrorCode.unknown_server_error,
+                    f"follower append at {first} below log end offset {self._log_end_offset}",
+                )
+            previous = first - 1
+            placed: list[tuple[int, BatchHeader]] = []
+            for position, header in batches:
+                if header.base_offset <= previous:
+                    raise KafkaError(ErrorCode.invalid_record, "offsets must increase")
+                previous = header.last_offset
+                placed.append((position, header))
+            now = self.clock.now_ms()
+            self._write([view], placed, len(view), now)
+            for _position, header in placed:
+                self.leader_epoch_cache_assign(header.partition_leader_epoch, header.base_offset)
+            self._apply_producer_state(placed)
+            return AppendResult(
+                first_offset=first,
+                last_offset=previous,
+                log_append_time=-1,
+                log_start_offset=self.log_start_offset,
+                record_count=sum(h.records_count for _, h in placed),
+            )
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.topic_partition} is closed")
+
+    def _check_header(self, header: BatchHeader, now: int, origin: AppendOrigin) -> None:
+        if header.is_control and origin is AppendOrigin.CLIENT:
+            raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
+        config = self.config
+        if config.log_append_time:
+            return
+        if header.max_timestamp > now + config.message_timestamp_after_max_ms or (
+            0 <= header.base_timestamp < now - config.message_timestamp_before_max_ms
+        ):
+            raise KafkaError(
+                ErrorCode.invalid_timestamp,
+                f"timestamp {header.max_timestamp} is out of the accepted range around {now}",
+            )
+
+    def _check_producers(
+        self, batches: list[tuple[int, BatchHeader]], origin: AppendOrigin
+    ) -> AppendResult | None:
+        """Check idempotent batches against (copies of) the producer state; a retried batch
+        returns its original result."""
+        entries: dict[int, ProducerStateEntry] = {}
+        for _position, header in batches:
+            if header.producer_id < 0 or header.is_control:
+                continue
+            entry = entries.get(header.producer_id)
+            if entry is None:
+                entry = entries[header.producer_id] = self.producer_state.copy_entry(
+                    header.producer_id
+                )
+            if origin is not AppendOrigin.CLIENT:
+                continue
+            duplicate = ProducerStateManager.check(entry, header)
+            if duplicate is not None:
+                if len(batches) != 1:
+                    raise KafkaError(ErrorCode.duplicate_sequence_number)
+                return AppendResult(
+                    first_offset=duplicate.first_offset,
+                    last_offset=duplicate.last_offset,
+                    log_append_time=-1,
+                    log_start_offset=self.log_start_offset,
+                    record_count=header.records_count,
+                    duplicate=True,
+                )
+            ProducerStateManager.update_entry(entry, header._replace(base_offset=0))
+        return None
+
+    def _apply_producer_state(self, placed: list[tuple[int, BatchHeader]]) -> None:
+        """Record appended batches (relative positions) in the producer state; markers also
+        complete transactions and aborted ones go to the transaction index."""
+        state = self.producer_state
+        for relative, header in placed:
+            if header.producer_id < 0:
+                continue
+            if header.is_control:
+                segment = self.active_segment
+                data = segment.log.pread(
+                    header.batch_length + LOG_OVERHEAD, self._last_append_position + relative
+                )
+                control_type, coordinator_epoch = control_type_of(data)
+                aborted = state.apply_batch(
+                    header, control_type=control_type, coordinator_epoch=coordinator_epoch
+                )
+                if aborted is not None:
+                    self._record_aborted(aborted)
+                continue
+            entry = state.copy_entry(header.producer_id)
+            ProducerStateManager.update_entry(entry, header)
+            state.commit_entry(entry)
+
+    def _record_aborted(self, aborted: AbortedTransaction) -> None:
+        self.active_segment.transaction_index.append(aborted)
+
+    def leader_epoch_cache_assign(self, epoch: int, start_offset: int) -> None:
+        if epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def _write(
+        self, buffers: list[Buffer], placed: list[tuple[int, BatchHeader]], size: int, now: int
+    ) -> None:
+        last_offset = placed[-1][1].base_offset + placed[-1][1].last_offset_delta
+        segment = self.active_segment
+        if segment.should_roll(size, last_offset, now):
+            segment = self._roll(placed[0][1].base_offset, now)
+        self._last_append_position = segment.append(buffers, placed, size=size, now_ms=now)
+        self._log_end_offset = last_offset + 1
+        self._unflushed_messages += sum(h.records_count for _, h in placed)
+
+    def _roll(self, base_offset: int, now: int) -> LogSegment:
+        """Close the active segment to appends and start one at `base_offset`."""
+        old = self.active_segment
+        old.on_become_inactive()
+        self._pending_snapshots.append((base_offset, self.producer_state.snapshot_bytes()))
+        if old.size == 0:
+            self.segments.pop()
+            self._base_offsets.pop()
+            old.delete_files()
+        segment = LogSegment(self.filesystem, self.directory, base_offset, self.config, now_ms=now)
+        segment.preallocate_indexes()
+        self.segments.append(segment)
+        self._base_offsets.append(base_offset)
+        return segment
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Start a new segment at the log end offset (if the active one has data)."""
+        with self._lock:
+            if self.active_segment.size:
+                self._roll(self._log_end_offset, self.clock.now_ms() if now_ms is None else now_ms)
+
+    # -- read --
+
+    def read(
+        self,
+        fetch_offset: int,
+        *,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> ReadResult:
+        """Whole batches from `fetch_offset`, below `max_offset` (exclusive: the high watermark or
+        last stable offset) and within `max_bytes` (at least one batch if `min_one_message`)."""
+        with self._lock:
+            end = self._log_end_offset
+            if fetch_offset < self.log_start_offset or fetch_offset > end:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"offset {fetch_offset} is outside [{self.log_start_offset}, {end}]",
+                )
+            upper = end if max_offset is None else min(max_offset, end)
+            regions: list[FileRegion] = []
+            remaining = max_bytes
+            index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
+            offset = fetch_offset
+            while index < len(self.segments) and offset < upper:
+                segment = self.segments[index]
+                region, next_offset = segment.read(
+                    offset,
+                    max_offset=upper,
+                    max_bytes=remaining,
+                    min_one_message=min_one_message and not regions,
+                )
+                if region is None and next_offset < 0:
+                    break
+                if region is not None:
+                    regions.append(region)
+                    remaining -= region.length
+                    if next_offset < 0 or remaining <= 0:
+                        break
+                offset = max(offset, next_offset)
+                index += 1
+            return ReadResult(
+                regions=tuple(regions),
+                log_start_offset=self.log_start_offset,
+                log_end_offset=end,
+                high_watermark=self.high_watermark,
+                last_stable_offset=self.last_stable_offset,
+            )
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
+        """Aborted transactions overlapping [start, end), for read_committed fetches."""
+        with self._lock:
+            index = max(0, bisect_right(self._base_offsets, start) - 1)
+            found: list[AbortedTransaction] = []
+            for segment in self.segments[index:]:
+                found.extend(segment.transaction_index.overlapping(start, end))
+            return found
+
+    # -- timestamps and epochs --
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record with a timestamp >= `timestamp` (ListOffsets), or None."""
+        with self._lock:
+            segments = list(self.segments)
+        for segment in segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp)
+            if found is None:
+                continue
+            _position, batch = found
+            for record in decode_records(batch.data):
+                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                    epoch = self.leader_epoch_cache.epoch_for_offset(record.offset)
+                    return TimestampOffset(
+                        timestamp=record.timestamp, offset=record.offset, leader_epoch=epoch
+                    )
+        return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The record with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        with self._lock:
+            best = max(self.segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            offset = best.offset_of_max_timestamp
+            return TimestampOffset(
+                timestamp=best.max_timestamp,
+                offset=offset,
+                leader_epoch=self.leader_epoch_cache.epoch_for_offset(offset),
+            )
+
+    def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        self.leader_epoch_cache.assign(epoch, start_offset)
+
+    # -- durability --
+
+    def flush(self) -> int:
+        """fsync everything appended so far; returns the offset below which all is durable.
+
+        Thread-safe group commit: callers arriving during an fsync wait for it and return at once
+        if it covered their appends. Appends are not blocked by the fsync.
+        """
+        with self._lock:
+            target = self._log_end_offset
+        with self._flush_lock:
+            if self.recovery_point >= target and not self._pending_snapshots:
+                return self.recovery_point
+            with self._lock:
+                end = self._log_end_offset
+                dirty = [
+                    s for s in self.segments if s.next_offset > self.recovery_point or s.size == 0
+                ]
+                if not dirty:
+                    dirty = [self.active_segment]
+                for segment in dirty:
+                    segment.prepare_flush()
+                snapshots, self._pending_snapshots = self._pending_snapshots, []
+                flushed_messages = self._unflushed_messages
+            for segment in dirty:
+                try:
+                    segment.fsync()
+                except OSError:
+                    if not segment.closed:
+                        raise
+            for offset, data in snapshots:
+                self.filesystem.write_file_atomic(self.snapshot_path(offset), data)
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, end)
+                self._unflushed_messages -= flushed_messages
+                self.last_flush_ms = self.clock.now_ms()
+                return self.recovery_point
+
+    def snapshot_path(self, offset: int) -> str:
+        return posixpath.join(self.directory, segment_file_name(offset, SNAPSHOT_SUFFIX))
+
+    def close(self) -> None:
+        """Flush, snapshot the producer state at the log end, trim indexes, close files."""
+        if self.closed:
+            return
+        self.flush()
+        with self._lock:
+            self.filesystem.write_file_atomic(
+                self.snapshot_path(self._log_end_offset), self.producer_state.snapshot_bytes()
+            )
+            self.active_segment.offset_index.trim()
+            self.active_segment.time_index.trim()
+            self.active_segment.fsync()
+            for segment in self.segments:
+                segment.close()
+            for _due, segment in self._pending_deletes:
+                segment.delete_files()
+            self._pending_deletes.clear()
+            self.closed = True

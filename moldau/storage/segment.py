@@ -1,0 +1,391 @@
+"""One segment of a partition log, Kafka's `LogSegment`: a `.log` file and its three indexes.
+
+    <dir>/<20-digit base offset>.log        RecordBatch v2 bytes, exactly as on the wire
+    <dir>/<20-digit base offset>.index      OffsetIndex: (lastOffset of a batch - base, position)
+    <dir>/<20-digit base offset>.timeindex  TimeIndex: (max timestamp so far, its offset - base)
+    <dir>/<20-digit base offset>.txnindex   TransactionIndex: aborted transactions
+
+An index entry is added for a batch when more than `index.interval.bytes` were appended since the
+last entry (as Kafka). Suffixes `.deleted` (waiting for `file.delete.delay.ms`), `.cleaned`
+(compaction output being written) and `.swap` (compaction output complete) mark files in flight.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from moldau.protocol.records import (
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    RecordBatch,
+)
+from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import Buffer, FileHandle, FileSystem
+from moldau.storage.index import OffsetIndex, TimeIndex
+from moldau.storage.transaction_index import TransactionIndex
+
+__all__ = ["FileRegion", "LogSegment", "segment_file_name"]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TRANSACTION_INDEX_SUFFIX = ".txnindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TRANSACTION_INDEX_SUFFIX)
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_RECOVERY_CHUNK = 1 << 20
+_INT32_MAX = 2**31 - 1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """Bytes [position, position + length) of a segment file: whole batches, never copied."""
+
+    file: FileHandle
+    position: int
+    length: int
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def read_bytes(self) -> bytes:
+        return self.file.pread(self.length, self.position)
+
+
+class LogSegment:
+    """Appends whole batches and finds them again by offset, position or timestamp."""
+
+    def __init__(
+        self,
+        filesystem: FileSystem,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        suffix: str = "",
+    ) -> None:
+        self.filesystem = filesystem
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        self.log = filesystem.open(self.path(LOG_SUFFIX))
+        self.offset_index = OffsetIndex(
+            filesystem.open(self.path(INDEX_SUFFIX)), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            filesystem.open(self.path(TIME_INDEX_SUFFIX)), base_offset, config.segment_index_bytes
+        )
+        self.transaction_index = TransactionIndex(
+            filesystem.open(self.path(TRANSACTION_INDEX_SUFFIX))
+        )
+        self.size = self.log.size()
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.created_ms = now_ms
+        self.last_modified_ms = now_ms
+        self.bytes_since_last_index = 0
+        self.closed = False
+        self.replaced = False  # compaction swapped new files in under our names
+
+    def path(self, suffix: str) -> str:
+        return posixpath.join(
+            self.directory, segment_file_name(self.base_offset, suffix) + self.suffix
+        )
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
+
+    # -- loading --
+
+    def load(self) -> bool:
+        """Open an existing segment trusting its indexes; False if they need a rebuild."""
+        self.transaction_index.load()
+        if not (self.offset_index.load(self.size) and self.time_index.load()):
+            return False
+        _offset, position = self.offset_index.lookup_position(self.size)
+        batch: RecordBatch | None = None
+        for scanned in self.batches(position, validate=False):
+            batch = scanned
+        if batch is None:
+            if self.size and position == 0:
+                return False
+            self.next_offset = self.base_offset
+        else:
+            self.next_offset = batch.header.last_offset + 1
+            if batch.position + batch.header.size != self.size:
+                return False
+        last_time = self.time_index.last_entry
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        self.bytes_since_last_index = self.size - position
+        return True
+
+    def recover(self, on_batch: object = None) -> int:
+        """Rebuild the indexes from the log, validating every batch (magic, length, CRC32C);
+        truncate at the first invalid byte. Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.transaction_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index = 0
+        valid_size = 0
+        for batch in self.batches(0, validate=True):
+            header = batch.header
+            if header.base_offset < self.next_offset and valid_size:
+                break  # offsets must increase
+            self._index_batch(batch.position, header)
+            self.next_offset = header.last_offset + 1
+            valid_size = batch.position + header.size
+            if on_batch is not None:
+                on_batch(self, batch)  # type: ignore[operator]
+        truncated = self.size - valid_size
+        if truncated:
+            self.log.truncate(valid_size)
+            self.size = valid_size
+        return truncated
+
+    def batches(
+        self, position: int = 0, *, validate: bool = False, end: int | None = None
+    ) -> Iterator[RecordBatch]:
+        """Batches from `position` to the end (or `end`); stops at a truncated or invalid batch."""
+        limit = self.size if end is None else min(end, self.size)
+        while position + HEADER_SIZE <= limit:
+            chunk = self.log.pread(min(_RECOVERY_CHUNK, limit - position), position)
+            view = memoryview(chunk)
+            offset = 0
+            while offset + HEADER_SIZE <= len(view):
+                header = BatchHeader._make(HEADER.unpack_from(view, offset))
+                size = header.batch_length + LOG_OVERHEAD
+                if size < HEADER_SIZE or header.magic != MAGIC:
+                    return
+                if offset + size > len(view):
+                    if offset == 0:  # one batch larger than a chunk
+                        if position + size > limit:
+                            return
+                        view = memoryview(self.log.pread(size, position))
+                        if len(view) < size:
+                            return
+                    else:
+                        break
+                data = view[offset : offset + size]
+                if validate and crc32c.crc32c(data[CRC_START:]) != header.crc:
+                    return
+                yield RecordBatch(position + offset, header, data)
+                offset += size
+            if offset == 0:
+                return
+            position += offset
+
+    # -- appending --
+
+    def should_roll(self, append_size: int, last_offset: int, now_ms: int) -> bool:
+        if self.size == 0:
+            return last_offset - self.base_offset > _INT32_MAX
+        return (
+            self.size + append_size > self.config.segment_bytes
+            or now_ms - self.created_ms > self.config.segment_ms - self.config.segment_jitter_ms
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or last_offset - self.base_offset > _INT32_MAX
+        )
+
+    def append(
+        self,
+        buffers: Sequence[Buffer],
+        batches: Sequence[tuple[int, BatchHeader]],
+        *,
+        size: int,
+        now_ms: int,
+    ) -> int:
+        """Write `buffers` (the batches' bytes) at the end; `batches` are (relative position,
+        header) with their final offsets. Returns the position the data starts at."""
+        position = self.size
+        self.log.pwritev(buffers, position)
+        self.size = position + size
+        for relative_position, header in batches:
+            self._index_batch(position + relative_position, header)
+        self.next_offset = batches[-1][1].last_offset_delta + batches[-1][1].base_offset + 1
+        self.last_modified_ms = now_ms
+        return position
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+        if self.bytes_since_last_index > self.config.index_interval_bytes:
+            self.offset_index.append(header.base_offset + header.last_offset_delta, position)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index = 0
+        self.bytes_since_last_index += header.batch_length + LOG_OVERHEAD
+
+    # -- reading --
+
+    def header_at(self, position: int) -> BatchHeader | None:
+        if position + HEADER_SIZE > self.size:
+            return None
+        return BatchHeader._make(HEADER.unpack_from(self.log.pread(HEADER_SIZE, position)))
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= `offset`: (position, header)."""
+        _indexed, position = self.offset_index.lookup(offset)
+        while True:
+            header = self.header_at(position)
+            if header is None:
+                return None
+            if header.base_offset + header.last_offset_delta >= offset:
+                return position, header
+            position += header.batch_length + LOG_OVERHEAD
+
+    def position_of(self, offset: int) -> int:
+        """Start of the first batch holding an offset >= `offset`, or the segment size."""
+        found = self.find_batch(offset)
+        return self.size if found is None else found[0]
+
+    def boundary_at_or_below(self, position: int, start: int) -> int:
+        """The last batch boundary <= `position`, scanning forward from `start` (a boundary)."""
+        _offset, indexed = self.offset_index.lookup_position(position)
+        current = max(indexed, start)
+        while current < position:
+            header = self.header_at(current)
+            if header is None:
+                break
+            end = current + header.batch_length + LOG_OVERHEAD
+            if end > position:
+                break
+            current = end
+        return current
+
+    def read(
+        self, fetch_offset: int, *, max_offset: int, max_bytes: int, min_one_message: bool
+    ) -> tuple[FileRegion | None, int]:
+        """Whole batches from the one holding `fetch_offset`, ending before `max_offset` and within
+        `max_bytes` (but at least one batch if `min_one_message`).
+
+        Returns (region, continue_at): `continue_at` is where a read may go on in the next segment
+        when this one was read to its end (or holds nothing at `fetch_offset`), else -1.
+        """
+        found = self.find_batch(fetch_offset)
+        if found is None:
+            return None, self.next_offset
+        start, first = found
+        if first.base_offset + first.last_offset_delta >= max_offset:
+            return None, -1
+        end = self.size if max_offset >= self.next_offset else self.position_of(max_offset)
+        first_size = first.batch_length + LOG_OVERHEAD
+        if end - start > max_bytes:
+            if first_size > max_bytes:
+                end = start + first_size if min_one_message else start
+            else:
+                end = self.boundary_at_or_below(start + max_bytes, start)
+        if end <= start:
+            return None, -1
+        return FileRegion(
+            self.log, start, end - start
+        ), self.next_offset if end == self.size else -1
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, RecordBatch] | None:
+        """The first batch (position-ordered) whose max timestamp is >= `timestamp`."""
+        start_offset = self.time_index.lookup(timestamp)
+        _offset, position = self.offset_index.lookup(start_offset)
+        for batch in self.batches(position):
+            if batch.header.max_timestamp >= timestamp:
+                return batch.position, batch
+        return None
+
+    # -- truncation, flushing, closing --
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches at and after the one holding `offset`; returns bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        self.offset_index.truncate_to(offset)  # entries name a batch's last offset
+        self.time_index.truncate_to(found[1].base_offset)
+        self.transaction_index.truncate_to(found[1].base_offset)
+        self.log.truncate(position)
+        self.size = position
+        self.next_offset = max(self.base_offset, found[1].base_offset)
+        last_time = self.time_index.last_entry
+        if last_time is None:
+            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        else:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        self.bytes_since_last_index = 0
+        return removed
+
+    def prepare_flush(self) -> None:
+        """Write pending index entries (cheap; done under the log's lock before an fsync)."""
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def fsync(self) -> None:
+        self.log.fsync()
+        self.offset_index.fsync()
+        self.time_index.fsync()
+        self.transaction_index.file.fsync()
+
+    def on_become_inactive(self) -> None:
+        """Called when the segment rolls: final time-index entry, trimmed index files."""
+        if self.max_timestamp >= 0:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def preallocate_indexes(self) -> None:
+        self.offset_index.preallocate()
+        self.time_index.preallocate()
+
+    @property
+    def largest_timestamp(self) -> int:
+        """For time retention: the max record timestamp, else the last modification time."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for file in (
+            self.log,
+            self.offset_index.file,
+            self.time_index.file,
+            self.transaction_index.file,
+        ):
+            file.close()
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename every file of the segment to carry `suffix` (open handles stay valid)."""
+        for file_suffix in SEGMENT_SUFFIXES:
+            source = self.path(file_suffix)
+            if self.filesystem.exists(source):
+                target = posixpath.join(
+                    self.directory, segment_file_name(self.base_offset, file_suffix) + suffix
+                )
+                self.filesystem.rename(source, target)
+        self.suffix = suffix
+
+    def delete_files(self) -> None:
+        self.close()
+        if self.replaced:
+            return
+        for file_suffix in SEGMENT_SUFFIXES:
+            self.filesystem.remove(self.path(file_suffix))
