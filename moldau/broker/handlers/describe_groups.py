@@ -1,0 +1,48 @@
+"""DescribeGroups (key 15), v0-6: state, protocol and members of classic groups.
+
+v1 adds throttle time; v2 same; v3 authorized_operations; v4 group_instance_id of members; v5
+flexible; v6 error_message, and an unknown group answers GROUP_ID_NOT_FOUND (older versions
+answer no error and state Dead, KIP-1043). Member metadata and assignment are only shown while
+the group is Stable, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    runtime = ctx.node.group_coordinator
+    try:
+        if runtime is None:
+            raise KafkaError(ErrorCode.coordinator_not_available)
+        answer: dict[str, Any] = runtime.describe_group(group_id)
+    except KafkaError as error:
+        answer = {
+            "error_code": error.code,
+            "error_message": None,
+            "group_id": group_id,
+            "group_state": "",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+        }
+    unknown = (
+        answer["error_code"] == ErrorCode.group_id_not_found and answer["group_state"] == "Dead"
+    )
+    if unknown and ctx.api_version < 6:
+        answer["error_code"] = ErrorCode.none
+        answer["error_message"] = None
+    answer["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
+    return answer
+
+
+@handler(ApiKey.DESCRIBE_GROUPS, 0, 6)
+def handle_describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "groups": [_describe(ctx, group_id) for group_id in request.groups]}

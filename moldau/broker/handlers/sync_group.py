@@ -1,0 +1,31 @@
+"""SyncGroup (key 14), v0-5: the leader hands out assignments; every member receives its own.
+
+v1 adds throttle time; v2 same; v3 group_instance_id; v4 flexible; v5 protocol_type and
+protocol_name in both directions (checked against the group's). A follower's request is parked
+until the leader's arrives; the assignment is answered once it is durable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+
+@handler(ApiKey.SYNC_GROUP, 0, 5)
+async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    runtime = ctx.node.group_coordinator
+    if runtime is None:
+        raise KafkaError(ErrorCode.coordinator_not_available)
+    response = await runtime.sync_group(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        assignments={entry.member_id: entry.assignment for entry in request.assignments},
+    )
+    return {"throttle_time": 0, **response}
