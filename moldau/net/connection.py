@@ -107,8 +107,8 @@ class KafkaConnection(asyncio.Protocol):
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement the interface without subclassing asyncio.Transport.
+        self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername") or ("", 0)
         zero_copy = transport.get_extra_info("sslcontext") is None
         self.info = ConnectionInfo(
