@@ -1,0 +1,42 @@
+"""AlterConfigs (key 33), v0-2: replace the dynamic configs of topics or brokers (legacy API).
+
+v1 is v0 (throttling change); v2 is flexible. Each resource's dynamic configs become exactly
+the given set: keys left out are removed (Kafka's semantics, which IncrementalAlterConfigs
+fixed). Errors per resource: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.controller.operations import AlterConfigsResource, ConfigResource
+from moldau.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.ALTER_CONFIGS, 0, 2)
+async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    resources = [
+        AlterConfigsResource(
+            resource=ConfigResource(
+                resource_type=int(resource.resource_type), resource_name=resource.resource_name
+            ),
+            configs={config.name: config.value for config in resource.configs},
+        )
+        for resource in request.resources
+    ]
+    results = await ctx.node.controller.alter_configs(
+        resources, validate_only=bool(request.validate_only)
+    )
+    return {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "error_code": r.error_code,
+                "error_message": r.error_message,
+                "resource_type": r.resource.resource_type,
+                "resource_name": r.resource.resource_name,
+            }
+            for r in results
+        ],
+    }

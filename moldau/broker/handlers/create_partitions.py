@@ -1,0 +1,40 @@
+"""CreatePartitions (key 37), v0-3: add partitions to topics through the controller.
+
+v1 is v0 (throttling behaviour change); v2 is flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED
+(never here). A count that does not grow the topic is INVALID_PARTITIONS; assignments, when
+given, list the replicas of each new partition (INVALID_REPLICA_ASSIGNMENT when they do not fit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.controller.operations import PartitionsIncrease
+from moldau.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    increases = [
+        PartitionsIncrease(
+            name=topic.name,
+            count=topic.count,
+            assignments=(
+                None
+                if topic.assignments is None
+                else [list(assignment.broker_ids) for assignment in topic.assignments]
+            ),
+        )
+        for topic in request.topics
+    ]
+    results = await ctx.node.controller.create_partitions(
+        increases, validate_only=bool(request.validate_only)
+    )
+    return {
+        "throttle_time": 0,
+        "results": [
+            {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
+            for r in results
+        ],
+    }
