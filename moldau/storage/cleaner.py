@@ -169,8 +169,10 @@ def _rewrite_segment(
                 if (r.key is None or latest.get(r.key, r.offset) <= r.offset)
                 and not (r.value is None and drop_tombstones)
             ]
-            if not kept:
+            is_last = batch.position + header.size == segment.size
+            if not kept and not is_last:
                 continue
+            # the last batch stays (maybe empty) so the segment still ends where it did
             if len(kept) == len(records):
                 data = batch.data
             else:
@@ -193,6 +195,7 @@ def _rewrite_segment(
                     transactional=header.is_transactional,
                     partition_leader_epoch=header.partition_leader_epoch,
                     timestamp_type=TimestampType(header.timestamp_type),
+                    timestamp=header.max_timestamp,
                     last_offset_delta=header.last_offset_delta,
                 )
         cleaned.append([data], [(0, BatchHeader.parse(data))], size=len(data), now_ms=now)

@@ -98,7 +98,8 @@ def load_partition_log(
                 segment.delete_files()
                 continue
             segments.append(segment)
-            if truncated:  # corruption: nothing after this point can be trusted
+            gap = next_base is not None and segment.next_offset < next_base
+            if truncated or gap:  # lost or corrupt data: nothing after it can be trusted
                 for later in base_offsets[index + 1 :]:
                     LogSegment(filesystem, directory, later, config, now_ms=now).delete_files()
                 break

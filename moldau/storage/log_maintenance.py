@@ -39,6 +39,9 @@ class LogMaintenance:
     _pending_deletes: list[tuple[int, LogSegment]]
     _pending_snapshots: list[tuple[int, bytes]]
 
+    def snapshot_path(self, offset: int) -> str:
+        raise NotImplementedError
+
     # -- retention --
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -162,6 +165,11 @@ class LogMaintenance:
         for segment in doomed:
             segment.close()
             segment.rename_suffix(DELETED_SUFFIX)
+        from moldau.storage.log_loader import snapshot_offsets
+
+        for snapshot in snapshot_offsets(self.filesystem, self.directory):
+            self.filesystem.remove(self.snapshot_path(snapshot))
+        self._pending_snapshots = []
         segment = LogSegment(self.filesystem, self.directory, offset, self.config, now_ms=now)
         segment.preallocate_indexes()
         self.segments.append(segment)
@@ -169,6 +177,7 @@ class LogMaintenance:
         self.log_start_offset = offset
         self.leader_epoch_cache.clear()
         self._after_truncation(offset)
+        self.high_watermark = self.recovery_point = offset
         return offset
 
     def _after_truncation(self, end: int) -> None:
