@@ -1,0 +1,185 @@
+import uuid
+
+import pytest
+
+from moldau.config.values import BrokerConfig, ConfigSource
+from moldau.controller.config_description import describe_configs
+from moldau.controller.core import ControllerCore
+from moldau.controller.operations import (
+    AlterableConfig,
+    AlterConfigOp,
+    BrokerRegistration,
+    ConfigResource,
+    IncrementalAlterConfigsResource,
+    NewTopic,
+)
+from moldau.metadata.records import ConfigResourceType
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+TOPIC = ConfigResourceType.TOPIC
+BROKER = ConfigResourceType.BROKER
+
+
+def image_with(static=None, topic_configs=None, broker_configs=()):
+    """An image with broker 1, topic "t" and the given dynamic configs, plus its BrokerConfig."""
+    config = BrokerConfig(static or {})
+    core = ControllerCore(config=config)
+
+    def commit(result):
+        records, value = result
+        core.replay(records, offset=core.image.offset + len(records))
+        return value
+
+    commit(
+        core.register_broker(
+            BrokerRegistration(broker_id=1, incarnation_id=uuid.uuid4(), endpoints=[])
+        )
+    )
+    commit(core.create_topics([NewTopic(name="t", configs=topic_configs or {})]))
+    for resource_name, name, value in broker_configs:
+        [result] = commit(
+            core.incremental_alter_configs(
+                [
+                    IncrementalAlterConfigsResource(
+                        resource=ConfigResource(resource_type=BROKER, resource_name=resource_name),
+                        configs=[AlterableConfig(name=name, op=AlterConfigOp.SET, value=value)],
+                    )
+                ]
+            )
+        )
+        assert result.error_code == ErrorCode.none
+    return core.image, config
+
+
+def by_name(configs):
+    return {c.name: c for c in configs}
+
+
+def test_topic_configs_report_overrides_and_kafka_defaults():
+    image, config = image_with(
+        topic_configs={"retention.ms": "123456", "cleanup.policy": "compact"}
+    )
+    entries = by_name(
+        describe_configs(image, config, resource_type=TOPIC, resource_name="t", node_id=1)
+    )
+    retention = entries["retention.ms"]
+    assert (retention.value, retention.source, retention.read_only) == (
+        "123456",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        False,
+    )
+    assert [s.source for s in retention.synonyms] == [
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        ConfigSource.DEFAULT_CONFIG,
+    ]
+    assert (
+        retention.synonyms[1].name == "log.retention.ms"
+        and retention.synonyms[1].value == "604800000"
+    )
+    assert (
+        entries["compression.type"].value == "producer" and entries["compression.type"].is_default
+    )
+    assert entries["segment.bytes"].value == "1073741824"
+    assert entries["max.message.bytes"].value == "1048588"
+    assert entries["cleanup.policy"].value == "compact"
+    assert entries["preallocate"].config_type == 1 and entries["segment.bytes"].config_type == 3
+    assert entries["cleanup.policy"].config_type == 7
+
+
+def test_topic_values_fall_through_dynamic_then_static_broker_configs():
+    image, config = image_with(
+        static={
+            "log.retention.ms": "1000",
+            "log.segment.bytes": "5000",
+            "log.cleanup.policy": "compact",
+        },
+        broker_configs=[
+            ("", "log.retention.ms", "2000"),
+            ("1", "log.retention.ms", "3000"),
+            ("", "log.segment.bytes", "6000"),
+        ],
+    )
+    entries = by_name(
+        describe_configs(image, config, resource_type=TOPIC, resource_name="t", node_id=1)
+    )
+    retention = entries["retention.ms"]
+    assert (retention.value, retention.source) == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [(s.value, s.source) for s in retention.synonyms] == [
+        ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("1000", ConfigSource.STATIC_BROKER_CONFIG),
+    ]
+    assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == (
+        "6000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == (
+        "compact",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+
+
+def test_broker_configs_show_sources_read_only_and_hide_sensitive_values():
+    image, config = image_with(
+        static={"log.dirs": "/data/a,/data/b", "ssl.key.password": "secret"},
+        broker_configs=[("1", "log.retention.ms", "42")],
+    )
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    assert (entries["log.dirs"].value, entries["log.dirs"].source) == (
+        "/data/a,/data/b",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    assert entries["log.dirs"].read_only and not entries["log.retention.ms"].read_only
+    assert (entries["num.partitions"].value, entries["num.partitions"].source) == (
+        "1",
+        ConfigSource.DEFAULT_CONFIG,
+    )
+    assert (entries["log.retention.ms"].value, entries["log.retention.ms"].source) == (
+        "42",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    password = entries["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert all(s.value is None for s in password.synonyms)
+    assert entries["auto.create.topics.enable"].value == "true"
+
+
+def test_the_cluster_default_resource_lists_only_dynamic_defaults():
+    image, config = image_with(broker_configs=[("", "log.retention.ms", "2000")])
+    entries = describe_configs(image, config, resource_type=BROKER, resource_name="", node_id=1)
+    assert [(e.name, e.value, e.source) for e in entries] == [
+        ("log.retention.ms", "2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]
+
+
+def test_requested_keys_filter_and_unknown_keys_are_skipped():
+    image, config = image_with()
+    entries = describe_configs(
+        image,
+        config,
+        resource_type=TOPIC,
+        resource_name="t",
+        node_id=1,
+        keys={"retention.ms", "nope"},
+    )
+    assert [e.name for e in entries] == ["retention.ms"]
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "resource_name", "code"),
+    [
+        (TOPIC, "ghost", ErrorCode.unknown_topic_or_partition),
+        (TOPIC, "bad name", ErrorCode.invalid_topic_exception),
+        (BROKER, "2", ErrorCode.invalid_request),
+        (ConfigResourceType.UNKNOWN, "x", ErrorCode.invalid_request),
+    ],
+)
+def test_resources_that_cannot_be_described(resource_type, resource_name, code):
+    image, config = image_with()
+    with pytest.raises(KafkaError) as raised:
+        describe_configs(
+            image, config, resource_type=resource_type, resource_name=resource_name, node_id=1
+        )
+    assert raised.value.code == code
