@@ -137,9 +137,8 @@ class BrokerConnection:
 
     async def _connect(self, timeout: float) -> None:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout
-            )
+            async with asyncio.timeout(timeout):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, TimeoutError) as exc:
             raise KafkaException(
                 ErrorCode.network_exception, f"{self.address} ({_reason(exc)})"
@@ -214,7 +213,8 @@ class BrokerConnection:
             await self._writer.drain()
             return None
         try:
-            return await asyncio.wait_for(future, timeout or self.request_timeout)
+            async with asyncio.timeout(timeout or self.request_timeout):
+                return await future
         except TimeoutError:
             self._in_flight.pop(correlation_id, None)
             raise KafkaException(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from moldau.client.cluster import Cluster
+from moldau.client.conversions import epoch_millis
 from moldau.client.errors import check_error
 from moldau.types import TopicPartition
 
@@ -65,17 +66,7 @@ async def list_offsets(
                 check_error(partition.error_code, context=str(tp))
                 results[tp] = ListOffsetsResult(
                     offset=int(partition.offset),
-                    timestamp=_millis(partition.timestamp),
+                    timestamp=epoch_millis(partition.timestamp),
                     leader_epoch=int(getattr(partition, "leader_epoch", -1)),
                 )
     return dict(sorted(results.items()))
-
-
-def _millis(value: Any) -> int:
-    from moldau.protocol.adapter import millis
-
-    if value is None:
-        return -1
-    if hasattr(value, "timestamp"):
-        return round(value.timestamp() * 1000)
-    return millis(value)

@@ -21,6 +21,7 @@ from typing import Any, Final, Self
 
 from moldau.client.cluster import Cluster
 from moldau.client.config import ClientConfig
+from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.partitioner import partition_for_key
 from moldau.protocol.compression import CompressionType
@@ -178,7 +179,8 @@ class Producer:
         self._wakeup.set()
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._idle.wait()
         finally:
             self._flushing -= 1
         return self._pending
@@ -187,6 +189,7 @@ class Producer:
         if not self._closed:
             await self.flush(timeout)
         self._closed = True
+        self._wakeup.set()
         if self._sender is not None:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -208,9 +211,13 @@ class Producer:
     async def _send_loop(self) -> None:
         while True:
             timeout = None if self._pending == 0 else max(self.linger, 0.001)
+            # asyncio.timeout, not wait_for: wait_for in 3.11 may swallow a cancellation.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
             self._wakeup.clear()
+            if self._closed and self._pending == 0:
+                return
             if self._unpartitioned:
                 await self._assign_partitions()
             self._drain(time.monotonic())
@@ -315,6 +322,9 @@ class Producer:
             )
         except KafkaException as exc:
             retry = [(tp, records, exc) for tp, records in batches]
+        except Exception as exc:  # a bug must fail the records, not leave them pending forever
+            failure = KafkaException(ErrorCode.unknown_server_error, f"produce failed: {exc!r}")
+            retry = [(tp, records, failure) for tp, records in batches]
         else:
             results: dict[TopicPartition, Any] = {}
             if response is not None:
@@ -333,7 +343,7 @@ class Producer:
                     retry.append((tp, records, KafkaException(error, message or str(tp))))
                     continue
                 base_offset = int(result.base_offset)
-                append_time = int(getattr(result, "log_append_time", -1))
+                append_time = epoch_millis(getattr(result, "log_append_time", None))
                 for offset_delta, pending in enumerate(records):
                     self._complete(pending, None, base_offset + offset_delta, append_time)
         for tp, records, exc in retry:
