@@ -12,6 +12,7 @@ import asyncio
 import enum
 import json
 import os
+import re
 import sys
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Annotated, Any, Final, NoReturn, TypeVar
@@ -128,6 +129,15 @@ _HINTS: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.cluster_authorization_failed: "the principal lacks cluster permission",
 }
 
+# "topic 'x'" plus a verb reads better than the bare code for the commonest mistakes.
+_SUBJECT: Final = re.compile(r"(topic|group) '[^']*'")
+_SUBJECT_VERBS: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.unknown_topic_or_partition: "does not exist",
+    ErrorCode.group_id_not_found: "does not exist",
+    ErrorCode.topic_already_exists: "already exists",
+    ErrorCode.non_empty_group: "still has active members",
+}
+
 _UNREACHABLE: Final = frozenset({ErrorCode.network_exception, ErrorCode.request_timed_out})
 
 
@@ -136,6 +146,9 @@ def explain(exc: KafkaException, servers: str | None = None) -> tuple[str, ExitC
         hint = f"Is the server running? Set the address with -b HOST:PORT or {BROKERS_ENV}."
         return f"{exc.message or exc.name}. {hint}", ExitCode.UNREACHABLE
     message = str(exc)
+    verb = _SUBJECT_VERBS.get(exc.code)
+    if verb and exc.message and _SUBJECT.fullmatch(exc.message):
+        message = f"{exc.message} {verb} ({exc.name})"
     hint = _HINTS.get(exc.code)
     return (f"{message} ({hint})" if hint else message), ExitCode.KAFKA_ERROR
 
