@@ -31,7 +31,8 @@ def create_topic(
     partitions: int,
     config: Mapping[str, str] | None = None,
 ) -> None:
-    futures = admin_client(bootstrap).create_topics(
+    admin = admin_client(bootstrap)  # must outlive the future: dropping it cancels the request
+    futures = admin.create_topics(
         [
             NewTopic(
                 topic, num_partitions=partitions, replication_factor=1, config=dict(config or {})

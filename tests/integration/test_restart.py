@@ -26,7 +26,8 @@ def topic_partition_counts(bootstrap: str) -> dict[str, int]:
 
 def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    futures = rdkafka.admin_client(bootstrap).describe_configs([resource])
+    admin = rdkafka.admin_client(bootstrap)
+    futures = admin.describe_configs([resource])
     entries = futures[resource].result(timeout=DEADLINE_S)
     return {name: entry.value for name, entry in entries.items()}
 
