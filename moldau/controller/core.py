@@ -364,8 +364,8 @@ class ControllerCore:
         if increase.count < current:
             raise KafkaError(
                 ErrorCode.invalid_partitions,
-                f"The topic {topic.name} currently has {current} partition(s); "
-                f"{increase.count} would not be an increase.",
+                f"Topic currently has {current} partitions, which is higher than the "
+                f"requested {increase.count}.",
             )
         if increase.count == current:
             raise KafkaError(

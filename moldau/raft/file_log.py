@@ -18,15 +18,13 @@ whole surviving log commits once it appends in its new epoch).
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 import threading
-from collections.abc import Iterator
 
 import crc32c
 
-from moldau.raft.log import LogEntry, check_appendable
+from moldau.raft.log import CachedEntries, LogEntry, check_appendable
 
 LOG_FILE_NAME = "metadata.log"
 _LENGTH = struct.Struct(">I")
@@ -97,18 +95,14 @@ def _decode_records(body: memoryview, count: int) -> tuple[bytes, ...] | None:
     return tuple(records)
 
 
-def _base_offset(entry: LogEntry) -> int:
-    return entry.base_offset
-
-
-class FileReplicatedLog:
+class FileReplicatedLog(CachedEntries):
     """A `ReplicatedLog` in one file. Entries are also kept in memory (metadata is small)."""
 
     def __init__(self, directory: str) -> None:
+        super().__init__()
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.path = os.path.join(directory, LOG_FILE_NAME)
-        self._entries: list[LogEntry] = []
         self._flush_lock = threading.Lock()
         self.truncated_bytes = 0
         self._recover()
@@ -129,18 +123,6 @@ class FileReplicatedLog:
                 handle.flush()
                 os.fsync(handle.fileno())
 
-    @property
-    def end_offset(self) -> int:
-        return self._entries[-1].next_offset if self._entries else 0
-
-    @property
-    def last_epoch(self) -> int:
-        return self._entries[-1].epoch if self._entries else 0
-
-    @property
-    def flushed_offset(self) -> int:
-        return self._flushed_offset
-
     def append(self, entry: LogEntry) -> None:
         check_appendable(self.end_offset, entry)
         data = encode_entry(entry)
@@ -158,15 +140,8 @@ class FileReplicatedLog:
             self._flushed_offset = max(self._flushed_offset, end_offset)
             return self._flushed_offset
 
-    def read(self, start_offset: int = 0) -> Iterator[LogEntry]:
-        entries = self._entries
-        index = max(0, bisect.bisect_right(entries, start_offset, key=_base_offset) - 1)
-        for entry in entries[index:]:
-            if entry.last_offset >= start_offset:
-                yield entry
-
     def truncate_to(self, offset: int) -> None:
-        kept = [e for e in self._entries if e.last_offset < offset]
+        kept = self._entries_below(offset)
         size = sum(len(encode_entry(e)) for e in kept)
         with self._flush_lock:
             os.ftruncate(self._fd, size)

@@ -12,6 +12,7 @@ before it was called.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -78,16 +79,13 @@ def check_appendable(log_end_offset: int, entry: LogEntry) -> None:
         raise ValueError("a log entry needs at least one record")
 
 
-class MemoryReplicatedLog:
-    """A `ReplicatedLog` in memory, for tests and simulations. `flush` is instant."""
+class CachedEntries:
+    """The entries of a log held in memory in offset order (metadata logs are small): the read
+    side shared by the implementations."""
 
-    def __init__(self, entries: Sequence[LogEntry] = ()) -> None:
+    def __init__(self) -> None:
         self._entries: list[LogEntry] = []
-        self._lock = threading.Lock()
         self._flushed_offset = 0
-        for entry in entries:
-            self.append(entry)
-        self.flush()
 
     @property
     def end_offset(self) -> int:
@@ -101,6 +99,31 @@ class MemoryReplicatedLog:
     def flushed_offset(self) -> int:
         return self._flushed_offset
 
+    def read(self, start_offset: int = 0) -> Iterator[LogEntry]:
+        entries = self._entries
+        index = max(0, bisect.bisect_right(entries, start_offset, key=_base_offset) - 1)
+        for entry in entries[index:]:
+            if entry.last_offset >= start_offset:
+                yield entry
+
+    def _entries_below(self, offset: int) -> list[LogEntry]:
+        return [e for e in self._entries if e.last_offset < offset]
+
+
+def _base_offset(entry: LogEntry) -> int:
+    return entry.base_offset
+
+
+class MemoryReplicatedLog(CachedEntries):
+    """A `ReplicatedLog` in memory, for tests and simulations. `flush` is instant."""
+
+    def __init__(self, entries: Sequence[LogEntry] = ()) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        for entry in entries:
+            self.append(entry)
+        self.flush()
+
     def append(self, entry: LogEntry) -> None:
         check_appendable(self.end_offset, entry)
         with self._lock:
@@ -111,14 +134,9 @@ class MemoryReplicatedLog:
             self._flushed_offset = self.end_offset
         return self._flushed_offset
 
-    def read(self, start_offset: int = 0) -> Iterator[LogEntry]:
-        for entry in list(self._entries):
-            if entry.last_offset >= start_offset:
-                yield entry
-
     def truncate_to(self, offset: int) -> None:
         with self._lock:
-            self._entries = [e for e in self._entries if e.last_offset < offset]
+            self._entries = self._entries_below(offset)
             self._flushed_offset = min(self._flushed_offset, self.end_offset)
 
     def close(self) -> None:

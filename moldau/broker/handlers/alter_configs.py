@@ -7,10 +7,11 @@ fixed). Errors per resource: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
-from moldau.controller.operations import AlterConfigsResource, ConfigResource
+from moldau.controller.operations import AlterConfigsResource, ConfigResource, ConfigResult
 from moldau.protocol.api_keys import ApiKey
 
 
@@ -28,6 +29,11 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, A
     results = await ctx.node.controller.alter_configs(
         resources, validate_only=bool(request.validate_only)
     )
+    return config_results_response(results)
+
+
+def config_results_response(results: Sequence[ConfigResult]) -> dict[str, Any]:
+    """The response body of AlterConfigs and IncrementalAlterConfigs (same shape)."""
     return {
         "throttle_time": 0,
         "responses": [

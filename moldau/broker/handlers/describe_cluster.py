@@ -19,15 +19,15 @@ _NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 @handler(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    image = ctx.node.metadata_image
+    node = ctx.node
     endpoint_type = int(getattr(request, "endpoint_type", _BROKER_ENDPOINTS))
     response: dict[str, Any] = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": endpoint_type,
-        "cluster_id": image.cluster_id,
-        "controller_id": image.controller_id,
+        "cluster_id": node.metadata_image.cluster_id,
+        "controller_id": node.controller_id,
         "brokers": [],
         "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
     }
@@ -35,20 +35,14 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
         response["error_code"] = ErrorCode.unsupported_endpoint_type
         response["error_message"] = "The request was sent to an endpoint of type BROKER"
         return response
-    brokers = []
-    for broker in image.live_brokers():
-        endpoint = broker.endpoint(ctx.listener_name) or (
-            broker.endpoints[0] if broker.endpoints else None
-        )
-        if endpoint is None:
-            continue
-        brokers.append(
-            {
-                "broker_id": broker.broker_id,
-                "host": endpoint.host,
-                "port": endpoint.port,
-                "rack": broker.rack,
-            }
-        )
+    brokers = [
+        {
+            "broker_id": broker["node_id"],
+            "host": broker["host"],
+            "port": broker["port"],
+            "rack": broker["rack"],
+        }
+        for broker in node.broker_endpoints(ctx.listener_name)
+    ]
     response["brokers"] = brokers
     return response

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers.alter_configs import config_results_response
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import (
     AlterableConfig,
@@ -55,15 +56,4 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
         rejected[index] if index in rejected else next(results)
         for index in range(len(request.resources))
     ]
-    return {
-        "throttle_time": 0,
-        "responses": [
-            {
-                "error_code": r.error_code,
-                "error_message": r.error_message,
-                "resource_type": r.resource.resource_type,
-                "resource_name": r.resource.resource_name,
-            }
-            for r in ordered
-        ],
-    }
+    return config_results_response(ordered)
