@@ -168,7 +168,7 @@ def describe_broker_configs(
         _described(
             name,
             BROKER_KEYS[name],
-            _broker_layers(image, config, name, node_id=node_id),
+            _broker_layers(image, config, name, node_id=node_id, raw_defaults=True),
             read_only=BROKER_KEYS[name].read_only,
         )
         for name in names
@@ -176,8 +176,16 @@ def describe_broker_configs(
 
 
 def _broker_layers(
-    image: MetadataImage, config: BrokerConfig, name: str, *, node_id: int
+    image: MetadataImage,
+    config: BrokerConfig,
+    name: str,
+    *,
+    node_id: int,
+    raw_defaults: bool = False,
 ) -> list[ConfigSynonym]:
+    """The broker-level layers of `name`, highest first. With `raw_defaults`, a property with no
+    default of its own (log.retention.ms, derived from log.retention.hours) reports null, as
+    Kafka does; topic configs need the derived value instead."""
     key = BROKER_KEYS[name]
     layers: list[ConfigSynonym] = []
     node_value = image.broker_configs.get(str(node_id), {}).get(name)
@@ -199,11 +207,11 @@ def _broker_layers(
             )
         )
     entry = config.entry(name)
-    if (
-        entry.source is ConfigSource.STATIC_BROKER_CONFIG
-        or entry.source is ConfigSource.DEFAULT_CONFIG
-    ):
+    if entry.source is ConfigSource.STATIC_BROKER_CONFIG:
         layers.append(ConfigSynonym(name=name, value=entry.text, source=entry.source))
+    elif entry.source is ConfigSource.DEFAULT_CONFIG:
+        value = None if raw_defaults and key.default is None else entry.text
+        layers.append(ConfigSynonym(name=name, value=value, source=entry.source))
     elif not layers:
         # Dynamic in the node's config but no longer in the image: report what the node uses.
         layers.append(ConfigSynonym(name=name, value=entry.text, source=entry.source))

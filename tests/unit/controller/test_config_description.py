@@ -144,6 +144,19 @@ def test_broker_configs_show_sources_read_only_and_hide_sensitive_values():
     assert password.is_sensitive and password.value is None
     assert all(s.value is None for s in password.synonyms)
     assert entries["auto.create.topics.enable"].value == "true"
+    # Properties without a default of their own are null, as in Kafka, not the derived value.
+    assert entries["log.retention.ms"].value == "42"
+    assert entries["advertised.listeners"].value is None
+    assert entries["log.roll.ms"].value is None
+    assert entries["log.roll.ms"].source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_topic_values_use_derived_broker_defaults():
+    image, config = image_with(static={"log.retention.hours": "2"})
+    entries = by_name(
+        describe_configs(image, config, resource_type=TOPIC, resource_name="t", node_id=1)
+    )
+    assert entries["retention.ms"].value == "7200000"
 
 
 def test_the_cluster_default_resource_lists_only_dynamic_defaults():
