@@ -1,0 +1,311 @@
+"""The admin API handlers over the wire format of every version they declare: requests encoded
+as clients send them, responses decoded as clients read them, against a real QuorumController."""
+
+import asyncio
+import inspect
+import uuid
+
+import pytest
+
+from moldau.broker.handlers.alter_configs import handle_alter_configs
+from moldau.broker.handlers.create_partitions import handle_create_partitions
+from moldau.broker.handlers.create_topics import handle_create_topics
+from moldau.broker.handlers.delete_topics import handle_delete_topics
+from moldau.broker.handlers.describe_cluster import handle_describe_cluster
+from moldau.broker.handlers.describe_configs import handle_describe_configs
+from moldau.broker.handlers.incremental_alter_configs import handle_incremental_alter_configs
+from moldau.broker.registry import RequestContext
+from moldau.clock import ManualClock
+from moldau.config.values import BrokerConfig
+from moldau.controller import QuorumController
+from moldau.controller.operations import BrokerRegistration
+from moldau.metadata.records import BrokerEndpoint
+from moldau.protocol.adapter import (
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+class FakeNode:
+    """What the handlers read from the composition root."""
+
+    def __init__(self, controller, config):
+        self.controller = controller
+        self.config = config
+        self.node_id = config.node_id
+
+    @property
+    def metadata_image(self):
+        return self.controller.image
+
+    @property
+    def controller_id(self):
+        return self.metadata_image.controller_id
+
+    def broker_endpoints(self, listener_name):
+        return [
+            {"node_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
+            for b in self.metadata_image.live_brokers()
+            for e in b.endpoints[:1]
+        ]
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        self.config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "num.partitions": "2"})
+        self.loop = asyncio.new_event_loop()
+        registration = BrokerRegistration(
+            broker_id=1,
+            incarnation_id=uuid.uuid4(),
+            endpoints=[BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9092)],
+        )
+        self.controller = self.loop.run_until_complete(
+            QuorumController.open(self.config, ManualClock(), registration=registration)
+        )
+        self.node = FakeNode(self.controller, self.config)
+
+    def call(self, function, api_key, version, body):
+        frame = encode_request(api_key, version, 7, "test-client", body)[4:]
+        header = decode_request_header(frame)
+        request = decode_request(header, frame)
+        ctx = RequestContext(header=header, node=self.node)
+        result = function(ctx, request)
+        if inspect.iscoroutine(result):
+            result = self.loop.run_until_complete(result)
+        response = encode_response(api_key, version, 7, result)
+        correlation_id, decoded = decode_response(api_key, version, response[4:])
+        assert correlation_id == 7
+        return decoded
+
+    def close(self):
+        self.loop.run_until_complete(self.controller.stop())
+        self.loop.close()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    cluster = Cluster(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def create_topics(cluster, version, *topics, validate_only=False):
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": -1,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }
+            for name, partitions, configs in topics
+        ],
+        "timeout": 30000,
+        "validate_only": validate_only,
+    }
+    return cluster.call(handle_create_topics, ApiKey.CREATE_TOPICS, version, body).topics
+
+
+@pytest.mark.parametrize("version", range(2, 8))
+def test_create_topics_in_every_version(cluster, version):
+    results = create_topics(
+        cluster,
+        version,
+        ("orders", -1, {"retention.ms": "1000"}),
+        ("bad/name", 1, {}),
+        ("twice", 1, {}),
+        ("twice", 1, {}),
+    )
+    assert [r.name for r in results] == ["orders", "bad/name", "twice", "twice"]
+    assert [r.error_code for r in results] == [
+        E.none,
+        E.invalid_topic_exception,
+        E.invalid_request,  # the same name twice in one request
+        E.invalid_request,
+    ]
+    assert results[1].error_message
+    ok, bad, duplicate = create_topics(
+        cluster, version, ("orders", -1, {}), ("x", 1, {"no.such": "1"}), ("y", 0, {})
+    )
+    assert (ok.error_code, bad.error_code, duplicate.error_code) == (
+        E.topic_already_exists,
+        E.invalid_config,
+        E.invalid_partitions,
+    )
+    [created] = create_topics(cluster, version, ("payments", -1, {"retention.ms": "1000"}))
+    if version >= 5:
+        assert (created.num_partitions, created.replication_factor) == (2, 1)
+        configs = {c.name: c for c in created.configs}
+        assert (
+            configs["retention.ms"].value == "1000" and configs["retention.ms"].config_source == 1
+        )
+        assert (
+            configs["segment.bytes"].value == "1073741824"
+            and configs["segment.bytes"].config_source == 5
+        )
+    if version >= 7:
+        assert created.topic_id == cluster.controller.image.topics["payments"].topic_id
+    assert sorted(cluster.controller.image.topics) == ["orders", "payments"]
+
+
+def test_create_topics_validate_only(cluster):
+    [result] = create_topics(cluster, 7, ("dry", 3, {}), validate_only=True)
+    assert result.error_code == E.none and result.num_partitions == 3
+    assert "dry" not in cluster.controller.image.topics
+
+
+@pytest.mark.parametrize("version", range(1, 7))
+def test_delete_topics_in_every_version(cluster, version):
+    create_topics(cluster, 7, ("a", 1, {}), ("b", 1, {}))
+    topic_id = cluster.controller.image.topics["b"].topic_id
+    if version >= 6:
+        body = {"topics": [{"name": "a"}, {"name": None, "topic_id": topic_id}, {"name": "ghost"}]}
+    else:
+        body = {"topic_names": ["a", "b", "ghost"]}
+    body["timeout"] = 30000
+    responses = cluster.call(handle_delete_topics, ApiKey.DELETE_TOPICS, version, body).responses
+    assert [r.error_code for r in responses] == [E.none, E.none, E.unknown_topic_or_partition]
+    assert responses[1].name == "b"
+    assert cluster.controller.image.topics == {}
+    if version >= 6:
+        body = {"topics": [{"name": None, "topic_id": uuid.uuid4()}], "timeout": 30000}
+        [unknown] = cluster.call(
+            handle_delete_topics, ApiKey.DELETE_TOPICS, version, body
+        ).responses
+        assert unknown.error_code == E.unknown_topic_id
+
+
+@pytest.mark.parametrize("version", range(4))
+def test_create_partitions_in_every_version(cluster, version):
+    create_topics(cluster, 7, ("t", 1, {}))
+    body = {
+        "topics": [
+            {"name": "t", "count": 3, "assignments": None},
+            {"name": "ghost", "count": 3, "assignments": None},
+        ],
+        "timeout": 30000,
+        "validate_only": False,
+    }
+    results = cluster.call(
+        handle_create_partitions, ApiKey.CREATE_PARTITIONS, version, body
+    ).results
+    assert [r.error_code for r in results] == [E.none, E.unknown_topic_or_partition]
+    assert sorted(cluster.controller.image.topics["t"].partitions) == [0, 1, 2]
+    body["topics"] = [{"name": "t", "count": 2, "assignments": None}]
+    [shrink] = cluster.call(
+        handle_create_partitions, ApiKey.CREATE_PARTITIONS, version, body
+    ).results
+    assert shrink.error_code == E.invalid_partitions and shrink.error_message
+
+
+@pytest.mark.parametrize("version", range(1, 5))
+def test_describe_configs_in_every_version(cluster, version):
+    create_topics(cluster, 7, ("t", 1, {"cleanup.policy": "compact"}))
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": ["num.partitions"]},
+            {"resource_type": 2, "resource_name": "ghost", "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "9", "configuration_keys": None},
+        ],
+        "include_synonyms": True,
+        "include_documentation": True,
+    }
+    topic, broker, ghost, other_broker = cluster.call(
+        handle_describe_configs, ApiKey.DESCRIBE_CONFIGS, version, body
+    ).results
+    configs = {c.name: c for c in topic.configs}
+    policy = configs["cleanup.policy"]
+    assert (policy.value, policy.config_source, policy.read_only, policy.is_sensitive) == (
+        "compact",
+        1,
+        False,
+        False,
+    )
+    assert [s.source for s in policy.synonyms] == [1, 5]
+    [partitions] = broker.configs
+    assert (partitions.name, partitions.value, partitions.config_source) == (
+        "num.partitions",
+        "2",
+        4,
+    )
+    assert ghost.error_code == E.unknown_topic_or_partition
+    assert other_broker.error_code == E.invalid_request
+    if version >= 3:
+        assert partitions.config_type == 3
+
+
+@pytest.mark.parametrize("version", range(3))
+def test_alter_configs_in_every_version(cluster, version):
+    create_topics(cluster, 7, ("t", 1, {"retention.ms": "1000"}))
+    body = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "segment.ms", "value": "60000"}],
+            },
+            {"resource_type": 2, "resource_name": "t2", "configs": []},
+        ],
+        "validate_only": False,
+    }
+    responses = cluster.call(handle_alter_configs, ApiKey.ALTER_CONFIGS, version, body).responses
+    assert [(r.resource_name, r.error_code) for r in responses] == [
+        ("t", E.none),
+        ("t2", E.unknown_topic_or_partition),
+    ]
+    assert dict(cluster.controller.image.topics["t"].configs) == {"segment.ms": "60000"}
+
+
+@pytest.mark.parametrize("version", range(2))
+def test_incremental_alter_configs_in_every_version(cluster, version):
+    create_topics(cluster, 7, ("t", 1, {}))
+    body = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "retention.ms", "config_operation": 0, "value": "5000"}],
+            },
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "retention.ms", "config_operation": 9, "value": "1"}],
+            },
+            {
+                "resource_type": 4,
+                "resource_name": "",
+                "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "77"}],
+            },
+        ],
+        "validate_only": False,
+    }
+    responses = cluster.call(
+        handle_incremental_alter_configs, ApiKey.INCREMENTAL_ALTER_CONFIGS, version, body
+    ).responses
+    assert [r.error_code for r in responses] == [E.none, E.invalid_request, E.none]
+    assert [r.resource_type for r in responses] == [2, 2, 4]
+    assert cluster.controller.image.topics["t"].configs["retention.ms"] == "5000"
+    assert cluster.controller.image.broker_configs[""]["log.retention.ms"] == "77"
+
+
+@pytest.mark.parametrize("version", range(2))
+def test_describe_cluster_in_every_version(cluster, version):
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+    response = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
+    assert response.error_code == E.none
+    assert response.cluster_id == cluster.controller.cluster_id
+    assert response.controller_id == 1
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", 9092)]
+    if version >= 1:
+        body["endpoint_type"] = 2
+        refused = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
+        assert refused.error_code == E.unsupported_endpoint_type
