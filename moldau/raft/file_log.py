@@ -24,6 +24,7 @@ import threading
 
 import crc32c
 
+from moldau.raft._files import fsync_directory
 from moldau.raft.log import CachedEntries, LogEntry, check_appendable
 
 LOG_FILE_NAME = "metadata.log"
@@ -106,7 +107,10 @@ class FileReplicatedLog(CachedEntries):
         self._flush_lock = threading.Lock()
         self.truncated_bytes = 0
         self._recover()
+        created = not os.path.exists(self.path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if created:
+            fsync_directory(directory)
         self._size = os.fstat(self._fd).st_size
         self._flushed_offset = self.end_offset
 

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from moldau.raft._files import write_file_atomically
+
 META_PROPERTIES_FILE_NAME = "meta.properties"
 
 
@@ -78,14 +80,7 @@ def read_meta_properties(directory: str) -> MetaProperties | None:
 
 
 def write_meta_properties(directory: str, properties: MetaProperties) -> None:
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, META_PROPERTIES_FILE_NAME)
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(properties.to_text())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_file_atomically(os.path.join(directory, META_PROPERTIES_FILE_NAME), properties.to_text())
 
 
 def ensure_formatted(

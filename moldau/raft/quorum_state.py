@@ -13,6 +13,8 @@ import json
 import os
 from dataclasses import dataclass
 
+from moldau.raft._files import write_file_atomically
+
 QUORUM_STATE_FILE_NAME = "quorum-state"
 
 
@@ -54,18 +56,7 @@ class FileQuorumStateStore:
             "currentVoters": [{"voterId": v} for v in state.voters],
             "data_version": 0,
         }
-        os.makedirs(self.directory, exist_ok=True)
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
-        directory_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory_fd)
-        finally:
-            os.close(directory_fd)
+        write_file_atomically(self.path, json.dumps(data))
 
 
 class MemoryQuorumStateStore:
