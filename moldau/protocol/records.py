@@ -73,6 +73,7 @@ TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
+_MAX_CODEC = int(CompressionType.ZSTD)
 
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
@@ -220,31 +221,34 @@ def validate_batches(
         raise KafkaError(ErrorCode.corrupt_message, "no record batch")
     batches: list[tuple[int, BatchHeader]] = []
     position = 0
+    unpack_from = HEADER.unpack_from
+    crc_of = crc32c.crc32c
     while position < end:
         if position + HEADER_SIZE > end:
             raise KafkaError(ErrorCode.corrupt_message, "truncated batch header")
-        header = BatchHeader._make(HEADER.unpack_from(view, position))
-        size = header.batch_length + LOG_OVERHEAD
-        if header.magic != MAGIC:
-            raise KafkaError(ErrorCode.corrupt_message, f"unsupported magic {header.magic}")
+        values = unpack_from(view, position)
+        # locals, not attribute lookups: this runs once per produced batch
+        _base, batch_length, _epoch, magic, crc, attributes, last_delta = values[:7]
+        records_count = values[12]
+        size = batch_length + LOG_OVERHEAD
+        if magic != MAGIC:
+            raise KafkaError(ErrorCode.corrupt_message, f"unsupported magic {magic}")
         if size < HEADER_SIZE or position + size > end:
-            raise KafkaError(ErrorCode.corrupt_message, f"bad batch length {header.batch_length}")
+            raise KafkaError(ErrorCode.corrupt_message, f"bad batch length {batch_length}")
         if max_batch_size is not None and size > max_batch_size:
             raise KafkaError(
                 ErrorCode.message_too_large, f"batch of {size} bytes exceeds {max_batch_size}"
             )
-        if crc32c.crc32c(view[position + CRC_START : position + size]) != header.crc:
+        if crc_of(view[position + CRC_START : position + size]) != crc:
             raise KafkaError(ErrorCode.corrupt_message, "CRC32C mismatch")
-        if header.attributes & COMPRESSION_MASK > CompressionType.ZSTD:
+        if attributes & COMPRESSION_MASK > _MAX_CODEC:
             raise KafkaError(ErrorCode.corrupt_message, "unknown compression codec")
-        if check_counts and (
-            header.records_count <= 0 or header.last_offset_delta != header.records_count - 1
-        ):
+        if check_counts and (records_count <= 0 or last_delta != records_count - 1):
             raise KafkaError(
                 ErrorCode.invalid_record,
-                f"{header.records_count} records with last offset delta {header.last_offset_delta}",
+                f"{records_count} records with last offset delta {last_delta}",
             )
-        batches.append((position, header))
+        batches.append((position, tuple.__new__(BatchHeader, values)))
         position += size
     return batches
 

@@ -198,7 +198,9 @@ def _rewrite_segment(
                     timestamp=header.max_timestamp,
                     last_offset_delta=header.last_offset_delta,
                 )
-        cleaned.append([data], [(0, BatchHeader.parse(data))], size=len(data), now_ms=now)
+        written = BatchHeader.parse(data)
+        placement = (0, written.last_offset, written.max_timestamp, written.size)
+        cleaned.append([data], [placement], size=len(data), now_ms=now)
     for entry in segment.transaction_index.entries:
         cleaned.transaction_index.append(entry)
     cleaned.next_offset = segment.next_offset

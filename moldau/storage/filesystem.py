@@ -16,6 +16,7 @@ from typing import Protocol
 __all__ = ["Buffer", "FileHandle", "FileSystem", "OsFile", "OsFileSystem"]
 
 Buffer = bytes | bytearray | memoryview
+_IOV_MAX = 1024
 
 
 class FileHandle(Protocol):
@@ -27,7 +28,9 @@ class FileHandle(Protocol):
 
     def pread(self, size: int, position: int) -> bytes: ...
 
-    def pwritev(self, buffers: Sequence[Buffer], position: int) -> int: ...
+    def pwritev(self, buffers: Sequence[Buffer], position: int, size: int = -1) -> int:
+        """Write all of `buffers` at `position` (`size`, if known, is their total length)."""
+        ...
 
     def size(self) -> int: ...
 
@@ -81,12 +84,15 @@ class OsFile:
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self._fd, size, position)
 
-    def pwritev(self, buffers: Sequence[Buffer], position: int) -> int:
-        total = sum(len(b) for b in buffers)
+    def pwritev(self, buffers: Sequence[Buffer], position: int, size: int = -1) -> int:
+        if len(buffers) > _IOV_MAX:
+            buffers = [b"".join(buffers)]
         written = os.pwritev(self._fd, buffers, position)
-        if written != total:  # short writes are rare (disk full); finish them byte-exactly
+        if size < 0:
+            size = sum(len(b) for b in buffers)
+        if written != size:  # short writes are rare (disk full); finish them byte-exactly
             data = b"".join(bytes(b) for b in buffers)
-            while written < total:
+            while written < size:
                 written += os.pwrite(self._fd, data[written:], position + written)
         return written
 

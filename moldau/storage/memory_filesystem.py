@@ -51,7 +51,7 @@ class MemoryFile:
         node = self._check()
         return bytes(node.data[position : position + size])
 
-    def pwritev(self, buffers: Sequence[Buffer], position: int) -> int:
+    def pwritev(self, buffers: Sequence[Buffer], position: int, size: int = -1) -> int:
         node = self._check()
         data = b"".join(bytes(b) for b in buffers)
         with self._filesystem.lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from moldau.storage.segment import FileRegion
 
@@ -19,8 +20,9 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """A tuple rather than a dataclass: it is built once per produced batch on the hot path."""
+
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime

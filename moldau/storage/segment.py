@@ -101,6 +101,7 @@ class LogSegment:
         self.last_modified_ms = now_ms
         self.bytes_since_last_index = 0
         self.closed = False
+        self.indexes_synced = True  # False from a roll until the final indexes are fsynced
         self.replaced = False  # compaction swapped new files in under our names
 
     def path(self, suffix: str) -> str:
@@ -151,7 +152,7 @@ class LogSegment:
             header = batch.header
             if header.base_offset < self.next_offset and valid_size:
                 break  # offsets must increase
-            self._index_batch(batch.position, header)
+            self._index_batch(batch.position, header.last_offset, header.max_timestamp, header.size)
             self.next_offset = header.last_offset + 1
             valid_size = batch.position + header.size
             if on_batch is not None:
@@ -197,44 +198,81 @@ class LogSegment:
     # -- appending --
 
     def should_roll(self, append_size: int, last_offset: int, now_ms: int) -> bool:
-        if self.size == 0:
-            return last_offset - self.base_offset > _INT32_MAX
+        if last_offset - self.base_offset > _INT32_MAX:
+            return True
+        if not self.size:
+            return False
+        config = self.config
         return (
-            self.size + append_size > self.config.segment_bytes
-            or now_ms - self.created_ms > self.config.segment_ms - self.config.segment_jitter_ms
-            or self.offset_index.is_full
-            or self.time_index.is_full
-            or last_offset - self.base_offset > _INT32_MAX
+            self.size + append_size > config.segment_bytes
+            or now_ms - self.created_ms > config.segment_ms - config.segment_jitter_ms
+            or len(self.offset_index.relative_offsets) >= self.offset_index.max_entries
+            or len(self.time_index.relative_offsets) >= self.time_index.max_entries
         )
 
     def append(
         self,
         buffers: Sequence[Buffer],
-        batches: Sequence[tuple[int, BatchHeader]],
+        placements: Sequence[tuple[int, int, int, int]],
         *,
         size: int,
         now_ms: int,
     ) -> int:
-        """Write `buffers` (the batches' bytes) at the end; `batches` are (relative position,
-        header) with their final offsets. Returns the position the data starts at."""
+        """Write `buffers` (whole batches, `size` bytes) at the end. `placements` are per batch
+        (position relative to the write, last offset, max timestamp, size). Returns the position
+        the data starts at."""
         position = self.size
-        self.log.pwritev(buffers, position)
+        self.log.pwritev(buffers, position, size)
         self.size = position + size
-        for relative_position, header in batches:
-            self._index_batch(position + relative_position, header)
-        self.next_offset = batches[-1][1].last_offset_delta + batches[-1][1].base_offset + 1
+        interval = self.config.index_interval_bytes
+        for relative_position, last_offset, max_timestamp, batch_size in placements:
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp = max_timestamp
+                self.offset_of_max_timestamp = last_offset
+            if self.bytes_since_last_index > interval:
+                self.offset_index.append(last_offset, position + relative_position)
+                self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index = batch_size
+            else:
+                self.bytes_since_last_index += batch_size
+        self.next_offset = last_offset + 1
         self.last_modified_ms = now_ms
         return position
 
-    def _index_batch(self, position: int, header: BatchHeader) -> None:
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+    def append_batch(
+        self,
+        buffers: Sequence[Buffer],
+        size: int,
+        last_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+    ) -> int:
+        """`append` for a single batch (the produce fast path)."""
+        position = self.size
+        self.log.pwritev(buffers, position, size)
+        self.size = position + size
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
         if self.bytes_since_last_index > self.config.index_interval_bytes:
-            self.offset_index.append(header.base_offset + header.last_offset_delta, position)
+            self.offset_index.append(last_offset, position)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index = size
+        else:
+            self.bytes_since_last_index += size
+        self.next_offset = last_offset + 1
+        self.last_modified_ms = now_ms
+        return position
+
+    def _index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index > self.config.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index = 0
-        self.bytes_since_last_index += header.batch_length + LOG_OVERHEAD
+        self.bytes_since_last_index += size
 
     # -- reading --
 
@@ -346,6 +384,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Called when the segment rolls: final time-index entry, trimmed index files."""
+        self.indexes_synced = False
         if self.max_timestamp >= 0:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
