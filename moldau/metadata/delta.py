@@ -127,6 +127,8 @@ class MetadataDelta:
     def _replay_topic(self, record: TopicRecord) -> None:
         if self._topic_image_or_change(record.topic_id) is not None:
             raise MetadataReplayError(f"topic id {record.topic_id} already exists")
+        if self._topic_id(record.name) is not None:
+            raise MetadataReplayError(f"topic {record.name!r} already exists")
         self._topics[record.topic_id] = _TopicChange(
             name=record.name, topic_id=record.topic_id, partitions={}, configs={}, created=True
         )

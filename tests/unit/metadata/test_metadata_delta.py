@@ -209,6 +209,8 @@ def test_records_that_do_not_fit_the_image_are_refused():
     with pytest.raises(MetadataReplayError):
         replay(image, TopicRecord(name="again", topic_id=ORDERS))
     with pytest.raises(MetadataReplayError):
+        replay(image, TopicRecord(name="orders", topic_id=ORDERS_AGAIN))
+    with pytest.raises(MetadataReplayError):
         replay(image, RemoveTopicRecord(topic_id=ORDERS_AGAIN))
 
 
