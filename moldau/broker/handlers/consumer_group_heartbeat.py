@@ -35,7 +35,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     runtime = ctx.node.group_coordinator
     if runtime is None:
         return _error(ErrorCode.coordinator_not_available)
-    if getattr(request, "subscribed_topic_regex", None) is not None:
+    if getattr(request, "subscribed_topic_regex", None):  # librdkafka sends "" for none
         return _error(ErrorCode.invalid_request, "Regular expressions are not supported.")
     image = ctx.node.metadata_image
     topics = {

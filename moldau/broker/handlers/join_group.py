@@ -42,4 +42,6 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> dict[str, Any]
     )
     if ctx.api_version < 9 and response.get("skip_assignment"):
         response["skip_assignment"] = False  # older leaders re-run an assignment that is ignored
+    if ctx.api_version < 7 and response["protocol_name"] is None:
+        response["protocol_name"] = ""  # nullable only since v7
     return {"throttle_time": 0, **response}
