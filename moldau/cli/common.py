@@ -150,7 +150,7 @@ def explain(exc: KafkaException, servers: str | None = None) -> tuple[str, ExitC
     if verb and exc.message and _SUBJECT.fullmatch(exc.message):
         message = f"{exc.message} {verb} ({exc.name})"
     hint = _HINTS.get(exc.code)
-    return (f"{message} ({hint})" if hint else message), ExitCode.KAFKA_ERROR
+    return (f"{message}; {hint}" if hint else message), ExitCode.KAFKA_ERROR
 
 
 def run(coroutine: Coroutine[Any, Any, T], *, servers: str | None = None) -> T:

@@ -378,11 +378,7 @@ class AdminClient:
         await self.cluster.refresh_metadata([])
         listings: dict[str, GroupListing] = {}
         for node_id in self.cluster.metadata.brokers:
-            connection = await self.cluster.connection(node_id)
-            response = await connection.request(
-                LIST_GROUPS, {"states_filter": [], "types_filter": []}
-            )
-            check_error(response.error_code, context=f"ListGroups on broker {node_id}")
+            response = await self.cluster.retrying(lambda n=node_id: self._list_groups_on(n))
             for group in response.groups:
                 listings[group.group_id] = GroupListing(
                     group_id=group.group_id,
@@ -392,13 +388,22 @@ class AdminClient:
                 )
         return [listings[name] for name in sorted(listings)]
 
+    async def _list_groups_on(self, node_id: int) -> Any:
+        connection = await self.cluster.connection(node_id)
+        response = await connection.request(LIST_GROUPS, {"states_filter": [], "types_filter": []})
+        check_error(response.error_code, context=f"ListGroups on broker {node_id}")
+        return response
+
     async def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
         descriptions = []
         for group_id in group_ids:
-            connection = await self.cluster.coordinator(group_id)
-            response = await connection.request(
-                DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False}
+            response = await self.cluster.coordinator_request(
+                group_id,
+                DESCRIBE_GROUPS,
+                {"groups": [group_id], "include_authorized_operations": False},
+                errors=lambda r: [g.error_code for g in r.groups],
             )
+            coordinator = await self.cluster.coordinator(group_id)
             for group in response.groups:
                 check_error(group.error_code, context=f"group '{group.group_id}'")
                 members = tuple(
@@ -422,15 +427,19 @@ class AdminClient:
                         protocol_type=group.protocol_type,
                         protocol=group.protocol_data,
                         members=members,
-                        coordinator=connection.node_id,
+                        coordinator=coordinator.node_id,
                     )
                 )
         return descriptions
 
     async def delete_groups(self, group_ids: Sequence[str]) -> None:
         for group_id in group_ids:
-            connection = await self.cluster.coordinator(group_id)
-            response = await connection.request(DELETE_GROUPS, {"groups_names": [group_id]})
+            response = await self.cluster.coordinator_request(
+                group_id,
+                DELETE_GROUPS,
+                {"groups_names": [group_id]},
+                errors=lambda r: [g.error_code for g in r.results],
+            )
             for result in response.results:
                 check_error(result.error_code, context=f"group '{result.group_id}'")
 

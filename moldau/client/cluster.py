@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from moldau.client.config import ClientConfig
 from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException, error_code_of
+
+T = TypeVar("T")
 
 __all__ = ["BrokerInfo", "Cluster", "ClusterMetadata", "PartitionInfo", "TopicInfo"]
 
@@ -25,6 +27,13 @@ FIND_COORDINATOR: Final = 10
 COORDINATOR_GROUP: Final = 0
 COORDINATOR_TRANSACTION: Final = 1
 _ZERO_UUID: Final = uuid.UUID(int=0)
+_COORDINATOR_MOVED: Final = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,11 +239,29 @@ class Cluster:
             raise KafkaException(ErrorCode.leader_not_available, f"{topic}-{partition}")
         return await self.connection(partition_info.leader)
 
+    async def retrying(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run `operation`, retrying retriable Kafka errors until `request.timeout.ms` passes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.request_timeout
+        backoff = self.config.get_int("retry.backoff.ms") / 1000
+        while True:
+            try:
+                return await operation()
+            except KafkaException as exc:
+                unreachable = exc.code is ErrorCode.network_exception
+                if not exc.retriable or unreachable or loop.time() + backoff >= deadline:
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
     async def coordinator(self, key: str, key_type: int = COORDINATOR_GROUP) -> BrokerConnection:
         """The coordinator of a group (or transactional id), found with FindCoordinator."""
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
             return await self.connection(cached)
+        return await self.retrying(lambda: self._find_coordinator(key, key_type))
+
+    async def _find_coordinator(self, key: str, key_type: int) -> BrokerConnection:
         connection = await self.any_connection()
         version = connection.versions.pick(FIND_COORDINATOR)
         if version >= 4:
@@ -264,6 +291,34 @@ class Cluster:
             )
         self._coordinators[(key_type, key)] = node_id
         return await self.connection(node_id)
+
+    async def coordinator_request(
+        self,
+        key: str,
+        api_key: int,
+        data: Mapping[str, Any],
+        *,
+        errors: Callable[[Any], Iterable[Any]] = lambda _response: (),
+        **kwargs: Any,
+    ) -> Any:
+        """Send to the group's coordinator; when it moved or is loading, find it again and retry.
+        `errors(response)` lists the response's error codes to look at."""
+
+        async def attempt() -> Any:
+            connection = await self.coordinator(key)
+            try:
+                response = await connection.request(api_key, data, **kwargs)
+            except KafkaException:
+                self.forget_coordinator(key)
+                raise
+            for code in errors(response):
+                error = error_code_of(code)
+                if error in _COORDINATOR_MOVED:
+                    self.forget_coordinator(key)
+                    raise KafkaException(error, f"group '{key}'")
+            return response
+
+        return await self.retrying(attempt)
 
     def forget_coordinator(self, key: str, key_type: int = COORDINATOR_GROUP) -> None:
         self._coordinators.pop((key_type, key), None)

@@ -252,8 +252,8 @@ async def commit_offsets(
                 "committed_metadata": "",
             }
         )
-    connection = await cluster.coordinator(group_id)
-    response = await connection.request(
+    response = await cluster.coordinator_request(
+        group_id,
         OFFSET_COMMIT,
         {
             "group_id": group_id,
@@ -263,6 +263,7 @@ async def commit_offsets(
             "retention_time": -1,
             "topics": [{"name": n, "partitions": p} for n, p in grouped.items()],
         },
+        errors=lambda r: [p.error_code for t in r.topics for p in t.partitions],
     )
     for topic in response.topics:
         for partition in topic.partitions:
@@ -285,17 +286,21 @@ async def fetch_committed_offsets(
         topics = [{"name": n, "partition_indexes": p} for n, p in grouped.items()]
     version = connection.versions.pick(OFFSET_FETCH)
     if version >= 8:
-        response = await connection.request(
+        response = await cluster.coordinator_request(
+            group_id,
             OFFSET_FETCH,
             {"groups": [{"group_id": group_id, "topics": topics}], "require_stable": True},
             version=version,
+            errors=lambda r: [g.error_code for g in r.groups],
         )
         answer = response.groups[0]
     else:
-        answer = await connection.request(
+        answer = await cluster.coordinator_request(
+            group_id,
             OFFSET_FETCH,
             {"group_id": group_id, "topics": topics, "require_stable": True},
             version=version,
+            errors=lambda r: [r.error_code],
         )
     check_error(answer.error_code, context=f"group '{group_id}'")
     offsets = {}
