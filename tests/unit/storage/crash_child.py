@@ -1,0 +1,81 @@
+"""Child process of the crash test: append deterministic batches and report flushed offsets.
+
+Run as `python crash_child.py <log_dir> <batches>`; appends up to <batches> batches (then idles
+until killed) and prints `flushed <offset>` whenever a flush returned a higher offset.
+Batch number n (n = 0, 1, ...) is `expected_batch(n)`; offsets follow from the record counts.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+
+from moldau.protocol.compression import CompressionType
+from moldau.protocol.records import NewRecord, build_batch
+from moldau.storage.config import LogConfig
+from moldau.storage.log_manager import LogManager
+from moldau.types import TopicPartition
+
+TP = TopicPartition("crash", 0)
+CONFIG = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=512, segment_index_bytes=4096)
+
+
+def record_count(n: int) -> int:
+    return 1 + n % 3
+
+
+def expected_batch(n: int) -> bytes:
+    """Batch n as the producer sends it (base offset 0; the log rewrites it)."""
+    rng = random.Random(n)
+    records = [
+        NewRecord(key=b"k%d" % n, value=b"%d:%d:" % (n, i) + rng.randbytes(rng.randint(0, 600)))
+        for i in range(record_count(n))
+    ]
+    codec = CompressionType.GZIP if n % 5 == 0 else CompressionType.NONE
+    return build_batch(records, compression=codec, timestamp=1_700_000_000_000 + n)
+
+
+def batch_number_at(offset: int) -> int:
+    """The number of the batch that starts at `offset` (offsets are sums of record counts)."""
+    n = total = 0
+    while total < offset:
+        total += record_count(n)
+        n += 1
+    if total != offset:
+        raise AssertionError(f"offset {offset} is not a batch boundary")
+    return n
+
+
+def main() -> None:
+    manager = LogManager([sys.argv[1]], default_config=CONFIG)
+    manager.startup()
+    log = manager.get_or_create_log(TP, CONFIG)
+    n = batch_number_at(log.log_end_offset)
+    stop = threading.Event()
+    output = threading.Lock()
+
+    def flusher() -> None:
+        reported = -1
+        while not stop.is_set():
+            offset = log.flush()
+            if offset > reported:
+                with output:  # one whole line at a time
+                    sys.stdout.write(f"flushed {offset}\n")
+                    sys.stdout.flush()
+                reported = offset
+            else:
+                stop.wait(0.001)  # pacing only: nothing new to flush yet
+
+    print("started", flush=True)
+    threads = [threading.Thread(target=flusher, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for _ in range(int(sys.argv[2])):
+        log.append_as_leader(expected_batch(n), leader_epoch=1)
+        n += 1
+    stop.wait()
+
+
+if __name__ == "__main__":
+    main()
