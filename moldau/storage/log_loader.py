@@ -114,7 +114,14 @@ def load_partition_log(
     segments[-1].preallocate_indexes()
     log_end_offset = segments[-1].next_offset
     log_start_offset = max(log_start_offset, segments[0].base_offset)
-    log_start_offset = min(log_start_offset, log_end_offset)
+    if log_start_offset > log_end_offset:
+        # DeleteRecords moved the start past data a crash then lost: offsets are never reused,
+        # so the log restarts empty at its start offset (Kafka does the same)
+        for segment in segments:
+            segment.delete_files()
+        segments = [LogSegment(filesystem, directory, log_start_offset, config, now_ms=now)]
+        segments[0].preallocate_indexes()
+        log_end_offset = log_start_offset
 
     epochs = LeaderEpochCache(filesystem, directory)
     epochs.truncate_from_end(log_end_offset)

@@ -8,6 +8,7 @@ so a fetch still sending a region of such a segment completes (as Kafka's async 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -136,20 +137,25 @@ class LogMaintenance:
 
     def truncate_to(self, offset: int) -> int:
         """Remove everything at and above `offset` (a follower diverged); returns the new log end
-        offset (the start of the batch holding `offset` if it falls inside one)."""
+        offset: the start of the batch holding `offset` if it falls inside one. A cut that would
+        fall below the log start offset empties the log and restarts it at `offset`."""
         with self._lock:
             if offset >= self._log_end_offset:
                 return self._log_end_offset
             if offset <= self.segments[0].base_offset:
                 return self._truncate_fully_locked(offset)
-            now = self.clock.now_ms()
+            index = bisect_right(self._base_offsets, offset) - 1
+            found = self.segments[index].find_batch(offset)
+            cut = offset if found is None else min(found[1].base_offset, offset)
+            if cut < self.log_start_offset:
+                return self._truncate_fully_locked(offset)
             doomed = [s for s in self.segments[1:] if s.base_offset >= offset]
-            self._remove_segments(doomed, now)
+            self._remove_segments(doomed, self.clock.now_ms())
             active = self.segments[-1]
             active.truncate_to(offset)
-            if active.size == 0 and len(self.segments) == 1:
-                active.next_offset = active.base_offset
-            self._after_truncation(active.next_offset if active.size else active.base_offset)
+            # made durable at once, so a crash cannot bring back what replication cut away
+            active.log.fsync()
+            self._after_truncation(active.next_offset)
         self._rename_deleted(doomed)
         return self._log_end_offset
 

@@ -353,7 +353,8 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop batches at and after the one holding `offset`; returns bytes removed."""
         found = self.find_batch(offset)
-        if found is None:
+        if found is None:  # nothing stored at or above `offset` (compaction may leave gaps)
+            self.next_offset = max(self.base_offset, min(self.next_offset, offset))
             return 0
         position = found[0]
         removed = self.size - position
@@ -362,7 +363,7 @@ class LogSegment:
         self.transaction_index.truncate_to(found[1].base_offset)
         self.log.truncate(position)
         self.size = position
-        self.next_offset = max(self.base_offset, found[1].base_offset)
+        self.next_offset = max(self.base_offset, min(found[1].base_offset, offset))
         last_time = self.time_index.last_entry
         if last_time is None:
             self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
