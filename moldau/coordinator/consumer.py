@@ -65,17 +65,20 @@ class ConsumerGroupHeartbeatRequest:
     client_host: str = ""
 
 
+def heartbeat_error(code: ErrorCode, message: str | None = None) -> Response:
+    """A ConsumerGroupHeartbeat response that refuses the request."""
+    return {
+        "error_code": code,
+        "error_message": message,
+        "member_id": None,
+        "member_epoch": -1,
+        "heartbeat_interval": 0,
+        "assignment": None,
+    }
+
+
 def _error(code: ErrorCode, message: str | None = None) -> CoordinatorResult:
-    return CoordinatorResult(
-        response={
-            "error_code": code,
-            "error_message": message,
-            "member_id": None,
-            "member_epoch": -1,
-            "heartbeat_interval": 0,
-            "assignment": None,
-        }
-    )
+    return CoordinatorResult(response=heartbeat_error(code, message))
 
 
 def _wire_assignment(assignment: Assignment) -> Response:

@@ -22,7 +22,11 @@ from moldau.coordinator.classic import (
 )
 from moldau.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from moldau.coordinator.config import GroupCoordinatorConfig
-from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest, ConsumerGroupProtocol
+from moldau.coordinator.consumer import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupProtocol,
+    heartbeat_error,
+)
 from moldau.coordinator.consumer_group import ConsumerGroup
 from moldau.coordinator.offsets import OffsetManager, PartitionCommit
 from moldau.coordinator.records import (
@@ -265,16 +269,7 @@ class GroupCoordinator:
         self, request: ConsumerGroupHeartbeatRequest, topics: Mapping[str, TopicMetadata]
     ) -> CoordinatorResult:
         if self.loading:
-            return CoordinatorResult(
-                response={
-                    "error_code": LOADING,
-                    "error_message": None,
-                    "member_id": None,
-                    "member_epoch": -1,
-                    "heartbeat_interval": 0,
-                    "assignment": None,
-                }
-            )
+            return CoordinatorResult(response=heartbeat_error(LOADING))
         return self._consumer.heartbeat(request, topics)
 
     def consumer_group_describe(

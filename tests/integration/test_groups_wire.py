@@ -6,8 +6,6 @@ members park their JoinGroup at once over a few connections instead of a thousan
 
 from __future__ import annotations
 
-import itertools
-import socket
 import struct
 import time
 import uuid
@@ -20,18 +18,18 @@ from moldau.protocol.errors import ErrorCode
 
 from .conftest import MoldauServer, ServerFactory
 from .rdkafka import create_topic
+from .wire import Connection
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH = 11, 14, 12, 8, 9
 SUBSCRIPTION = struct.pack(">hih1si", 0, 1, 1, b"t", -1)
 
 
-class PipelinedConnection:
+class PipelinedConnection(Connection):
     """Send many requests, then read their responses in order."""
 
     def __init__(self, bootstrap: str) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self._socket = socket.create_connection((host, int(port)), timeout=60)
-        self._correlation_ids = itertools.count(1)
+        super().__init__(host, int(port), timeout=60)
         self._sent: list[tuple[int, int, int]] = []
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> None:
@@ -52,15 +50,6 @@ class PipelinedConnection:
     def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         self.send(api_key, version, body)
         return self.receive_all()[0]
-
-    def _read(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self._socket.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            data += chunk
-        return bytes(data)
 
     def close(self) -> None:
         self._socket.close()

@@ -12,22 +12,14 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.assignors import TopicMetadata
-from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest
+from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest, heartbeat_error
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 def _error(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "error_code": code,
-        "error_message": message,
-        "member_id": None,
-        "member_epoch": -1,
-        "heartbeat_interval": 0,
-        "assignment": None,
-    }
+    return {"throttle_time": 0, **heartbeat_error(code, message)}
 
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
