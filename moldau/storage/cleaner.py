@@ -76,6 +76,8 @@ class LogCleaner:
             if log.config.compact and not log.closed:
                 total += clean_log(log, now_ms=now_ms)
         self.bytes_cleaned += total
+        if total:
+            self.manager.checkpoint_cleaner_offsets()
         return total
 
 

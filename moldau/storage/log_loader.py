@@ -16,8 +16,8 @@ from moldau.storage.checkpoints import read_partition_metadata
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
-from moldau.storage.partition_log import PartitionLog, control_type_of
-from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from moldau.storage.partition_log import PartitionLog
+from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, control_type_of
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,

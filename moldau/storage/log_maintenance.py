@@ -81,7 +81,16 @@ class LogMaintenance:
                 self.log_start_offset = new_start
                 self.leader_epoch_cache.truncate_from_start(new_start)
         self._rename_deleted(doomed)
+        self._delete_snapshots_below(new_start)
         return len(doomed)
+
+    def _delete_snapshots_below(self, offset: int) -> None:
+        """Producer snapshots of deleted segments are useless: recovery never goes below."""
+        from moldau.storage.log_loader import snapshot_offsets
+
+        for snapshot in snapshot_offsets(self.filesystem, self.directory):
+            if snapshot < offset:
+                self.filesystem.remove(self.snapshot_path(snapshot))
 
     def _remove_segments(self, doomed: list[LogSegment], now: int) -> None:
         for segment in doomed:

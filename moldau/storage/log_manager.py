@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.storage.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -82,6 +83,7 @@ class LogManager:
             recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            cleaned = self._read_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT)
             for name in self.filesystem.listdir(log_dir):
                 path = posixpath.join(log_dir, name)
                 if not self.filesystem.isdir(path):
@@ -101,11 +103,12 @@ class LogManager:
                         recovery_points.get(tp, 0),
                         start_offsets.get(tp, 0),
                         high_watermarks.get(tp, 0),
+                        cleaned.get(tp, 0),
                     )
                 )
 
-        def open_one(job: tuple[TopicPartition, str, str, bool, int, int, int]) -> None:
-            tp, log_dir, path, clean, recovery_point, start, high_watermark = job
+        def open_one(job: tuple[TopicPartition, str, str, bool, int, int, int, int]) -> None:
+            tp, log_dir, path, clean, recovery_point, start, high_watermark, first_dirty = job
             log = load_partition_log(
                 self.filesystem,
                 path,
@@ -117,6 +120,7 @@ class LogManager:
                 high_watermark=high_watermark,
                 clean_shutdown=clean,
             )
+            log.first_dirty_offset = min(max(first_dirty, log.log_start_offset), log.log_end_offset)
             with self._lock:
                 self._logs[tp] = log
                 self._log_dir_of[tp] = log_dir
@@ -277,13 +281,14 @@ class LogManager:
         except (CheckpointError, ValueError):
             return {}
 
-    def _write_checkpoint(self, name: str, value_of: str) -> None:
+    def _write_checkpoint(self, name: str, value_of: str, *, compacted_only: bool = False) -> None:
         with self._checkpoint_lock:
             for log_dir in self.log_dirs:
                 offsets = {
                     tp: int(getattr(log, value_of))
                     for tp, log in list(self._logs.items())
                     if self._log_dir_of.get(tp) == log_dir
+                    and (log.config.compact or not compacted_only)
                 }
                 write_offset_checkpoint(self.filesystem, posixpath.join(log_dir, name), offsets)
 
@@ -296,7 +301,11 @@ class LogManager:
     def checkpoint_high_watermarks(self) -> None:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, "high_watermark")
 
+    def checkpoint_cleaner_offsets(self) -> None:
+        self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, "first_dirty_offset", compacted_only=True)
+
     def checkpoint_all(self) -> None:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()

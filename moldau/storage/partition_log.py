@@ -31,16 +31,20 @@ from moldau.protocol.records import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    ControlRecordType,
     decode_records,
-    parse_control_record,
     validate_batches,
 )
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_maintenance import LogMaintenance
-from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateEntry, ProducerStateManager
+from moldau.storage.log_validator import validate_for_leader
+from moldau.storage.producer_state import (
+    SNAPSHOT_SUFFIX,
+    ProducerStateEntry,
+    ProducerStateManager,
+    control_type_of,
+)
 from moldau.storage.results import AppendOrigin, AppendResult, ReadResult, TimestampOffset
 from moldau.storage.segment import FileRegion, LogSegment, segment_file_name
 from moldau.types import TopicPartition
@@ -58,20 +62,16 @@ _crc32c = crc32c.crc32c
 _new_tuple = tuple.__new__
 
 
-def control_type_of(batch: bytes | memoryview) -> tuple[ControlRecordType, int]:
-    """The marker type and coordinator epoch of a control batch."""
-    records = decode_records(batch, max_size=1024)
-    if not records:
-        raise KafkaError(ErrorCode.invalid_record, "control batch without a record")
-    return parse_control_record(records[0])
-
-
 def _fast_limits(config: LogConfig) -> tuple[int, int, int, bool]:
+    """What the produce fast path checks; its flag is False for configs it does not handle."""
+    plain = (
+        not config.log_append_time and not config.compact and config.compression_type == "producer"
+    )
     return (
         config.max_message_bytes,
         config.message_timestamp_after_max_ms,
         config.message_timestamp_before_max_ms,
-        not config.log_append_time,
+        plain,
     )
 
 
@@ -189,26 +189,12 @@ class PartitionLog(LogMaintenance):
             if fast is not None:
                 return fast
         config = self.config
-        batches = validate_batches(view, max_batch_size=config.max_message_bytes)
         now = self.clock.now_ms() if now_ms is None else now_ms
+        view, batches = validate_for_leader(
+            view, config, now=now, from_client=origin is AppendOrigin.CLIENT
+        )
         append_time = now if config.log_append_time else -1
-        has_producers = False
-        if config.log_append_time:
-            latest = earliest = -1
-        else:
-            latest = now + config.message_timestamp_after_max_ms
-            earliest = now - config.message_timestamp_before_max_ms
-        for _position, header in batches:
-            # tuple indexes, not field names: this runs once per produced batch
-            if header[5] & CONTROL_BIT and origin is AppendOrigin.CLIENT:
-                raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
-            if latest >= 0 and (header[8] > latest or 0 <= header[7] < earliest):
-                raise KafkaError(
-                    ErrorCode.invalid_timestamp,
-                    f"timestamp {header.max_timestamp} is outside the accepted range around {now}",
-                )
-            if header[9] >= 0:
-                has_producers = True
+        has_producers = any(header[9] >= 0 for _position, header in batches)
         with self._lock:
             if self.closed:
                 self._check_open()
@@ -271,7 +257,7 @@ class PartitionLog(LogMaintenance):
         also raises the right error for an invalid batch)."""
         values = _HEADER_UNPACK(view, 0)
         size = values[1] + LOG_OVERHEAD
-        max_message_bytes, after_max_ms, before_max_ms, create_time = self._fast_limits
+        max_message_bytes, after_max_ms, before_max_ms, plain = self._fast_limits
         if (
             size != len(view)
             or values[3] != 2  # magic
@@ -280,7 +266,7 @@ class PartitionLog(LogMaintenance):
             or size > max_message_bytes
             or values[12] <= 0
             or values[6] != values[12] - 1
-            or not create_time
+            or not plain
             or _crc32c(view[CRC_START:]) != values[4]
         ):
             return None

@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 import crc32c
 
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import BatchHeader, ControlRecordType
+from moldau.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    decode_records,
+    parse_control_record,
+)
 from moldau.storage.transaction_index import AbortedTransaction
 
 __all__ = ["SNAPSHOT_SUFFIX", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager"]
@@ -247,3 +252,11 @@ class ProducerStateManager:
             self.producers[producer_id] = entry
             if txn >= 0:
                 self.ongoing[txn] = producer_id
+
+
+def control_type_of(batch: bytes | memoryview) -> tuple[ControlRecordType, int]:
+    """The marker type and coordinator epoch of a control batch."""
+    records = decode_records(batch, max_size=1024)
+    if not records:
+        raise KafkaError(ErrorCode.invalid_record, "control batch without a record")
+    return parse_control_record(records[0])

@@ -141,3 +141,32 @@ def test_segments_after_a_lost_segment_are_dropped_so_offsets_stay_contiguous() 
     recovered = again.get_log(A)
     assert recovered.log_end_offset == 0
     assert len(recovered.segments) == 1
+
+
+def test_cleaner_thread_compacts_and_checkpoints_its_progress() -> None:
+    from moldau.protocol.records import NewRecord, build_batch
+
+    filesystem, clock = MemoryFileSystem(), ManualClock()
+    logs = manager(filesystem, clock, dirs=("/d1",))
+    logs.startup()
+    config = LogConfig(
+        cleanup_policy=("compact",), segment_bytes=400, min_cleanable_dirty_ratio=0.1
+    )
+    log = logs.get_or_create_log(A, config)
+    for i in range(40):
+        raw = build_batch(
+            [NewRecord(key=b"k%d" % (i % 2), value=b"v%d" % i)], timestamp=clock.now_ms()
+        )
+        log.append_as_leader(raw, leader_epoch=0)
+    log.update_high_watermark(40)
+    before = log.size_bytes
+    assert logs.cleaner.clean_once() > 0  # the pass the background thread runs
+    assert log.size_bytes < before
+    text = filesystem.read_file("/d1/cleaner-offset-checkpoint").decode()
+    assert text == f"0\n1\nalpha 0 {log.first_dirty_offset}\n" and log.first_dirty_offset > 0
+    logs.start_cleaner()
+    logs.shutdown()  # stops the thread
+    assert logs.cleaner._thread is None
+    again = manager(filesystem, clock, dirs=("/d1",))
+    again.startup()
+    assert again.get_log(A).first_dirty_offset == log.first_dirty_offset

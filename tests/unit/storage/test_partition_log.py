@@ -261,3 +261,34 @@ def test_leader_epochs_are_recorded_and_answer_end_offsets(filesystem, clock) ->
     assert log.end_offset_for_leader_epoch(0) == (-1, -1)
     text = filesystem.read_file(f"{DIRECTORY}/leader-epoch-checkpoint").decode()
     assert text == "0\n2\n1 0\n3 2\n"
+
+
+def test_compacted_topic_refuses_records_without_key(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, LogConfig(cleanup_policy=("compact",)))
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(batch(b"no key"), leader_epoch=0)
+    assert caught.value.code is ErrorCode.invalid_record
+    assert log.append_as_leader(batch(b"keyed", key=b"k"), leader_epoch=0).first_offset == 0
+
+
+def test_topic_compression_type_recompresses(filesystem, clock) -> None:
+    from moldau.protocol.compression import CompressionType
+
+    log = open_log(filesystem, clock, LogConfig(compression_type="zstd"))
+    log.append_as_leader(batch(b"a" * 500, b"b" * 500), leader_epoch=0)
+    [found] = list(iter_batches(log.read(0, max_bytes=10_000, max_offset=2).read_bytes()))
+    assert found.is_valid()
+    assert found.header.compression is CompressionType.ZSTD
+    assert [r.value for r in decode_records(found.data)] == [b"a" * 500, b"b" * 500]
+
+
+def test_writable_and_read_only_buffers_store_the_same_bytes(filesystem, clock) -> None:
+    log = open_log(filesystem, clock)
+    raw = batch(b"same")
+    log.append_as_leader(raw, leader_epoch=3)
+    handed_over = bytearray(raw)
+    log.append_as_leader(handed_over, leader_epoch=3)
+    first, second = iter_batches(log.read(0, max_bytes=10_000, max_offset=2).read_bytes())
+    assert bytes(first.data)[8:] == bytes(second.data)[8:]
+    assert (first.header.base_offset, second.header.base_offset) == (0, 1)
+    assert BatchHeader.parse(handed_over).base_offset == 1  # rewritten in place
