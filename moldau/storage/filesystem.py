@@ -85,9 +85,12 @@ class OsFile:
         return os.pread(self._fd, size, position)
 
     def pwritev(self, buffers: Sequence[Buffer], position: int, size: int = -1) -> int:
-        if len(buffers) > _IOV_MAX:
-            buffers = [b"".join(buffers)]
-        written = os.pwritev(self._fd, buffers, position)
+        if len(buffers) == 1:
+            written = os.pwrite(self._fd, buffers[0], position)
+        else:
+            if len(buffers) > _IOV_MAX:
+                buffers = [b"".join(buffers)]
+            written = os.pwritev(self._fd, buffers, position)
         if size < 0:
             size = sum(len(b) for b in buffers)
         if written != size:  # short writes are rare (disk full); finish them byte-exactly

@@ -184,12 +184,66 @@ class PartitionLog(LogMaintenance):
         bytes go out as a separate buffer of a vectored write.
         """
         view = memoryview(records)
-        if origin is AppendOrigin.CLIENT and len(view) >= HEADER_SIZE:
-            fast = self._append_plain_batch(view, leader_epoch, now_ms)
-            if fast is not None:
-                return fast
-        config = self.config
         now = self.clock.now_ms() if now_ms is None else now_ms
+        if origin is not AppendOrigin.CLIENT or len(view) < HEADER_SIZE:
+            return self._append_batches(view, leader_epoch, now, origin)
+        # Fast path, the common produce: one valid batch, no producer id, CreateTime, no config
+        # that needs the records decoded. Same checks and effects as `_append_batches`, in fewer
+        # Python steps; anything else (including every invalid batch) goes there.
+        values = _HEADER_UNPACK(view, 0)
+        size = values[1] + LOG_OVERHEAD
+        max_message_bytes, after_max_ms, before_max_ms, plain = self._fast_limits
+        if (
+            size != len(view)
+            or values[3] != 2  # magic
+            or values[9] >= 0  # producer id
+            or values[5] & _SLOW_ATTRIBUTES
+            or size > max_message_bytes
+            or values[12] <= 0
+            or values[6] != values[12] - 1
+            or not plain
+            or _crc32c(view[CRC_START:]) != values[4]
+            or values[8] > now + after_max_ms
+            or 0 <= values[7] < now - before_max_ms
+        ):
+            return self._append_batches(view, leader_epoch, now, origin)
+        with self._lock:
+            if self.closed:
+                self._check_open()
+            offset = self._log_end_offset
+            last_offset = offset + values[6]
+            segment = self.segments[-1]
+            if segment.should_roll(size, last_offset, now):
+                segment = self._roll(offset, now)
+            if view.readonly:
+                buffers: list[Buffer] = [
+                    _PREFIX.pack(offset, values[1], leader_epoch),
+                    view[_PREFIX_SIZE:],
+                ]
+            else:  # the caller handed us its buffer: rewrite in place, one contiguous write
+                _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
+                buffers = [view]
+            self._last_append_position = segment.append_batch(
+                buffers,
+                size,
+                last_offset,
+                values[8],
+                now,
+            )
+            self._log_end_offset = last_offset + 1
+            self._unflushed_messages += values[12]
+            if leader_epoch > self._latest_epoch:
+                self.assign_leader_epoch(leader_epoch, offset)
+            # tuple.__new__ skips the generated __new__ (a measurable share of this path)
+            return _new_tuple(
+                AppendResult, (offset, last_offset, -1, self.log_start_offset, values[12], False)
+            )
+
+    def _append_batches(
+        self, view: memoryview, leader_epoch: int, now: int, origin: AppendOrigin
+    ) -> AppendResult:
+        """The general append: any number of batches, any config, producer state."""
+        config = self.config
         view, batches = validate_for_leader(
             view, config, now=now, from_client=origin is AppendOrigin.CLIENT
         )
@@ -247,62 +301,6 @@ class PartitionLog(LogMaintenance):
                 self._apply_producer_state(stateful)
             return AppendResult(
                 first_offset, offset - 1, append_time, self.log_start_offset, record_count
-            )
-
-    def _append_plain_batch(
-        self, view: memoryview, leader_epoch: int, now_ms: int | None
-    ) -> AppendResult | None:
-        """The common produce: one valid batch, no producer id, CreateTime. Same checks and effects
-        as the general path, in fewer Python steps; None sends anything else to that path (which
-        also raises the right error for an invalid batch)."""
-        values = _HEADER_UNPACK(view, 0)
-        size = values[1] + LOG_OVERHEAD
-        max_message_bytes, after_max_ms, before_max_ms, plain = self._fast_limits
-        if (
-            size != len(view)
-            or values[3] != 2  # magic
-            or values[9] >= 0  # producer id
-            or values[5] & _SLOW_ATTRIBUTES
-            or size > max_message_bytes
-            or values[12] <= 0
-            or values[6] != values[12] - 1
-            or not plain
-            or _crc32c(view[CRC_START:]) != values[4]
-        ):
-            return None
-        now = self.clock.now_ms() if now_ms is None else now_ms
-        if values[8] > now + after_max_ms or 0 <= values[7] < now - before_max_ms:
-            return None
-        with self._lock:
-            if self.closed:
-                return None
-            offset = self._log_end_offset
-            last_offset = offset + values[6]
-            segment = self.segments[-1]
-            if segment.should_roll(size, last_offset, now):
-                segment = self._roll(offset, now)
-            if view.readonly:
-                buffers: list[Buffer] = [
-                    _PREFIX.pack(offset, values[1], leader_epoch),
-                    view[_PREFIX_SIZE:],
-                ]
-            else:  # the caller handed us its buffer: rewrite in place, one contiguous write
-                _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
-                buffers = [view]
-            self._last_append_position = segment.append_batch(
-                buffers,
-                size,
-                last_offset,
-                values[8],
-                now,
-            )
-            self._log_end_offset = last_offset + 1
-            self._unflushed_messages += values[12]
-            if leader_epoch > self._latest_epoch:
-                self.assign_leader_epoch(leader_epoch, offset)
-            # tuple.__new__ skips the generated __new__ (a measurable share of this path)
-            return _new_tuple(
-                AppendResult, (offset, last_offset, -1, self.log_start_offset, values[12], False)
             )
 
     def append_as_follower(self, records: Buffer) -> AppendResult:

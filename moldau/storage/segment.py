@@ -81,6 +81,7 @@ class LogSegment:
         self.filesystem = filesystem
         self.directory = directory
         self.base_offset = base_offset
+        self.created_ms = now_ms
         self.config = config
         self.suffix = suffix
         self.log = filesystem.open(self.path(LOG_SUFFIX))
@@ -97,7 +98,6 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
-        self.created_ms = now_ms
         self.last_modified_ms = now_ms
         self.bytes_since_last_index = 0
         self.closed = False
@@ -197,15 +197,23 @@ class LogSegment:
 
     # -- appending --
 
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        # precomputed for should_roll, which runs on every append
+        self.roll_at_size = config.segment_bytes
+        self.roll_after_ms = self.created_ms + config.segment_ms - config.segment_jitter_ms
+
     def should_roll(self, append_size: int, last_offset: int, now_ms: int) -> bool:
         if last_offset - self.base_offset > _INT32_MAX:
             return True
-        if not self.size:
-            return False
-        config = self.config
-        return (
-            self.size + append_size > config.segment_bytes
-            or now_ms - self.created_ms > config.segment_ms - config.segment_jitter_ms
+        return bool(self.size) and (
+            self.size + append_size > self.roll_at_size
+            or now_ms > self.roll_after_ms
             or len(self.offset_index.relative_offsets) >= self.offset_index.max_entries
             or len(self.time_index.relative_offsets) >= self.time_index.max_entries
         )
