@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+METADATA_TOPIC = "__cluster_metadata"
+
 
 class MetadataPublisher:
     def __init__(self, node: Node) -> None:
@@ -32,7 +34,15 @@ class MetadataPublisher:
         previous = self._previous
         replica_manager = node.replica_manager
         if previous is None or previous.broker_configs is not image.broker_configs:
-            for name, value in image.broker_config_overrides(node.node_id).items():
+            overrides = image.broker_config_overrides(node.node_id)
+            removed = (
+                set(previous.broker_config_overrides(node.node_id)) - set(overrides)
+                if previous is not None
+                else set()
+            )
+            for name in removed:
+                node.config.set_dynamic(name, None)
+            for name, value in overrides.items():
                 try:
                     node.config.set_dynamic(name, value)
                 except ValueError:
@@ -67,6 +77,8 @@ class MetadataPublisher:
         if previous is None and node.log_manager is not None:
             for partition_log in list(node.log_manager.logs()):
                 tp = partition_log.topic_partition
+                if tp.topic == METADATA_TOPIC:
+                    continue  # the metadata log lives beside the partitions; never a stray
                 topic = image.topics.get(tp.topic)
                 if topic is None or tp.partition not in topic.partitions:
                     log.info("deleting stray log %s", tp)
