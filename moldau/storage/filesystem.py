@@ -32,6 +32,10 @@ class FileHandle(Protocol):
         """Write all of `buffers` at `position` (`size`, if known, is their total length)."""
         ...
 
+    def pwrite(self, data: Buffer, position: int) -> int:
+        """Write all of `data` at `position`."""
+        ...
+
     def size(self) -> int: ...
 
     def truncate(self, size: int) -> None: ...
@@ -97,6 +101,12 @@ class OsFile:
             data = b"".join(bytes(b) for b in buffers)
             while written < size:
                 written += os.pwrite(self._fd, data[written:], position + written)
+        return written
+
+    def pwrite(self, data: Buffer, position: int) -> int:
+        written = os.pwrite(self._fd, data, position)
+        if written != len(data):
+            written += self.pwritev([memoryview(data)[written:]], position + written)
         return written
 
     def size(self) -> int:

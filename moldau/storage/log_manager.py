@@ -46,6 +46,10 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIRECTORY_SUFFIX = "-delete"
 
 
+# The KRaft metadata log may share a log dir; Kafka's LogManager skips it too.
+METADATA_TOPIC = "__cluster_metadata"
+
+
 class LogManager:
     def __init__(
         self,
@@ -92,8 +96,8 @@ class LogManager:
                     self.filesystem.remove_tree(path)
                     continue
                 tp = parse_partition_directory(name)
-                if tp is None:
-                    continue
+                if tp is None or tp.topic == METADATA_TOPIC:
+                    continue  # the metadata log (Raft) is not a partition of this manager
                 jobs.append(
                     (
                         tp,

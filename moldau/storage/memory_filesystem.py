@@ -60,6 +60,9 @@ class MemoryFile:
             node.data[position : position + len(data)] = data
         return len(data)
 
+    def pwrite(self, data: Buffer, position: int) -> int:
+        return self.pwritev([data], position)
+
     def size(self) -> int:
         return len(self._check().data)
 

@@ -216,20 +216,15 @@ class PartitionLog(LogMaintenance):
             if segment.should_roll(size, last_offset, now):
                 segment = self._roll(offset, now)
             if view.readonly:
-                buffers: list[Buffer] = [
-                    _PREFIX.pack(offset, values[1], leader_epoch),
-                    view[_PREFIX_SIZE:],
-                ]
+                segment.append(
+                    [_PREFIX.pack(offset, values[1], leader_epoch), view[_PREFIX_SIZE:]],
+                    [(0, last_offset, values[8], size)],
+                    size=size,
+                    now_ms=now,
+                )
             else:  # the caller handed us its buffer: rewrite in place, one contiguous write
                 _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
-                buffers = [view]
-            self._last_append_position = segment.append_batch(
-                buffers,
-                size,
-                last_offset,
-                values[8],
-                now,
-            )
+                segment.append_batch(view, size, last_offset, values[8], now)
             self._log_end_offset = last_offset + 1
             self._unflushed_messages += values[12]
             if leader_epoch > self._latest_epoch:

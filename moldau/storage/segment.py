@@ -206,6 +206,7 @@ class LogSegment:
         self._config = config
         # precomputed for should_roll, which runs on every append
         self.roll_at_size = config.segment_bytes
+        self.index_interval_bytes = config.index_interval_bytes
         self.roll_after_ms = self.created_ms + config.segment_ms - config.segment_jitter_ms
 
     def should_roll(self, append_size: int, last_offset: int, now_ms: int) -> bool:
@@ -232,7 +233,7 @@ class LogSegment:
         position = self.size
         self.log.pwritev(buffers, position, size)
         self.size = position + size
-        interval = self.config.index_interval_bytes
+        interval = self.index_interval_bytes
         for relative_position, last_offset, max_timestamp, batch_size in placements:
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp = max_timestamp
@@ -248,23 +249,28 @@ class LogSegment:
         return position
 
     def append_batch(
-        self,
-        buffers: Sequence[Buffer],
-        size: int,
-        last_offset: int,
-        max_timestamp: int,
-        now_ms: int,
+        self, data: Buffer, size: int, last_offset: int, max_timestamp: int, now_ms: int
     ) -> int:
-        """`append` for a single batch (the produce fast path)."""
+        """`append` for one contiguous batch (the produce fast path, hence the inlined index
+        updates: they are `OffsetIndex.append` and `TimeIndex.append`)."""
         position = self.size
-        self.log.pwritev(buffers, position, size)
+        self.log.pwrite(data, position)
         self.size = position + size
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
-        if self.bytes_since_last_index > self.config.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.bytes_since_last_index > self.index_interval_bytes:
+            relative_offsets = self.offset_index.relative_offsets
+            relative = last_offset - self.base_offset
+            if not relative_offsets or relative > relative_offsets[-1]:
+                relative_offsets.append(relative)
+                self.offset_index.positions.append(position)
+            timestamps = self.time_index.timestamps
+            if not timestamps or self.max_timestamp > timestamps[-1]:
+                timestamps.append(self.max_timestamp)
+                self.time_index.relative_offsets.append(
+                    self.offset_of_max_timestamp - self.base_offset
+                )
             self.bytes_since_last_index = size
         else:
             self.bytes_since_last_index += size
@@ -276,7 +282,7 @@ class LogSegment:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
-        if self.bytes_since_last_index > self.config.index_interval_bytes:
+        if self.bytes_since_last_index > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index = 0

@@ -31,7 +31,11 @@ def test_kafka_python_decodes_our_segment_files(tmp_path) -> None:
     for i in range(60):
         codec = list(CompressionType)[i % 5]
         values = [b"value-%d-%d" % (i, j) for j in range(1 + i % 3)]
-        raw = build_batch([NewRecord(key=b"k%d" % i, value=v) for v in values], compression=codec, timestamp=NOW + i)
+        raw = build_batch(
+            [NewRecord(key=b"k%d" % i, value=v) for v in values],
+            compression=codec,
+            timestamp=NOW + i,
+        )
         first = log.append_as_leader(raw, leader_epoch=2).first_offset
         expected += [(first + j, v) for j, v in enumerate(values)]
     log.close()
@@ -53,7 +57,9 @@ def test_kafka_python_decodes_our_segment_files(tmp_path) -> None:
         index = path.with_suffix(".index").read_bytes()
         entries = [struct.unpack_from(">ii", index, i) for i in range(0, len(index), 8)]
         positions = [p for _relative, p in entries]
-        assert positions == sorted(set(positions)) and all(p < path.stat().st_size for p in positions)
+        assert positions == sorted(set(positions)) and all(
+            p < path.stat().st_size for p in positions
+        )
         timeindex = path.with_suffix(".timeindex").read_bytes()
         assert len(timeindex) % 12 == 0
     assert seen == expected
@@ -74,7 +80,16 @@ def test_segments_written_by_kafka_python_are_loaded_and_served(tmp_path, codec:
         data += batch
         offset += 3
     (directory / "00000000000000000000.log").write_bytes(bytes(data) + b"\x00\x00torn")
-    log = load_partition_log(OsFileSystem(), str(directory), TP, LogConfig(), clock=ManualClock(NOW))
+    log = load_partition_log(
+        OsFileSystem(), str(directory), TP, LogConfig(), clock=ManualClock(NOW)
+    )
     assert log.log_end_offset == 30  # the torn tail was cut by recovery
-    assert [v for _o, v in values_from(log)] == [b"v%d-%d" % (i, j) for i in range(10) for j in range(3)]
-    assert log.append_as_leader(build_batch([NewRecord(value=b"ours")], timestamp=NOW), leader_epoch=0).first_offset == 30
+    assert [v for _o, v in values_from(log)] == [
+        b"v%d-%d" % (i, j) for i in range(10) for j in range(3)
+    ]
+    assert (
+        log.append_as_leader(
+            build_batch([NewRecord(value=b"ours")], timestamp=NOW), leader_epoch=0
+        ).first_offset
+        == 30
+    )

@@ -165,16 +165,21 @@ def test_segments_roll_on_segment_ms(filesystem, clock) -> None:
     assert [s.base_offset for s in log.segments] == [0, 1]
 
 
-def test_index_lookup_is_sparse_and_correct(filesystem, clock) -> None:
+@pytest.mark.parametrize("buffer_type", [bytes, bytearray])
+def test_index_lookup_is_sparse_and_correct(filesystem, clock, buffer_type) -> None:
     log = open_log(filesystem, clock, LogConfig(index_interval_bytes=200))
     for i in range(200):
-        log.append_as_leader(batch(b"%05d" % i), leader_epoch=0)
+        raw = batch(b"%05d" % i, base_timestamp=clock.now_ms() + i)
+        log.append_as_leader(buffer_type(raw), leader_epoch=0)
     segment = log.active_segment
     assert 10 < len(segment.offset_index) < 200
     for offset in range(200):
         position, header = segment.find_batch(offset)
         assert header.base_offset == offset
         assert BatchHeader.parse(segment.log.pread(61, position)).base_offset == offset
+    assert len(segment.time_index) == len(segment.offset_index)  # timestamps grow every batch
+    found = log.offset_for_timestamp(clock.now_ms() + 150)
+    assert found is not None and found.offset == 150
 
 
 def test_roll_trims_index_files(filesystem, clock) -> None:
