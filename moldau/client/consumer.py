@@ -209,7 +209,7 @@ class Consumer:
                     await self.commit()
         if not self.group.needs_rejoin:
             return
-        join_deadline = max(deadline, loop.time() + self.group.rebalance_timeout_ms / 1000)
+        join_deadline = max(deadline, loop.time() + self.config.request_timeout)
         assignment = await self.group.join(self._subscription, deadline=join_deadline)
         self.assign(assignment)
 
