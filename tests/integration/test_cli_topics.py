@@ -1,0 +1,153 @@
+"""`moldau topic ...`, `cluster info`, `config` and the error cases, as a user runs them."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from .support import unique_topic
+from .test_cli_support import moldau
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_topic_lifecycle_in_text_and_json(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-topic")
+    created = moldau("topic", "create", topic, "-p", "3", "-c", "retention.ms=60000", bootstrap=b)
+    assert created.text == f"Created topic {topic}.\n"
+
+    assert topic in moldau("topic", "list", bootstrap=b).text.splitlines()
+    listed = moldau("topic", "list", "--format", "json", bootstrap=b).json()
+    assert {"name": topic, "partitions": 3, "replication_factor": 1, "internal": False} in listed
+
+    text = moldau("topic", "describe", topic, bootstrap=b).text
+    first = text.splitlines()[0]
+    assert first.startswith(f"Topic: {topic}\tTopicId: ")
+    assert "\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000" in first
+    assert f"\tTopic: {topic}\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1\t" in text
+
+    described = moldau("topic", "describe", topic, "--format", "json", bootstrap=b).json()
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    configs = {c["name"]: c for c in described["configs"]}
+    assert (configs["retention.ms"]["value"], configs["retention.ms"]["source"]) == (
+        "60000",
+        "topic",
+    )
+    assert configs["cleanup.policy"]["source"] == "default"
+
+    moldau("topic", "alter-config", topic, "-c", "retention.ms=120000", bootstrap=b)
+    moldau("topic", "alter-config", topic, "-c", "cleanup.policy=compact", bootstrap=b)
+    moldau("topic", "alter-config", topic, "-d", "retention.ms", bootstrap=b)
+    yaml_text = moldau("topic", "describe", topic, "--format", "yaml", bootstrap=b).text
+    assert "  - name: cleanup.policy\n    value: compact\n    source: topic\n" in yaml_text
+    assert '  - name: retention.ms\n    value: "604800000"\n    source: default\n' in yaml_text
+
+    grown = moldau("topic", "add-partitions", topic, "-p", "5", bootstrap=b)
+    assert grown.text == f"Topic {topic} now has 5 partitions.\n"
+    described = moldau("topic", "describe", topic, "--format", "json", bootstrap=b).json()
+    assert described["partition_count"] == 5
+
+    assert moldau("topic", "delete", topic, bootstrap=b).text == f"Deleted topic {topic}.\n"
+    assert topic not in moldau("topic", "list", bootstrap=b).text.splitlines()
+
+
+def test_trim_moves_the_log_start_offset(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-trim")
+    moldau("topic", "create", topic, "-p", "1", bootstrap=b)
+    moldau("produce", topic, bootstrap=b, stdin=b"".join(b"r%d\n" % i for i in range(10)))
+    trimmed = moldau("topic", "trim", topic, "-o", "4", bootstrap=b)
+    assert trimmed.text.splitlines() == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        f"partition: {topic}-0\tlow_watermark: 4",
+    ]
+    values = moldau("consume", topic, "-e", "-f", "%o:%s\\n", bootstrap=b).text.splitlines()
+    assert values == [f"{i}:r{i}" for i in range(4, 10)]
+    described = moldau("topic", "describe", topic, "--format", "json", bootstrap=b).json()
+    assert (
+        described["partitions"][0]["log_start_offset"],
+        described["partitions"][0]["high_watermark"],
+    ) == (4, 10)
+
+
+def test_cluster_info_marks_the_controller(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    info = moldau("cluster", "info", "--format", "json", bootstrap=b).json()
+    assert info["cluster_id"]
+    assert info["brokers"] == [
+        {"node_id": 1, "host": server.host, "port": server.port, "rack": None, "controller": True}
+    ]
+    text = moldau("cluster", "info", bootstrap=b).text
+    assert f"1* {server.host} {server.port}" in text
+
+
+def test_broker_config_set_describe_delete(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+
+    def entry() -> dict[str, object]:
+        data = moldau("config", "describe", "--format", "json", bootstrap=b).json()
+        return {c["name"]: c for c in data["configs"]}["log.retention.ms"]
+
+    moldau("config", "set", "log.retention.ms=3600000", bootstrap=b)
+    assert (entry()["value"], entry()["source"]) == ("3600000", "broker")
+    moldau("config", "delete", "log.retention.ms", bootstrap=b)
+    assert entry()["value"] != "3600000"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _one_line_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one error line, got:\n{stderr}"
+    assert "Traceback" not in stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_unreachable_broker_is_one_line_and_exit_code_3() -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    result = moldau("topic", "list", bootstrap=address, expect=3)
+    line = _one_line_error(result.stderr)
+    assert address in line and "connection refused" in line and "-b HOST:PORT" in line
+
+
+def test_user_mistakes_are_one_line_errors_with_exit_codes(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    missing = unique_topic("cli-missing")
+    line = _one_line_error(moldau("topic", "describe", missing, bootstrap=b, expect=1).stderr)
+    assert f"topic '{missing}' does not exist" in line and "moldau topic list" in line
+
+    line = _one_line_error(moldau("produce", missing, bootstrap=b, stdin=b"x\n", expect=1).stderr)
+    assert "does not exist" in line
+    line = _one_line_error(moldau("consume", missing, "-e", bootstrap=b, expect=1).stderr)
+    assert "does not exist" in line
+
+    topic = unique_topic("cli-bad-config")
+    result = moldau("topic", "create", topic, "-c", "retention.ms=soon", bootstrap=b, expect=1)
+    assert "INVALID_CONFIG" in _one_line_error(result.stderr)
+    result = moldau("topic", "create", topic, "-c", "no.such.config=1", bootstrap=b, expect=1)
+    assert "INVALID_CONFIG" in _one_line_error(result.stderr)
+    assert topic not in moldau("topic", "list", bootstrap=b).text.splitlines()
+
+    moldau("topic", "create", topic, bootstrap=b)
+    line = _one_line_error(moldau("topic", "create", topic, bootstrap=b, expect=1).stderr)
+    assert "already exists" in line
+    assert moldau("topic", "create", topic, "--if-not-exists", bootstrap=b).code == 0
+
+    line = _one_line_error(moldau("topic", "list", "-X", "linger=5", bootstrap=b, expect=2).stderr)
+    assert "did you mean 'linger.ms'" in line
+    line = _one_line_error(
+        moldau("topic", "create", "x", "-c", "oops", bootstrap=b, expect=2).stderr
+    )
+    assert "not key=value" in line
+    line = _one_line_error(moldau("consume", topic, "-o", "soon", bootstrap=b, expect=2).stderr)
+    assert "beginning, end, stored" in line
+    line = _one_line_error(moldau("consume", topic, "-p", "7", "-e", bootstrap=b, expect=1).stderr)
+    assert "has no partition 7" in line
