@@ -1,0 +1,122 @@
+"""`moldau produce` / `moldau consume` against a real server, and interoperation with kcat.
+
+Records written by the CLI are read back with kcat byte for byte (keys, values, headers), and
+records written by kcat are read with the CLI. Keyed records land on the partition Kafka's murmur2
+partitioner picks, whichever of the two tools wrote them.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from moldau.client.partitioner import partition_for_key
+
+from .support import now_ms, unique_topic
+from .test_cli_support import moldau, run_tool
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_cli_produces_and_kcat_consumes_the_same_bytes(server, kcat: str) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-to-kcat")
+    moldau("topic", "create", topic, "-p", "3", bootstrap=b)
+    lines = [b"user-%d:payload %d \xc3\xa9" % (i, i) for i in range(40)]
+    result = moldau(
+        "produce", topic, "-K", ":", "-H", "source=cli", "-H", "n=1",
+        "-z", "gzip", "--format", "json",
+        bootstrap=b, stdin=b"\n".join(lines) + b"\n",
+    )  # fmt: skip
+    summary = result.json()
+    assert summary["records"] == 40
+    assert sum(p["records"] for p in summary["partitions"]) == 40
+
+    output = run_tool(
+        [kcat, "-b", b, "-C", "-t", topic, "-e", "-q", "-f", "%p|%k|%s|%h\\n"]
+    ).splitlines()
+    seen = sorted(output)
+    expected = sorted(
+        b"%d|%s|%s|source=cli,n=1"
+        % (partition_for_key(line.split(b":")[0], 3), *line.split(b":", 1))
+        for line in lines
+    )
+    assert seen == expected
+
+
+def test_kcat_produces_and_cli_consumes_with_formats_and_offsets(server, kcat: str) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("kcat-to-cli")
+    moldau("topic", "create", topic, "-p", "1", bootstrap=b)
+    before = now_ms()
+    records = b"".join(b"k%d=v%d\n" % (i, i) for i in range(20))
+    run_tool([kcat, "-b", b, "-P", "-t", topic, "-K", "=", "-H", "via=kcat"], stdin=records)
+
+    consumed = moldau("consume", topic, "-e", bootstrap=b).json_lines()
+    assert [(m["offset"], m["key"], m["value"]) for m in consumed] == [
+        (i, f"k{i}", f"v{i}") for i in range(20)
+    ]
+    assert all(m["topic"] == topic and m["partition"] == 0 for m in consumed)
+    assert all(m["headers"] == [["via", "kcat"]] for m in consumed)
+    assert all(m["timestamp"] >= before - 1000 for m in consumed)
+
+    tail = moldau("consume", topic, "-o", "-3", "-e", "-f", "%o %k=%s %K %S\\n", bootstrap=b)
+    assert tail.text.splitlines() == ["17 k17=v17 3 3", "18 k18=v18 3 3", "19 k19=v19 3 3"]
+
+    counted = moldau("consume", topic, "-o", "5", "-n", "2", "--format", "text", bootstrap=b)
+    assert counted.text.splitlines() == ["v5", "v6"]
+
+    at_time = moldau("consume", topic, "-o", f"@{consumed[12]['timestamp']}", "-e", bootstrap=b)
+    assert at_time.json_lines()[0]["offset"] <= 12
+    assert at_time.json_lines()[-1]["offset"] == 19
+    after_all = moldau("consume", topic, "-o", f"@{now_ms() + 60_000}", "-e", bootstrap=b)
+    assert after_all.stdout == b""
+
+
+def test_keyed_records_from_kcat_land_where_the_cli_partitioner_says(server, kcat: str) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("murmur2")
+    moldau("topic", "create", topic, "-p", "7", bootstrap=b)
+    keys = [f"key-{i}" for i in range(60)]
+    run_tool(
+        [kcat, "-b", b, "-P", "-t", topic, "-K", ":", "-X", "partitioner=murmur2_random"],
+        stdin="".join(f"{k}:v\n" for k in keys).encode(),
+    )
+    consumed = moldau("consume", topic, "-e", "-f", "%p %k\\n", bootstrap=b).text.splitlines()
+    placed = {line.split()[1]: int(line.split()[0]) for line in consumed}
+    assert placed == {k: partition_for_key(k.encode(), 7) for k in keys}
+
+
+def test_explicit_partition_files_and_null_keys(server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-files")
+    moldau("topic", "create", topic, "-p", "2", bootstrap=b)
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)))
+    moldau("produce", topic, str(blob), "-l", "-p", "1", bootstrap=b)
+    moldau("produce", topic, "-p", "1", "-D", ";", bootstrap=b, stdin=b"a;b;c")
+    consumed = moldau("consume", topic, "-p", "1", "-e", bootstrap=b).json_lines()
+    assert consumed[0]["value"] == {"base64": base64.b64encode(bytes(range(256))).decode()}
+    assert [m["value"] for m in consumed[1:]] == ["a", "b", "c"]
+    assert all(m["key"] is None and m["partition"] == 1 for m in consumed)
+    assert moldau("consume", topic, "-p", "0", "-e", bootstrap=b).stdout == b""
+
+
+def test_perf_produce_and_consume_print_kafkas_summary(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-perf")
+    moldau("topic", "create", topic, "-p", "2", bootstrap=b)
+    produced = moldau("perf", "produce", topic, "-n", "2000", "-s", "64", bootstrap=b)
+    assert re.fullmatch(
+        r"2000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+        r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th.\n",
+        produced.text,
+    ), produced.text
+    consumed = moldau("perf", "consume", topic, "-n", "2000", "--format", "json", bootstrap=b)
+    stats = consumed.json()
+    assert stats["data.consumed.in.nMsg"] == 2000
+    assert stats["data.consumed.in.MB"] == round(2000 * 64 / 1024 / 1024, 4)
+    header = moldau("perf", "consume", topic, "-n", "2000", bootstrap=b).text.splitlines()[0]
+    assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec")
