@@ -15,10 +15,16 @@ from moldau.client.admin import (
     SyncAdminClient,
 )
 from moldau.client.config import ClientConfig
-from moldau.client.consumer import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer
+from moldau.client.consumer import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_STORED,
+    Consumer,
+    SyncConsumer,
+)
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException
 from moldau.client.message import Message
-from moldau.client.producer import Producer, RecordMetadata
+from moldau.client.producer import Producer, RecordMetadata, SyncProducer
 from moldau.types import TopicPartition
 
 __all__ = [
@@ -41,5 +47,7 @@ __all__ = [
     "RecordMetadata",
     "ResourceType",
     "SyncAdminClient",
+    "SyncConsumer",
+    "SyncProducer",
     "TopicPartition",
 ]

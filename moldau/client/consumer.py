@@ -23,9 +23,10 @@ from moldau.client.fetcher import FETCH, build_fetch_request, records_from_fetch
 from moldau.client.group import GroupMembership, fetch_committed_offsets
 from moldau.client.message import Message
 from moldau.client.offsets import EARLIEST, LATEST, ListOffsetsResult, list_offsets
+from moldau.client.sync import SyncFacade
 from moldau.types import TopicPartition
 
-__all__ = ["OFFSET_BEGINNING", "OFFSET_END", "OFFSET_STORED", "Consumer"]
+__all__ = ["OFFSET_BEGINNING", "OFFSET_END", "OFFSET_STORED", "Consumer", "SyncConsumer"]
 
 OFFSET_BEGINNING: Final = -2
 OFFSET_END: Final = -1
@@ -341,3 +342,10 @@ class Consumer:
                 await self.group.leave()
         finally:
             await self.cluster.close()
+
+
+class SyncConsumer(SyncFacade[Consumer]):
+    """`Consumer` for synchronous code: `poll()`, `consume()`, `commit()` block."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
+        super().__init__(lambda: Consumer(config))

@@ -24,11 +24,12 @@ from moldau.client.config import ClientConfig
 from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.partitioner import partition_for_key
+from moldau.client.sync import SyncFacade
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.records import NewRecord, build_batch
 from moldau.types import TopicPartition
 
-__all__ = ["Producer", "RecordMetadata"]
+__all__ = ["Producer", "RecordMetadata", "SyncProducer"]
 
 PRODUCE: Final = 0
 _RECORD_OVERHEAD: Final = 24
@@ -393,3 +394,14 @@ class Producer:
         self._pending -= 1
         if self._pending == 0:
             self._idle.set()
+
+
+class SyncProducer(SyncFacade[Producer]):
+    """`Producer` for synchronous code: `produce()` queues, `flush()` blocks until acknowledged.
+    The futures `produce()` returns belong to the producer's loop; use `on_delivery` instead."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
+        super().__init__(lambda: Producer(config))
+
+    def __len__(self) -> int:
+        return len(self.target)

@@ -1,7 +1,8 @@
 """Blocking facades over the async client objects, for synchronous callers (Spark, scripts).
 
 A `SyncFacade` owns one event loop running in a daemon thread; the wrapped object lives on that
-loop, and each of its coroutine methods becomes a blocking call. Plain attributes pass through.
+loop, and each of its methods (coroutine or plain) runs there as a blocking call. Delivery
+callbacks of a wrapped producer run on the loop thread.
 """
 
 from __future__ import annotations
@@ -58,13 +59,22 @@ class SyncFacade(Generic[T]):
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._target, name)
-        if not inspect.iscoroutinefunction(attribute):
-            return attribute
+        if inspect.iscoroutinefunction(attribute):
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._loop_thread.run(attribute(*args, **kwargs))
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return self._loop_thread.run(attribute(*args, **kwargs))
 
-        return call
+            return call
+        if callable(attribute):
+            # Plain methods touch state owned by the loop: run them there too.
+            def call_on_loop(*args: Any, **kwargs: Any) -> Any:
+                async def invoke() -> Any:
+                    return attribute(*args, **kwargs)
+
+                return self._loop_thread.run(invoke())
+
+            return call_on_loop
+        return attribute
 
     def close(self) -> None:
         closer = getattr(self._target, "close", None)
