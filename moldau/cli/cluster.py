@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -40,7 +40,7 @@ def info(
             cluster = await admin.describe_cluster()
             metadata = await admin.list_topics()
         topics = sorted(metadata.topics.values(), key=lambda t: t.name)
-        data = {
+        data: dict[str, Any] = {
             "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id,
             "brokers": [
@@ -120,7 +120,7 @@ def describe(
             entries = await admin.describe_configs(
                 ConfigResource(ResourceType.BROKER, str(node_id))
             )
-        data = {
+        data: dict[str, Any] = {
             "broker": node_id,
             "configs": [
                 {

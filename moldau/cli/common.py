@@ -145,12 +145,12 @@ def explain(exc: KafkaException, servers: str | None = None) -> tuple[str, ExitC
     if exc.code in _UNREACHABLE:
         hint = f"Is the server running? Set the address with -b HOST:PORT or {BROKERS_ENV}."
         return f"{exc.message or exc.name}. {hint}", ExitCode.UNREACHABLE
-    message = str(exc)
+    message: str = str(exc)
     verb = _SUBJECT_VERBS.get(exc.code)
     if verb and exc.message and _SUBJECT.fullmatch(exc.message):
         message = f"{exc.message} {verb} ({exc.name})"
-    hint = _HINTS.get(exc.code)
-    return (f"{message}; {hint}" if hint else message), ExitCode.KAFKA_ERROR
+    fix = _HINTS.get(exc.code)
+    return (f"{message}; {fix}" if fix else message), ExitCode.KAFKA_ERROR
 
 
 def run(coroutine: Coroutine[Any, Any, T], *, servers: str | None = None) -> T:

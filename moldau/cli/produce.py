@@ -110,11 +110,10 @@ def produce_command(
                     else:
                         yield from split_records(stream, record_delimiter)
         else:
-            stream = sys.stdin.buffer
             if file_per_record:
-                yield stream.read()
+                yield sys.stdin.buffer.read()
             else:
-                yield from split_records(stream, record_delimiter)
+                yield from split_records(sys.stdin.buffer, record_delimiter)
 
     async def body() -> None:
         summary: dict[int, list[int]] = {}

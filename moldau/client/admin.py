@@ -13,6 +13,7 @@ import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -378,7 +379,7 @@ class AdminClient:
         await self.cluster.refresh_metadata([])
         listings: dict[str, GroupListing] = {}
         for node_id in self.cluster.metadata.brokers:
-            response = await self.cluster.retrying(lambda n=node_id: self._list_groups_on(n))
+            response = await self.cluster.retrying(partial(self._list_groups_on, node_id))
             for group in response.groups:
                 listings[group.group_id] = GroupListing(
                     group_id=group.group_id,
@@ -470,7 +471,7 @@ def _enum(cls: type[Any], value: Any) -> Any:
 def _config_source(entry: Any) -> ConfigSource:
     source = getattr(entry, "config_source", None)
     if source is not None:
-        return _enum(ConfigSource, source)
+        return ConfigSource(_enum(ConfigSource, source))
     return (
         ConfigSource.DEFAULT_CONFIG if getattr(entry, "is_default", False) else ConfigSource.UNKNOWN
     )

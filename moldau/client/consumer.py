@@ -190,7 +190,7 @@ class Consumer:
                 return []
 
     def _take(self, count: int) -> list[Message]:
-        taken = []
+        taken: list[Message] = []
         while self._buffer and len(taken) < count:
             message = self._buffer.popleft()
             taken.append(message)

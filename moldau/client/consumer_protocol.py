@@ -73,6 +73,7 @@ def encode_subscription(topics: Sequence[str], user_data: bytes | None = None) -
 def decode_subscription(data: bytes) -> Subscription:
     (version,) = _VERSION.unpack_from(data, 0)
     cls = _SUBSCRIPTIONS[min(max(version, 0), len(_SUBSCRIPTIONS) - 1)]
+    value: Any
     value, _ = entity_reader(cls)(data, _VERSION.size)
     return Subscription(tuple(value.topics), value.user_data)
 
@@ -99,6 +100,7 @@ def decode_assignment(data: bytes | None) -> list[TopicPartition]:
         return []
     (version,) = _VERSION.unpack_from(data, 0)
     cls = AssignmentV0 if version == 0 else AssignmentV3
+    value: Any
     value, _ = entity_reader(cls)(data, _VERSION.size)
     return [
         TopicPartition(t.topic, int(p)) for t in value.assigned_partitions for p in t.partitions

@@ -276,7 +276,8 @@ class Producer:
                 full or self._flushing or self._closed or now - queue.first_queued >= self.linger
             ):
                 continue
-            batch, size = [], 0
+            batch: list[_PendingRecord] = []
+            size = 0
             while queue.records and len(batch) < self.batch_records:
                 if batch and size + queue.records[0].size > self.batch_bytes:
                     break
@@ -347,8 +348,8 @@ class Producer:
                 append_time = epoch_millis(getattr(result, "log_append_time", None))
                 for offset_delta, pending in enumerate(records):
                     self._complete(pending, None, base_offset + offset_delta, append_time)
-        for tp, records, exc in retry:
-            self._retry_or_fail(tp, records, exc)
+        for tp, records, failed in retry:
+            self._retry_or_fail(tp, records, failed)
         for tp, _records in batches:
             self._queues[tp].in_flight = False
         if retry:
