@@ -57,6 +57,7 @@ __all__ = [
     "decode_records",
     "iter_batches",
     "parse_control_record",
+    "rebuild_batch",
     "validate_batches",
 ]
 
@@ -419,6 +420,40 @@ def build_batch(
     )
     struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
+
+
+def rebuild_batch(
+    header: BatchHeader,
+    records: Sequence[Record],
+    *,
+    compression: CompressionType | int | None = None,
+) -> bytes:
+    """`records` (decoded from the batch of `header`) as a new batch with the same base and last
+    offset, producer fields, epoch and timestamp type; the codec is kept unless given. Used by
+    compaction (fewer records) and topic-level recompression."""
+    return build_batch(
+        [
+            NewRecord(
+                key=r.key,
+                value=r.value,
+                headers=r.headers,
+                timestamp=r.timestamp,
+                offset_delta=r.offset - header.base_offset,
+            )
+            for r in records
+        ],
+        base_offset=header.base_offset,
+        compression=header.compression if compression is None else compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        control=header.is_control,
+        partition_leader_epoch=header.partition_leader_epoch,
+        timestamp_type=header.timestamp_type,
+        timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+    )
 
 
 def build_control_batch(

@@ -19,7 +19,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from moldau.clock import SYSTEM_CLOCK, Clock
-from moldau.protocol.records import BatchHeader, NewRecord, RecordBatch, TimestampType, build_batch
+from moldau.protocol.records import BatchHeader, RecordBatch, rebuild_batch
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
@@ -178,28 +178,7 @@ def _rewrite_segment(
             if len(kept) == len(records):
                 data = batch.data
             else:
-                data = build_batch(
-                    [
-                        NewRecord(
-                            key=r.key,
-                            value=r.value,
-                            headers=r.headers,
-                            timestamp=r.timestamp,
-                            offset_delta=r.offset - header.base_offset,
-                        )
-                        for r in kept
-                    ],
-                    base_offset=header.base_offset,
-                    compression=header.compression,
-                    producer_id=header.producer_id,
-                    producer_epoch=header.producer_epoch,
-                    base_sequence=header.base_sequence,
-                    transactional=header.is_transactional,
-                    partition_leader_epoch=header.partition_leader_epoch,
-                    timestamp_type=TimestampType(header.timestamp_type),
-                    timestamp=header.max_timestamp,
-                    last_offset_delta=header.last_offset_delta,
-                )
+                data = rebuild_batch(header, kept)
         written = BatchHeader.parse(data)
         placement = (0, written.last_offset, written.max_timestamp, written.size)
         cleaned.append([data], [placement], size=len(data), now_ms=now)

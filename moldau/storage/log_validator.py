@@ -13,9 +13,8 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import (
     CONTROL_BIT,
     BatchHeader,
-    NewRecord,
     RecordBatch,
-    build_batch,
+    rebuild_batch,
     validate_batches,
 )
 from moldau.storage.config import LogConfig
@@ -74,30 +73,7 @@ def validate_for_leader(
             parts.append(data)
             continue
         rewritten = True
-        parts.append(
-            build_batch(
-                [
-                    NewRecord(
-                        key=r.key,
-                        value=r.value,
-                        headers=r.headers,
-                        timestamp=r.timestamp,
-                        offset_delta=r.offset - header.base_offset,
-                    )
-                    for r in records
-                ],
-                base_offset=header.base_offset,
-                compression=target,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                transactional=header.is_transactional,
-                partition_leader_epoch=header.partition_leader_epoch,
-                timestamp_type=header.timestamp_type,
-                timestamp=header.max_timestamp,
-                last_offset_delta=header.last_offset_delta,
-            )
-        )
+        parts.append(rebuild_batch(header, records, compression=target))
     if not rewritten:
         return view, batches
     view = memoryview(b"".join(parts))

@@ -446,21 +446,20 @@ class PartitionLog(LogMaintenance):
             index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
             offset = fetch_offset
             while index < len(self.segments) and offset < upper:
-                segment = self.segments[index]
-                region, next_offset = segment.read(
+                region, next_offset, go_on = self.segments[index].read(
                     offset,
                     max_offset=upper,
                     max_bytes=remaining,
                     min_one_message=min_one_message and not regions,
                 )
-                if region is None and next_offset < 0:
-                    break
                 if region is not None:
                     regions.append(region)
                     remaining -= region.length
-                    if next_offset < 0 or remaining <= 0:
-                        break
-                offset = max(offset, next_offset)
+                    offset = next_offset
+                elif go_on:
+                    offset = max(offset, next_offset)
+                if not go_on or remaining <= 0:
+                    break
                 index += 1
             return ReadResult(
                 regions=tuple(regions),
@@ -468,6 +467,7 @@ class PartitionLog(LogMaintenance):
                 log_end_offset=end,
                 high_watermark=self.high_watermark,
                 last_stable_offset=self.last_stable_offset,
+                next_offset=offset if regions else fetch_offset,
             )
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:

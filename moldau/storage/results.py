@@ -38,6 +38,7 @@ class ReadResult:
     log_end_offset: int
     high_watermark: int
     last_stable_offset: int
+    next_offset: int  # after the last batch returned (the fetch offset if none)
 
     @property
     def size(self) -> int:

@@ -327,19 +327,20 @@ class LogSegment:
 
     def read(
         self, fetch_offset: int, *, max_offset: int, max_bytes: int, min_one_message: bool
-    ) -> tuple[FileRegion | None, int]:
+    ) -> tuple[FileRegion | None, int, bool]:
         """Whole batches from the one holding `fetch_offset`, ending before `max_offset` and within
         `max_bytes` (but at least one batch if `min_one_message`).
 
-        Returns (region, continue_at): `continue_at` is where a read may go on in the next segment
-        when this one was read to its end (or holds nothing at `fetch_offset`), else -1.
+        Returns (region, next offset, go on): the offset after the region's last batch, and
+        whether a read may continue in the next segment (this one was read to its end or holds
+        nothing at `fetch_offset`).
         """
         found = self.find_batch(fetch_offset)
         if found is None:
-            return None, self.next_offset
+            return None, max(fetch_offset, self.next_offset), True
         start, first = found
         if first.base_offset + first.last_offset_delta >= max_offset:
-            return None, -1
+            return None, fetch_offset, False
         end = self.size if max_offset >= self.next_offset else self.position_of(max_offset)
         first_size = first.batch_length + LOG_OVERHEAD
         if end - start > max_bytes:
@@ -348,10 +349,12 @@ class LogSegment:
             else:
                 end = self.boundary_at_or_below(start + max_bytes, start)
         if end <= start:
-            return None, -1
-        return FileRegion(
-            self.log, start, end - start
-        ), self.next_offset if end == self.size else -1
+            return None, fetch_offset, False
+        if end == self.size:
+            return FileRegion(self.log, start, end - start), self.next_offset, True
+        following = self.header_at(end)
+        next_offset = self.next_offset if following is None else following.base_offset
+        return FileRegion(self.log, start, end - start), next_offset, False
 
     def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, RecordBatch] | None:
         """The first batch (position-ordered) whose max timestamp is >= `timestamp`."""

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from moldau.clock import ManualClock
 from moldau.protocol.records import ControlRecordType, NewRecord, build_batch, build_control_batch
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
-from moldau.storage.memory_filesystem import MemoryFileSystem
 from moldau.storage.results import AppendOrigin
 
 from .helpers import DIRECTORY, open_log
@@ -20,16 +17,6 @@ COMPACT = LogConfig(
     delete_retention_ms=10_000,
     file_delete_delay_ms=0,
 )
-
-
-@pytest.fixture
-def filesystem() -> MemoryFileSystem:
-    return MemoryFileSystem()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
 
 
 def keyed(key: bytes, value: bytes | None, clock: ManualClock, **kwargs) -> bytes:

@@ -13,16 +13,6 @@ from moldau.storage.memory_filesystem import MemoryFileSystem
 from .helpers import DIRECTORY, batch, open_log, values_from
 
 
-@pytest.fixture
-def filesystem() -> MemoryFileSystem:
-    return MemoryFileSystem()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
-
-
 def fill(log, count: int, clock: ManualClock, *, step_ms: int = 0) -> None:
     for i in range(count):
         log.append_as_leader(batch(b"v%03d" % i, base_timestamp=clock.now_ms()), leader_epoch=0)

@@ -7,23 +7,11 @@ import threading
 
 import pytest
 
-from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import BatchHeader, TimestampType, decode_records, iter_batches
 from moldau.storage.config import LogConfig
-from moldau.storage.memory_filesystem import MemoryFileSystem
 
 from .helpers import DIRECTORY, batch, open_log, values_from
-
-
-@pytest.fixture
-def filesystem() -> MemoryFileSystem:
-    return MemoryFileSystem()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
 
 
 def test_append_assigns_offsets_and_rewrites_base_offset_and_epoch(filesystem, clock) -> None:
@@ -297,3 +285,20 @@ def test_writable_and_read_only_buffers_store_the_same_bytes(filesystem, clock) 
     assert bytes(first.data)[8:] == bytes(second.data)[8:]
     assert (first.header.base_offset, second.header.base_offset) == (0, 1)
     assert BatchHeader.parse(handed_over).base_offset == 1  # rewritten in place
+
+
+def test_read_reports_the_offset_after_its_last_batch(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, LogConfig(segment_bytes=400))
+    for i in range(20):
+        log.append_as_leader(batch(b"v%02d" % i, b"w%02d" % i), leader_epoch=0)
+    assert len(log.segments) > 2
+    whole = log.read(0, max_bytes=1 << 20, max_offset=40)
+    assert whole.next_offset == 40
+    assert len(whole.regions) == len(log.segments)  # regions span segments
+    bounded = log.read(3, max_bytes=1 << 20, max_offset=10)
+    assert bounded.next_offset == 10
+    assert [b.header.base_offset for b in iter_batches(bounded.read_bytes())] == [2, 4, 6, 8]
+    small = log.read(0, max_bytes=150, max_offset=40)
+    last = list(iter_batches(small.read_bytes()))[-1]
+    assert small.next_offset == last.header.next_offset
+    assert log.read(40, max_bytes=100, max_offset=40).next_offset == 40

@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import ControlRecordType, build_control_batch
 from moldau.storage.config import LogConfig
-from moldau.storage.memory_filesystem import MemoryFileSystem
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.results import AppendOrigin
 from moldau.storage.transaction_index import AbortedTransaction
 
 from .helpers import batch, open_log, values_from
-
-
-@pytest.fixture
-def filesystem() -> MemoryFileSystem:
-    return MemoryFileSystem()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
 
 
 def idempotent(sequence: int, *values: bytes, producer_id: int = 42, epoch: int = 0, **kwargs):

@@ -6,21 +6,9 @@ import random
 
 import pytest
 
-from moldau.clock import ManualClock
 from moldau.storage.config import LogConfig
-from moldau.storage.memory_filesystem import MemoryFileSystem
 
 from .helpers import DIRECTORY, batch, open_log, values_from
-
-
-@pytest.fixture
-def filesystem() -> MemoryFileSystem:
-    return MemoryFileSystem()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.mark.parametrize("seed", range(20))
