@@ -37,6 +37,7 @@ class LogMaintenance:
     producer_state: ProducerStateManager
     leader_epoch_cache: LeaderEpochCache
     _lock: threading.RLock
+    _latest_epoch: int
     _pending_deletes: list[tuple[int, LogSegment]]
     _pending_snapshots: list[tuple[int, bytes]]
 
@@ -177,8 +178,7 @@ class LogMaintenance:
         now = self.clock.now_ms()
         doomed = list(self.segments)
         self._remove_segments(doomed, now)
-        for segment in doomed:
-            segment.close()
+        for segment in doomed:  # closed after the delete delay, as in retention
             segment.rename_suffix(DELETED_SUFFIX)
         from moldau.storage.log_loader import snapshot_offsets
 
@@ -203,6 +203,7 @@ class LogMaintenance:
         self.high_watermark = min(self.high_watermark, end)
         self.log_start_offset = min(self.log_start_offset, end)
         self.leader_epoch_cache.truncate_from_end(end)
+        self._latest_epoch = self.leader_epoch_cache.latest_epoch
         self._pending_snapshots = [(o, d) for o, d in self._pending_snapshots if o <= end]
         rebuild_producer_state(
             self.filesystem, self.directory, self.segments, self.producer_state, upto=end

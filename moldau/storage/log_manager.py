@@ -72,6 +72,7 @@ class LogManager:
         self._pending_directory_deletes: list[tuple[int, PartitionLog, str]] = []
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
+        self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
         self.cleaner = LogCleaner(self, clock=clock)
         self.started = False
 
@@ -251,8 +252,7 @@ class LogManager:
             ]
         for _due, log, path in due:
             self._remove_deleted_log(log, path)
-        if deleted:
-            self.checkpoint_log_start_offsets()
+        self.checkpoint_all()
         return deleted
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
@@ -267,8 +267,7 @@ class LogManager:
             ):
                 log.flush()
                 flushed += 1
-        if flushed:
-            self.checkpoint_recovery_points()
+        self.checkpoint_all()
         return flushed
 
     def start_cleaner(self) -> None:
@@ -294,7 +293,10 @@ class LogManager:
                     if self._log_dir_of.get(tp) == log_dir
                     and (log.config.compact or not compacted_only)
                 }
-                write_offset_checkpoint(self.filesystem, posixpath.join(log_dir, name), offsets)
+                path = posixpath.join(log_dir, name)
+                if self._checkpointed.get(path) != offsets:  # unchanged files are not rewritten
+                    write_offset_checkpoint(self.filesystem, path, offsets)
+                    self._checkpointed[path] = offsets
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point")
@@ -309,6 +311,9 @@ class LogManager:
         self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, "first_dirty_offset", compacted_only=True)
 
     def checkpoint_all(self) -> None:
+        """Write every checkpoint file whose content changed (Kafka writes recovery points every
+        `log.flush.offset.checkpoint.interval.ms` and high watermarks every
+        `replica.high.watermark.checkpoint.interval.ms`; callers choose the cadence)."""
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

@@ -144,3 +144,16 @@ def test_follower_append_keeps_offsets_and_epochs(filesystem, clock) -> None:
     assert (result.first_offset, result.last_offset) == (0, 4)
     assert follower.read(0, max_bytes=1 << 20, max_offset=5).read_bytes() == data
     assert follower.leader_epoch_cache.entries == [(7, 0)]
+
+
+def test_epochs_are_recorded_again_after_truncation(filesystem, clock) -> None:
+    log = open_log(filesystem, clock)
+    log.append_as_leader(batch(b"a"), leader_epoch=1)
+    log.append_as_leader(batch(b"b"), leader_epoch=5)
+    log.truncate_to(1)
+    assert log.leader_epoch_cache.entries == [(1, 0)]
+    log.append_as_leader(batch(b"c"), leader_epoch=3)
+    assert log.leader_epoch_cache.entries == [(1, 0), (3, 1)]
+    log.truncate_fully_and_start_at(10)
+    log.append_as_leader(batch(b"d"), leader_epoch=2)
+    assert log.leader_epoch_cache.entries == [(2, 10)]
