@@ -245,7 +245,12 @@ def emit(data: Any, output: OutputFormat, text: Any = None) -> None:
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded like Kafka's tools print them (space separated, left aligned)."""
+    """Columns padded like Kafka's tools print them (space separated, left aligned); on a
+    terminal, a rich table with the same columns."""
+    if stdout.is_terminal:
+        with stdout.capture() as capture:
+            stdout.print(rich_table(headers, rows))
+        return capture.get().rstrip("\n")
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join(
