@@ -76,13 +76,9 @@ class GroupMembership:
     async def _coordinator_request(
         self, api_key: int, data: Mapping[str, Any], **kwargs: Any
     ) -> Any:
-        connection = await self.cluster.coordinator(self.group_id)
-        try:
-            return await connection.request(api_key, data, **kwargs)
-        except KafkaException as exc:
-            if exc.code in _COORDINATOR_ERRORS:
-                self.cluster.forget_coordinator(self.group_id)
-            raise
+        return await self.cluster.coordinator_request(
+            self.group_id, api_key, data, errors=lambda r: [r.error_code], **kwargs
+        )
 
     async def join(self, topics: Sequence[str], *, deadline: float) -> list[TopicPartition]:
         """(Re)join the group until an assignment arrives or `deadline` (loop time) passes."""
