@@ -1,12 +1,14 @@
 """Child process of the crash test: append deterministic batches and report flushed offsets.
 
-Run as `python crash_child.py <log_dir> <batches>`; appends up to <batches> batches (then idles
-until killed) and prints `flushed <offset>` whenever a flush returned a higher offset.
+`run` is called in a forked child (or `python crash_child.py <log_dir> <batches>`): it appends up
+to <batches> batches, then idles until killed, and reports `flushed <offset>` whenever a flush
+returned a higher offset.
 Batch number n (n = 0, 1, ...) is `expected_batch(n)`; offsets follow from the record counts.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import threading
@@ -47,35 +49,38 @@ def batch_number_at(offset: int) -> int:
     return n
 
 
-def main() -> None:
-    manager = LogManager([sys.argv[1]], default_config=CONFIG)
+def run(log_dir: str, batches: int, out_fd: int) -> None:
+    """Append up to `batches` batches, then idle; write `flushed <offset>` lines to `out_fd`."""
+    manager = LogManager([log_dir], default_config=CONFIG)
     manager.startup()
     log = manager.get_or_create_log(TP, CONFIG)
     n = batch_number_at(log.log_end_offset)
     stop = threading.Event()
     output = threading.Lock()
 
+    def report(line: str) -> None:
+        with output:  # one whole line at a time
+            os.write(out_fd, line.encode() + b"\n")
+
     def flusher() -> None:
         reported = -1
         while not stop.is_set():
             offset = log.flush()
             if offset > reported:
-                with output:  # one whole line at a time
-                    sys.stdout.write(f"flushed {offset}\n")
-                    sys.stdout.flush()
+                report(f"flushed {offset}")
                 reported = offset
             else:
                 stop.wait(0.001)  # pacing only: nothing new to flush yet
 
-    print("started", flush=True)
+    report("started")
     threads = [threading.Thread(target=flusher, daemon=True) for _ in range(2)]
     for thread in threads:
         thread.start()
-    for _ in range(int(sys.argv[2])):
+    for _ in range(batches):
         log.append_as_leader(expected_batch(n), leader_epoch=1)
         n += 1
     stop.wait()
 
 
 if __name__ == "__main__":
-    main()
+    run(sys.argv[1], int(sys.argv[2]), sys.stdout.fileno())
