@@ -9,7 +9,12 @@ xerial's stream framing; we read both framed and plain snappy and write the fram
       compat:  int32    (1)
       then blocks: length int32, raw snappy block of that length
 
-lz4 uses the lz4 frame format (Kafka's `KafkaLZ4BlockOutputStream` with a correct header checksum).
+lz4 uses the lz4 frame format. We write frames as Kafka's `KafkaLZ4BlockOutputStream` does, which
+Java consumers need: independent 64 KB blocks, no block or content checksums:
+
+    magic 0x184D2204 (LE), FLG 0x60 (version 1, independent blocks), BD 0x40 (64 KB blocks),
+    HC = (xxHash32(FLG BD) >> 8) & 0xFF, then blocks: size uint32 LE (high bit: stored raw),
+    data; end mark uint32 0
 Every decompression takes `max_size`: output beyond it is refused with CORRUPT_MESSAGE before it is
 allocated, so a small batch cannot expand into gigabytes (a decompression bomb).
 """
@@ -61,7 +66,7 @@ def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview)
     if codec is CompressionType.SNAPPY:
         return _xerial_compress(bytes(data))
     if codec is CompressionType.LZ4:
-        return bytes(cramjam.lz4.compress(bytes(data)))
+        return _lz4_frame(bytes(data))
     return bytes(cramjam.zstd.compress(bytes(data)))
 
 
@@ -142,6 +147,53 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
         parts.append(part)
         position += length
     return b"".join(parts)
+
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_BLOCK_SIZE = 64 * 1024
+_UINT32_LE = struct.Struct("<I")
+
+
+def _lz4_frame(data: bytes) -> bytes:
+    descriptor = b"\x60\x40"
+    parts = [_LZ4_MAGIC, descriptor, bytes([(_xxhash32(descriptor) >> 8) & 0xFF])]
+    for start in range(0, len(data), _LZ4_BLOCK_SIZE):
+        chunk = data[start : start + _LZ4_BLOCK_SIZE]
+        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        if len(block) >= len(chunk):
+            parts += [_UINT32_LE.pack(len(chunk) | 0x80000000), chunk]
+        else:
+            parts += [_UINT32_LE.pack(len(block)), block]
+    parts.append(_UINT32_LE.pack(0))
+    return b"".join(parts)
+
+
+_PRIME32 = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1)
+
+
+def _xxhash32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of a short input (under 16 bytes: the frame descriptor's header checksum)."""
+    if len(data) >= 16:
+        raise ValueError("only short inputs are supported")
+    mask = 0xFFFFFFFF
+
+    def rotate(value: int, bits: int) -> int:
+        return ((value << bits) | (value >> (32 - bits))) & mask
+
+    value = (seed + _PRIME32[4] + len(data)) & mask
+    position = 0
+    while position + 4 <= len(data):
+        (word,) = _UINT32_LE.unpack_from(data, position)
+        value = (rotate((value + word * _PRIME32[2]) & mask, 17) * _PRIME32[3]) & mask
+        position += 4
+    for byte in data[position:]:
+        value = (rotate((value + byte * _PRIME32[4]) & mask, 11) * _PRIME32[0]) & mask
+    value ^= value >> 15
+    value = (value * _PRIME32[1]) & mask
+    value ^= value >> 13
+    value = (value * _PRIME32[2]) & mask
+    value ^= value >> 16
+    return value
 
 
 def _xerial_compress(data: bytes) -> bytes:

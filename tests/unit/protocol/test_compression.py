@@ -66,3 +66,15 @@ def test_codec_from_config_name() -> None:
     assert CompressionType.from_name("zstd") is CompressionType.ZSTD
     with pytest.raises(ValueError):
         CompressionType.from_name("brotli")
+
+
+def test_lz4_frames_are_written_like_kafkas_java_client() -> None:
+    lz4_frame = pytest.importorskip("lz4.frame")
+    data = DATA * 10  # several 64 KB blocks
+    packed = compress(CompressionType.LZ4, data)
+    info = lz4_frame.get_frame_info(packed)  # also checks the header checksum
+    assert not info["block_linked"] and not info["content_checksum"] and not info["block_checksum"]
+    assert info["block_size"] == 64 * 1024
+    assert lz4_frame.decompress(packed) == data
+    incompressible = bytes(range(256)) * 3
+    assert lz4_frame.decompress(compress(CompressionType.LZ4, incompressible)) == incompressible
