@@ -251,6 +251,8 @@ class PartitionLog(LogMaintenance):
                 duplicate = self._check_producers(batches)
                 if duplicate is not None:
                     return duplicate
+            if origin is AppendOrigin.COORDINATOR:
+                self.producer_state.check_markers(view, batches)
             first_offset = offset = self._log_end_offset
             buffers: list[Buffer] = []
             placements: list[tuple[int, int, int, int]] = []

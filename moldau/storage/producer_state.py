@@ -123,6 +123,29 @@ class ProducerStateManager:
             )
         return None
 
+    def check_markers(self, view: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Fence transaction markers from an older producer epoch (INVALID_PRODUCER_EPOCH) or an
+        older coordinator (TRANSACTION_COORDINATOR_FENCED), as Kafka does."""
+        for position, header in batches:
+            if not header.is_control or header.producer_id < 0:
+                continue
+            entry = self.producers.get(header.producer_id)
+            if entry is None:
+                continue
+            if header.producer_epoch < entry.producer_epoch:
+                raise KafkaError(
+                    ErrorCode.invalid_producer_epoch,
+                    f"marker epoch {header.producer_epoch} is older than {entry.producer_epoch}",
+                )
+            _control_type, coordinator_epoch = control_type_of(
+                view[position : position + header.size]
+            )
+            if coordinator_epoch < entry.coordinator_epoch:
+                raise KafkaError(
+                    ErrorCode.transaction_coordinator_fenced,
+                    f"coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch}",
+                )
+
     @staticmethod
     def update_entry(entry: ProducerStateEntry, header: BatchHeader) -> None:
         """Apply a data batch (with its final offsets) to `entry`."""

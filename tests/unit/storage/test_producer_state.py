@@ -139,3 +139,23 @@ def test_snapshot_round_trip_and_corruption_is_detected() -> None:
     assert copy.first_unstable_offset == 10
     with pytest.raises(ValueError):
         copy.load_snapshot(data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def test_markers_from_an_old_epoch_or_coordinator_are_fenced(filesystem, clock) -> None:
+    log = open_log(filesystem, clock)
+    log.append_as_leader(idempotent(0, b"t", epoch=2, transactional=True), leader_epoch=0)
+    stale = build_control_batch(ControlRecordType.COMMIT, producer_id=42, producer_epoch=1)
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(stale, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    assert caught.value.code is ErrorCode.invalid_producer_epoch
+    commit = build_control_batch(
+        ControlRecordType.COMMIT, producer_id=42, producer_epoch=2, coordinator_epoch=5
+    )
+    log.append_as_leader(commit, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    old_coordinator = build_control_batch(
+        ControlRecordType.ABORT, producer_id=42, producer_epoch=2, coordinator_epoch=4
+    )
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(old_coordinator, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    assert caught.value.code is ErrorCode.transaction_coordinator_fenced
+    assert log.log_end_offset == 2
