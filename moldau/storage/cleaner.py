@@ -3,7 +3,8 @@
 One pass over a log with `cleanup.policy` containing `compact`:
   1. cleanable range: the inactive segments below the last stable offset (never an open
      transaction) whose newest record is older than `min.compaction.lag.ms`; cleaned only if the
-     bytes after the first dirty offset are >= `min.cleanable.dirty.ratio` of the range;
+     bytes after the first dirty offset are >= `min.cleanable.dirty.ratio` of the range, or a
+     dirty segment is older than `max.compaction.lag.ms`;
   2. offset map: key → latest offset, over the dirty part;
   3. each segment is rewritten to `<base>.log.cleaned`: a record survives if no later record has
      its key; tombstones survive until `delete.retention.ms` after their segment's last write;
@@ -115,8 +116,13 @@ def clean_log(log: PartitionLog, *, now_ms: int | None = None) -> int:
         end_offset = segments[-1].next_offset
         first_dirty = max(log.first_dirty_offset, segments[0].base_offset)
         total = sum(s.size for s in segments)
-        dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
-        if total == 0 or dirty == 0 or dirty / total < log.config.min_cleanable_dirty_ratio:
+        dirty_segments = [s for s in segments if s.next_offset > first_dirty]
+        dirty = sum(s.size for s in dirty_segments)
+        if total == 0 or dirty == 0:
+            return 0
+        # max.compaction.lag.ms: a dirty segment this old is cleaned whatever the ratio
+        overdue = now - dirty_segments[0].largest_timestamp > log.config.max_compaction_lag_ms
+        if dirty / total < log.config.min_cleanable_dirty_ratio and not overdue:
             return 0
         aborted = log.aborted_transactions(segments[0].base_offset, end_offset)
         config = log.config

@@ -44,22 +44,29 @@ class LogMaintenance:
     def snapshot_path(self, offset: int) -> str:
         raise NotImplementedError
 
+    def _roll(self, base_offset: int, now: int) -> LogSegment:
+        raise NotImplementedError
+
     # -- retention --
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted.
 
-        Only segments wholly below the high watermark, and never the active one, are deleted.
+        Only segments wholly below the high watermark are deleted, oldest first. When the active
+        segment is due as well it is rolled first (as Kafka does), so the log keeps an active
+        segment starting at the log end offset.
         """
         now = self.clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             config = self.config
             total = sum(s.size for s in self.segments)
             doomed: list[LogSegment] = []
-            for segment, following in zip(self.segments, self.segments[1:], strict=False):
-                if following.base_offset > self.high_watermark:
+            for index, segment in enumerate(self.segments):
+                is_active = index == len(self.segments) - 1
+                end = self._log_end_offset if is_active else self.segments[index + 1].base_offset
+                if end > self.high_watermark or (is_active and segment.size == 0):
                     break
-                below_start = following.base_offset <= self.log_start_offset
+                below_start = end <= self.log_start_offset
                 expired = (
                     config.delete
                     and config.retention_ms >= 0
@@ -72,6 +79,8 @@ class LogMaintenance:
                 )
                 if not (below_start or expired or oversized):
                     break
+                if is_active:
+                    self._roll(self._log_end_offset, now)
                 doomed.append(segment)
                 total -= segment.size
             if not doomed:

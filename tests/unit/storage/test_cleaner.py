@@ -149,3 +149,20 @@ def _fields(config: LogConfig) -> dict:
     from dataclasses import fields
 
     return {f.name: getattr(config, f.name) for f in fields(config)}
+
+
+def test_max_compaction_lag_forces_cleaning_below_the_dirty_ratio(filesystem, clock) -> None:
+    config = LogConfig(
+        cleanup_policy=("compact",),
+        segment_bytes=600,
+        min_cleanable_dirty_ratio=0.99,
+        max_compaction_lag_ms=10_000,
+    )
+    log = open_log(filesystem, clock, config)
+    for i in range(40):
+        log.append_as_leader(keyed(b"same", b"v%d" % i, clock), leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    log.first_dirty_offset = log.segments[1].base_offset  # most of the range looks clean
+    assert clean_log(log) == 0
+    clock.advance(10_001)
+    assert clean_log(log) > 0

@@ -157,3 +157,30 @@ def test_epochs_are_recorded_again_after_truncation(filesystem, clock) -> None:
     log.truncate_fully_and_start_at(10)
     log.append_as_leader(batch(b"d"), leader_epoch=2)
     assert log.leader_epoch_cache.entries == [(2, 10)]
+
+
+def test_an_expired_active_segment_is_rolled_and_deleted(filesystem, clock) -> None:
+    config = LogConfig(retention_ms=1000, file_delete_delay_ms=0)
+    log = open_log(filesystem, clock, config)
+    fill(log, 5, clock)
+    assert len(log.segments) == 1
+    clock.advance(2000)
+    assert log.delete_old_segments() == 1
+    assert (log.log_start_offset, log.log_end_offset) == (5, 5)
+    assert [s.base_offset for s in log.segments] == [5]
+    assert log.read(5, max_bytes=100, max_offset=5).regions == ()
+    assert log.append_as_leader(batch(b"new"), leader_epoch=0).first_offset == 5
+
+
+def test_producer_snapshots_of_deleted_segments_are_removed(filesystem, clock) -> None:
+    config = LogConfig(segment_bytes=300, file_delete_delay_ms=0)
+    log = open_log(filesystem, clock, config)
+    fill(log, 30, clock)
+    log.flush()  # writes the snapshots taken at each roll
+    snapshots = [n for n in filesystem.listdir(DIRECTORY) if n.endswith(".snapshot")]
+    assert len(snapshots) == len(log.segments) - 1
+    log.delete_records(20)
+    remaining = [
+        int(n.split(".")[0]) for n in filesystem.listdir(DIRECTORY) if n.endswith(".snapshot")
+    ]
+    assert remaining and min(remaining) >= log.segments[0].base_offset
