@@ -4,6 +4,7 @@ crash+recover sequences agree with a simple in-memory model of the log."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import settings
@@ -85,6 +86,18 @@ class LogModel(RuleBasedStateMachine):
         assert self.log.delete_records(offset) == max(offset, self.log_start)
         self.log_start = max(offset, self.log_start)
         self.records = {o: kv for o, kv in self.records.items() if o >= self.log_start}
+
+    @rule()
+    def retention_by_size(self) -> None:
+        self.log.update_high_watermark(self.end)
+        self.log.update_config(replace(CONFIG, retention_bytes=800))
+        self.log.delete_old_segments()
+        self.log.update_config(CONFIG)
+        new_start = self.log.log_start_offset
+        assert self.log_start <= new_start <= self.end
+        assert self.log.size_bytes < 800 + CONFIG.segment_bytes
+        self.log_start = new_start
+        self.records = {o: kv for o, kv in self.records.items() if o >= new_start}
 
     @rule()
     def compact(self) -> None:
