@@ -109,8 +109,6 @@ def load_partition_log(
         segment = LogSegment(filesystem, directory, log_start_offset, config, now_ms=now)
         segments.append(segment)
         recovery_point = max(recovery_point, log_start_offset)
-    elif segments[-1].size == 0 and len(segments) > 1:
-        pass  # an empty active segment is normal after a roll
     segments[-1].preallocate_indexes()
     log_end_offset = segments[-1].next_offset
     log_start_offset = max(log_start_offset, segments[0].base_offset)

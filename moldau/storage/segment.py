@@ -137,7 +137,7 @@ class LogSegment:
         self.bytes_since_last_index = self.size - position
         return True
 
-    def recover(self, on_batch: object = None) -> int:
+    def recover(self) -> int:
         """Rebuild the indexes from the log, validating every batch (magic, length, CRC32C);
         truncate at the first invalid byte. Returns the number of bytes truncated."""
         self.offset_index.reset()
@@ -155,8 +155,6 @@ class LogSegment:
             self._index_batch(batch.position, header.last_offset, header.max_timestamp, header.size)
             self.next_offset = header.last_offset + 1
             valid_size = batch.position + header.size
-            if on_batch is not None:
-                on_batch(self, batch)  # type: ignore[operator]
         truncated = self.size - valid_size
         if truncated:
             self.log.truncate(valid_size)
