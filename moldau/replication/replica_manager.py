@@ -115,7 +115,9 @@ class ReplicaManager:
         partition_log = partition.log
         while partition_log.flushed_offset <= offset:
             pending = self._flushes.get(tp)
-            if pending is None:
+            if pending is None or pending.done():
+                # (A done future may still be registered: its callback has not run yet. Awaiting
+                # it would not yield, so start a fresh flush instead of spinning.)
                 pending = self._start_flush(tp, partition_log)
             else:
                 # A flush is running; it may have started before our append: run one more after.
