@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
@@ -107,11 +108,11 @@ def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byt
     return output
 
 
-def _bounded_into(function: object, data: bytes, max_size: int) -> bytes:
+def _bounded_into(function: Callable[[bytes, bytearray], int], data: bytes, max_size: int) -> bytes:
     """Decompress into a buffer of `max_size + 1` bytes; filling it means the data is too large."""
     output = bytearray(max_size + 1)
     try:
-        written = int(function(data, output))  # type: ignore[operator]
+        written = int(function(data, output))
     except cramjam.DecompressionError as error:
         if "buffer" in str(error):
             raise _too_large(max_size) from None
