@@ -503,17 +503,24 @@ class PartitionLog(LogMaintenance):
         return None
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
-        """The record with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        """The first record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734)."""
         with self._lock:
             best = max(self.segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
             offset = best.offset_of_max_timestamp
-            return TimestampOffset(
-                timestamp=best.max_timestamp,
-                offset=offset,
-                leader_epoch=self.leader_epoch_cache.epoch_for_offset(offset),
-            )
+            found = best.find_batch(offset)
+        if found is not None:  # the index names the batch; the record is found inside it
+            position, header = found
+            for record in decode_records(best.log.pread(header.size, position)):
+                if record.timestamp == best.max_timestamp:
+                    offset = record.offset
+                    break
+        return TimestampOffset(
+            timestamp=best.max_timestamp,
+            offset=offset,
+            leader_epoch=self.leader_epoch_cache.epoch_for_offset(offset),
+        )
 
     def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
         return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)

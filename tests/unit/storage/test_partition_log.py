@@ -302,3 +302,14 @@ def test_read_reports_the_offset_after_its_last_batch(filesystem, clock) -> None
     last = list(iter_batches(small.read_bytes()))[-1]
     assert small.next_offset == last.header.next_offset
     assert log.read(40, max_bytes=100, max_offset=40).next_offset == 40
+
+
+def test_max_timestamp_names_the_record_not_the_batch_end(filesystem, clock) -> None:
+    from moldau.protocol.records import NewRecord, build_batch
+
+    log = open_log(filesystem, clock)
+    base = 1_700_000_000_000
+    records = [NewRecord(value=b"x", timestamp=base + t) for t in (5, 90, 20)]
+    log.append_as_leader(build_batch(records), leader_epoch=1)
+    top = log.max_timestamp_offset()
+    assert (top.offset, top.timestamp, top.leader_epoch) == (1, base + 90, 1)
