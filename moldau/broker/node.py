@@ -17,6 +17,7 @@ from typing import Any
 
 from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.metadata_publisher import MetadataPublisher
+from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.registry import RequestContext, load_handlers
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.values import BrokerConfig
@@ -94,6 +95,7 @@ class Node:
             ),
         )
         self.controller.add_publisher(self._publisher.publish)
+        self.producer_id_manager = ProducerIdManager(self.controller, self.node_id)
         self._publisher.publish(None, self.controller.image)
         await self._start_coordinators()
         self._start_background_jobs()
