@@ -216,9 +216,43 @@ def test_concurrent_flushes_share_fsyncs(filesystem, clock) -> None:
     for t in threads:
         t.join()
     assert results == [1] * 8
-    # one group commit fsyncs the segment's 4 files; 8 separate flushes would do 32
-    assert filesystem.fsync_count - before <= 8
-    assert log.flush() == 1 and filesystem.fsync_count - before <= 8
+    assert filesystem.fsync_count - before == 1  # one fsync of the .log served all eight
+    assert log.flush() == 1 and filesystem.fsync_count - before == 1
+
+
+def test_appends_proceed_during_an_fsync_and_later_flushes_share_one(
+    filesystem, clock, monkeypatch
+) -> None:
+    from moldau.storage.memory_filesystem import MemoryFile
+
+    log = open_log(filesystem, clock)
+    log.append_as_leader(batch(b"a"), leader_epoch=0)
+    entered, release = threading.Event(), threading.Event()
+    real_fsync = MemoryFile.fsync
+
+    def slow_fsync(self: MemoryFile) -> None:
+        if not release.is_set():
+            entered.set()
+            release.wait()
+        real_fsync(self)
+
+    monkeypatch.setattr(MemoryFile, "fsync", slow_fsync)
+    results: dict[str, int] = {}
+    first = threading.Thread(target=lambda: results.update(first=log.flush()))
+    first.start()
+    entered.wait()  # the first flush is inside its fsync
+    assert log.append_as_leader(batch(b"b"), leader_epoch=0).first_offset == 1  # not blocked
+    others = [
+        threading.Thread(target=lambda n=n: results.update({n: log.flush()})) for n in ("x", "y")
+    ]
+    for thread in others:
+        thread.start()
+    before = filesystem.fsync_count
+    release.set()
+    for thread in [first, *others]:
+        thread.join()
+    assert results == {"first": 1, "x": 2, "y": 2}
+    assert filesystem.fsync_count - before == 2  # the first flush's, then one for both others
 
 
 def test_high_watermark_bounds_and_update(filesystem, clock) -> None:
