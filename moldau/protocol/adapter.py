@@ -212,7 +212,7 @@ _PRIMITIVE_DEFAULTS: Mapping[str, Any] = {
 
 
 @cache
-def _field_plans(cls: type[Any]) -> tuple[_FieldPlan, ...]:
+def _field_plans(cls: Any) -> tuple[_FieldPlan, ...]:
     plans = []
     for field in dataclasses.fields(cls):
         kind = classify_field(field)
@@ -278,21 +278,22 @@ def build_entity(cls: type[Any], data: Any) -> Any:
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         data = entity_to_dict(data)
     kwargs = {}
-    for plan in _field_plans(cls):
+    schema: Any = cls  # (the caches key on the class object)
+    for plan in _field_plans(schema):
         if plan.name in data:
             value = data[plan.name]
             if plan.convert is not None and value is not None:
                 value = plan.convert(value)
             kwargs[plan.name] = value
         elif plan.default is _MISSING_ENTITY:
-            kwargs[plan.name] = build_entity(_nested_type(cls, plan.name), {})
+            kwargs[plan.name] = build_entity(_nested_type(schema, plan.name), {})
         else:
             kwargs[plan.name] = plan.default
     return cls(**kwargs)
 
 
 @cache
-def _nested_type(cls: type[Any], name: str) -> type[Any]:
+def _nested_type(cls: Any, name: str) -> type[Any]:
     for field in dataclasses.fields(cls):
         if field.name == name:
             kind = classify_field(field)
