@@ -36,6 +36,7 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")
 _INT32 = struct.Struct(">i")
 _XERIAL_BLOCK_SIZE = 32 * 1024
+_INITIAL_OUTPUT = 64 * 1024
 
 
 class CompressionType(enum.IntEnum):
@@ -109,17 +110,23 @@ def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byt
 
 
 def _bounded_into(function: Callable[[bytes, bytearray], int], data: bytes, max_size: int) -> bytes:
-    """Decompress into a buffer of `max_size + 1` bytes; filling it means the data is too large."""
-    output = bytearray(max_size + 1)
-    try:
-        written = int(function(data, output))
-    except cramjam.DecompressionError as error:
-        if "buffer" in str(error):
-            raise _too_large(max_size) from None
-        raise
-    if written > max_size:
-        raise _too_large(max_size)
-    return bytes(memoryview(output)[:written])
+    """Decompress into a buffer that grows (x4) from 8x the input up to `max_size + 1` bytes;
+    still full at that size means the data expands beyond `max_size`: refused."""
+    capacity = min(max_size + 1, max(_INITIAL_OUTPUT, 8 * len(data)))
+    while True:
+        output = bytearray(capacity)
+        try:
+            written = int(function(data, output))
+        except cramjam.DecompressionError as error:
+            if "buffer" not in str(error):
+                raise
+            if capacity > max_size:
+                raise _too_large(max_size) from None
+            capacity = min(max_size + 1, capacity * 4)
+            continue
+        if written > max_size:
+            raise _too_large(max_size)
+        return bytes(memoryview(output)[:written])
 
 
 def _snappy_block(block: bytes, max_size: int) -> bytes:

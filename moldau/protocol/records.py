@@ -76,6 +76,7 @@ CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 _MAX_CODEC = int(CompressionType.ZSTD)
 
+_new_tuple = tuple.__new__
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
@@ -148,9 +149,9 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Record:
-    """One decoded record with its absolute offset and timestamp."""
+class Record(NamedTuple):
+    """One decoded record with its absolute offset and timestamp (a tuple: consumers and the
+    cleaner decode millions of these, and tuples are the cheapest immutable objects to build)."""
 
     offset: int
     timestamp: int
@@ -266,6 +267,9 @@ def _write_varint(out: bytearray, value: int) -> None:
 
 
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+    if position < len(data) and data[position] < 0x80:  # one byte: most lengths and deltas
+        byte = data[position]
+        return (byte >> 1) ^ -(byte & 1), position + 1
     result = 0
     shift = 0
     while True:
@@ -333,12 +337,9 @@ def decode_records(
             header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
         )
         records.append(
-            Record(
-                offset=header.base_offset + offset_delta,
-                timestamp=timestamp,
-                key=key,
-                value=value,
-                headers=tuple(headers),
+            _new_tuple(
+                Record,
+                (header.base_offset + offset_delta, timestamp, key, value, tuple(headers)),
             )
         )
     return records

@@ -78,3 +78,13 @@ def test_lz4_frames_are_written_like_kafkas_java_client() -> None:
     assert lz4_frame.decompress(packed) == data
     incompressible = bytes(range(256)) * 3
     assert lz4_frame.decompress(compress(CompressionType.LZ4, incompressible)) == incompressible
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD])
+def test_output_buffer_grows_to_fit_highly_compressible_data(codec: CompressionType) -> None:
+    data = bytes(3 * 1024 * 1024)  # compresses over 100x: needs several buffer growths
+    packed = compress(codec, data)
+    assert decompress(codec, packed, max_size=64 * 1024 * 1024) == data
+    with pytest.raises(KafkaError):
+        decompress(codec, packed, max_size=len(data) - 1)
+    assert decompress(codec, packed, max_size=len(data)) == data  # exactly at the cap
