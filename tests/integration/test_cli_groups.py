@@ -7,9 +7,14 @@ resumes from.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 
-from .support import unique_topic
+from .support import unique_topic, wait_until
 from .test_cli_support import moldau, run_tool
 
 pytestmark = pytest.mark.timeout(120)
@@ -117,3 +122,62 @@ def test_unknown_group_is_a_one_line_error(server) -> None:  # type: ignore[no-u
     b = server.bootstrap_servers
     result = moldau("group", "delete", unique_topic("never"), bootstrap=b, expect=1)
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+def _members(bootstrap: str, group: str) -> dict[str, list[int]]:
+    described = moldau("group", "describe", group, "--format", "json", bootstrap=bootstrap).json()
+    owners: dict[str, list[int]] = {}
+    for row in described["partitions"]:
+        if row["client_id"]:
+            owners.setdefault(row["client_id"], []).append(row["partition"])
+    return owners
+
+
+def test_cli_and_kcat_share_a_group_and_reset_is_refused_while_active(  # type: ignore[no-untyped-def]
+    server, kcat: str
+) -> None:
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-shared-group")
+    group = unique_topic("mixed")
+    moldau("topic", "create", topic, "-p", "3", bootstrap=b)
+    _produce(b, topic, 0, 6)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "consume", topic, "-g", group, "-b", b,
+         "-X", "heartbeat.interval.ms=200"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment,
+    )  # fmt: skip
+    librdkafka = None
+    try:
+        wait_until(
+            lambda: _members(b, group) == {"moldau-cli": [0, 1, 2]},
+            timeout=30,
+            message="the CLI consumer never owned all three partitions",
+        )
+        librdkafka = subprocess.Popen(
+            [kcat, "-b", b, "-G", group, "-q", "-X", "client.id=kcat", "-X",
+             "partition.assignment.strategy=range", topic],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_until(
+            lambda: sorted(map(len, _members(b, group).values())) == [1, 2],
+            timeout=60,
+            message="the group never split the partitions between the CLI and kcat",
+        )
+        owners = _members(b, group)
+        assert set(owners) == {"moldau-cli", "kcat"}
+        assert sorted(owners["moldau-cli"] + owners["kcat"]) == [0, 1, 2]
+
+        refused = moldau(
+            "group", "reset-offsets", group, "--all-topics", "--to-earliest", "--execute",
+            bootstrap=b, expect=1,
+        )  # fmt: skip
+        assert "inactive" in refused.stderr and "Traceback" not in refused.stderr
+    finally:
+        for process in (librdkafka, cli):
+            if process is not None:
+                process.send_signal(signal.SIGINT)
+        for process in (librdkafka, cli):
+            if process is not None:
+                process.wait(20)
+    assert cli.returncode == 130, cli.stderr.read() if cli.stderr else ""
