@@ -45,7 +45,8 @@ class MoldauServer:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        arguments = [sys.executable, "-m", "moldau", "server"]
+        # -X faulthandler: SIGABRT makes a hung server print every thread's stack before dying.
+        arguments = [sys.executable, "-X", "faulthandler", "-m", "moldau", "server"]
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.data_dir),
@@ -79,7 +80,7 @@ class MoldauServer:
                     f"output:\n{self.output_tail()}"
                 )
             if time.monotonic() > deadline:
-                self._kill()
+                self._dump_stacks_and_kill()
                 pytest.fail(
                     f"moldau server printed no ready line within {START_TIMEOUT_S:.0f}s; "
                     f"output:\n{self.output_tail()}"
@@ -100,10 +101,10 @@ class MoldauServer:
         try:
             code = process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self._kill()
+            self._dump_stacks_and_kill()
             pytest.fail(
                 f"moldau server did not exit within {STOP_TIMEOUT_S:.0f}s of SIGTERM (killed); "
-                f"output:\n{self.output_tail()}"
+                f"output with its threads' stacks:\n{self.output_tail(150)}"
             )
         if self._reader is not None:
             self._reader.join(5)
@@ -137,6 +138,17 @@ class MoldauServer:
                         self.host = match.group("host")
                         self.port = int(match.group("port"))
                         self._ready.set()
+
+    def _dump_stacks_and_kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGABRT)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._kill()
+        if self._reader is not None:
+            self._reader.join(5)
 
     def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

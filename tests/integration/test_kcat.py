@@ -30,6 +30,8 @@ CONSUMER_LIMITS = [
     "-X",
     f"fetch.message.max.bytes={CLIENT_MAX_BYTES}",
     "-X",
+    f"fetch.max.bytes={CLIENT_MAX_BYTES}",
+    "-X",
     f"receive.message.max.bytes={2 * CLIENT_MAX_BYTES}",
 ]
 # Header line, then exactly %K key bytes and %S value bytes (-1: null), then a newline.
