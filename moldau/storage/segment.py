@@ -119,20 +119,26 @@ class LogSegment:
         self.transaction_index.load()
         if not (self.offset_index.load(self.size) and self.time_index.load()):
             return False
-        _offset, position = self.offset_index.lookup_position(self.size)
+        indexed_offset, position = self.offset_index.lookup_position(self.size)
+        first: RecordBatch | None = None
         batch: RecordBatch | None = None
         for scanned in self.batches(position, validate=False):
+            first = first or scanned
             batch = scanned
-        if batch is None:
-            if self.size and position == 0:
-                return False
+        if batch is None or first is None:
+            if self.size:
+                return False  # the last index entry does not point at a batch
             self.next_offset = self.base_offset
         else:
-            self.next_offset = batch.header.last_offset + 1
+            if len(self.offset_index) and first.header.last_offset != indexed_offset:
+                return False  # a torn or stale entry
             if batch.position + batch.header.size != self.size:
                 return False
+            self.next_offset = batch.header.last_offset + 1
         last_time = self.time_index.last_entry
         if last_time is not None:
+            if not self.base_offset <= last_time[1] < max(self.next_offset, self.base_offset + 1):
+                return False
             self.max_timestamp, self.offset_of_max_timestamp = last_time
         self.bytes_since_last_index = self.size - position
         return True

@@ -93,3 +93,21 @@ def test_empty_directory_after_crash_before_any_fsync(filesystem, clock) -> None
     recovered = open_log(filesystem, clock)
     assert recovered.log_end_offset == 0
     assert recovered.append_as_leader(batch(b"new"), leader_epoch=0).first_offset == 0
+
+
+def test_a_stale_index_entry_of_a_trusted_segment_is_caught(filesystem, clock) -> None:
+    import struct
+
+    config = LogConfig(segment_bytes=800, index_interval_bytes=50)
+    log = open_log(filesystem, clock, config)
+    for i in range(40):
+        log.append_as_leader(batch(b"v%d" % i), leader_epoch=0)
+    log.close()
+    index_path = f"{DIRECTORY}/00000000000000000000.index"
+    entries = bytearray(filesystem.read_file(index_path))
+    relative, position = struct.unpack_from(">ii", entries, len(entries) - 8)
+    struct.pack_into(">ii", entries, len(entries) - 8, relative, position + 7)  # mid-batch
+    filesystem.write_file_atomic(index_path, bytes(entries))
+    reopened = open_log(filesystem, clock, config, recovery_point=40, clean_shutdown=True)
+    assert values_from(reopened) == [(i, b"v%d" % i) for i in range(40)]
+    assert reopened.segments[0].offset_index.lookup(39)[1] == position  # rebuilt correctly
