@@ -44,7 +44,9 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def produce(bootstrap: str, topic: str, count: int, *, start: int = 0) -> set[tuple[int, int]]:
+def produce(
+    bootstrap: str, topic: str, count: int, *, start: int = 0, partitions: int = PARTITIONS
+) -> set[tuple[int, int]]:
     """Write `count` records round-robin over the partitions; the acknowledged (partition, offset)."""
     acknowledged: set[tuple[int, int]] = set()
 
@@ -57,7 +59,7 @@ def produce(bootstrap: str, topic: str, count: int, *, start: int = 0) -> set[tu
         producer.produce(
             topic,
             value=f"record-{index}".encode(),
-            partition=index % PARTITIONS,
+            partition=index % partitions,
             on_delivery=delivered,
         )
         producer.poll(0)
@@ -93,15 +95,19 @@ def assignments(consumers: list[Consumer]) -> list[list[int]]:
 
 
 def wait_for_split(
-    consumers: list[Consumer], sizes: list[int], timeout: float = 30.0
+    consumers: list[Consumer],
+    sizes: list[int],
+    *,
+    partitions: int = PARTITIONS,
+    timeout: float = 30.0,
 ) -> list[list[int]]:
     """Poll every consumer until their assignments have `sizes` and cover every partition once."""
 
     def split() -> list[list[int]] | None:
         poll_all(consumers)
         current = assignments(consumers)
-        flat = sorted(p for partitions in current for p in partitions)
-        if sorted(len(p) for p in current) == sorted(sizes) and flat == list(range(PARTITIONS)):
+        flat = sorted(p for assigned in current for p in assigned)
+        if sorted(len(p) for p in current) == sorted(sizes) and flat == list(range(partitions)):
             return current
         return None
 
@@ -199,6 +205,40 @@ def members() -> Iterator[list[MemberProcess]]:
         member.stop()
 
 
+class BackgroundProducer:
+    """Keeps writing round-robin until stopped; remembers every acknowledged (partition, offset)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.acknowledged: set[tuple[int, int]] = set()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        assert error is None, error
+        self.acknowledged.add((message.partition(), message.offset()))
+
+    def _run(self) -> None:
+        index = 0
+        while not self._stop.is_set():
+            self._producer.produce(
+                self._topic,
+                value=f"live-{index}".encode(),
+                partition=index % PARTITIONS,
+                on_delivery=self._delivered,
+            )
+            index += 1
+            self._producer.poll(0.02)  # paces the writer and serves delivery reports
+        assert self._producer.flush(30) == 0
+
+    def stop(self) -> set[tuple[int, int]]:
+        self._stop.set()
+        self._thread.join(60)
+        return set(self.acknowledged)
+
+
 def test_three_members_split_six_partitions_and_take_over_after_sigkill(
     group_server: MoldauServer, members: list[MemberProcess]
 ) -> None:
@@ -215,12 +255,16 @@ def test_three_members_split_six_partitions_and_take_over_after_sigkill(
 
     wait_until(lambda: split_in(members, 2), timeout=40, message="three members with two each")
     victim, survivors = members[0], members[1:]
+    victims_partitions = victim.snapshot()[0]
+    producer = BackgroundProducer(bootstrap, topic)  # keeps writing through the failover
     victim.kill()
-    moved_at = time.monotonic()
+    killed_at = time.monotonic()
     wait_until(lambda: split_in(survivors, 3), timeout=40, message="survivors with three each")
-    assert time.monotonic() - moved_at >= SESSION_TIMEOUT_MS / 1000 * 0.5  # no LeaveGroup was sent
-
-    written |= produce(bootstrap, topic, 120, start=120)
+    # No LeaveGroup was sent: the move waits for the session timeout.
+    assert time.monotonic() - killed_at >= SESSION_TIMEOUT_MS / 1000 * 0.5
+    taken_over = {p for member in survivors for p in member.snapshot()[0]}
+    assert set(victims_partitions) <= taken_over
+    written |= producer.stop()
 
     def everything_consumed() -> bool:
         seen = {record for member in members for record in member.snapshot()[1]}
@@ -228,8 +272,74 @@ def test_three_members_split_six_partitions_and_take_over_after_sigkill(
 
     wait_until(everything_consumed, timeout=40, message="every written record consumed")
     counts = Counter(record for member in members for record in member.snapshot()[1])
-    assert set(counts) >= written  # none lost; duplicates (re-delivery after the kill) allowed
-    assert all(count >= 1 for count in counts.values())
+    lost = written - set(counts)
+    assert not lost, f"{len(lost)} acknowledged records never consumed"
+    duplicates = sum(count - 1 for count in counts.values())
+    assert duplicates < len(written)  # re-delivery after the kill only, not a re-read of all
+
+
+# ------------------------------------------------------------------ offset reset and seeking
+
+
+def test_auto_offset_reset_and_seek(group_server: MoldauServer) -> None:
+    from confluent_kafka import KafkaException
+
+    bootstrap = group_server.bootstrap_servers
+    topic = unique("groups-reset")
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, 10, partitions=1)
+
+    def first_offset(consumer: Consumer) -> int:
+        found: list[int] = []
+
+        def read() -> bool:
+            found.extend(m.offset() for m in poll_all([consumer], 0.1))
+            return bool(found)
+
+        wait_until(read, timeout=30, message="a record")
+        return found[0]
+
+    earliest = group_consumer(bootstrap, unique("earliest"))
+    earliest.subscribe([topic])
+    assert first_offset(earliest) == 0
+    earliest.close()
+
+    latest = group_consumer(bootstrap, unique("latest"), **{"auto.offset.reset": "latest"})
+    latest.subscribe([topic])
+    wait_for_split([latest], [1], partitions=1)
+    found: list[int] = []
+    next_index = 10
+
+    def reads_only_new_records() -> bool:
+        nonlocal next_index  # keep writing until the reset to the end has happened
+        produce(bootstrap, topic, 1, start=next_index, partitions=1)
+        next_index += 1
+        found.extend(m.offset() for m in poll_all([latest], 0.2))
+        return bool(found)
+
+    wait_until(reads_only_new_records, timeout=30, message="a new record with reset=latest")
+    assert found[0] >= 10  # nothing from before the consumer started
+    latest.seek(TopicPartition(topic, 0, 3))  # rewind: history is read again
+    assert first_offset(latest) == 3
+    latest.close()
+
+    strict = group_consumer(bootstrap, unique("none"), **{"auto.offset.reset": "error"})
+    strict.subscribe([topic])
+    errors: list[Any] = []
+
+    def refused() -> bool:
+        try:
+            message = strict.poll(0.1)
+        except KafkaException as error:
+            errors.append(error)
+            return True
+        if message is not None and message.error() is not None:
+            errors.append(message.error())
+        return bool(errors)
+
+    wait_until(refused, timeout=30, message="no committed offset and reset=none fails")
+    assert "offset" in str(errors[0]).lower()
+    strict.close()
 
 
 # ---------------------------------------------------------------------- offsets and restart
