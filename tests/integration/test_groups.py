@@ -30,6 +30,7 @@ from .support import wait_until
 GROUP_SETTINGS = {
     "group_initial_rebalance_delay_ms": "0",
     "group_min_session_timeout_ms": "1000",
+    "group_consumer_heartbeat_interval_ms": "500",
 }
 SESSION_TIMEOUT_MS = 3000
 PARTITIONS = 6
@@ -467,8 +468,13 @@ def test_consumer_protocol_group_splits_partitions(group_server: MoldauServer) -
         return sizes == [3, 3] and written <= seen
 
     wait_until(balanced_and_read, timeout=40, message="two consumer-protocol members, 3 each")
-    for consumer in consumers:
-        consumer.close()
+    consumers[1].close()  # leaves with member epoch -1: its partitions move to the other member
+    wait_until(
+        lambda: poll_all(consumers[:1]) is not None and assignments(consumers[:1]) == [[*range(6)]],
+        timeout=30,
+        message="the remaining member takes every partition",
+    )
+    consumers[0].close()
 
 
 # ----------------------------------------------------------------------- other client families

@@ -2,8 +2,8 @@
 
 v1 adds key_type (0 group, 1 transaction) and error_message; v2 same; v3 flexible; v4 batches
 keys (`coordinator_keys` in, `coordinators` out, top-level fields gone); v5-6 only allow new
-error codes. A node answers for the `__consumer_offsets` partitions it leads; a single node leads
-them all, so it names itself, with the host and port advertised for the request's listener.
+error codes. A group's coordinator is the leader of its `__consumer_offsets` partition (a single
+node leads them all), named with the host and port advertised for the request's listener.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.coordinator.runtime import OFFSETS_TOPIC
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -18,13 +19,27 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
 
-def _own_endpoint(ctx: RequestContext) -> tuple[str, int]:
-    node = ctx.node
-    for broker in node.broker_endpoints(ctx.listener_name):
-        if broker["node_id"] == node.node_id:
+def _endpoint(ctx: RequestContext, node_id: int) -> tuple[str, int] | None:
+    for broker in ctx.node.broker_endpoints(ctx.listener_name):
+        if broker["node_id"] == node_id:
             return broker["host"], broker["port"]
-    first = node.advertised_endpoints()[0]
-    return first.host, first.port
+    if node_id == ctx.node.node_id:
+        first = ctx.node.advertised_endpoints()[0]
+        return first.host, first.port
+    return None
+
+
+def _group_coordinator_id(ctx: RequestContext, group_id: str) -> int | None:
+    """This node if it coordinates the group, else the leader of the group's partition."""
+    runtime = ctx.node.group_coordinator
+    if runtime is None:
+        return None
+    if runtime.is_coordinator_for(group_id):
+        return int(ctx.node.node_id)
+    topic = ctx.node.metadata_image.topics.get(OFFSETS_TOPIC)
+    partition = topic.partitions.get(runtime.partition_for(group_id)) if topic else None
+    leader = getattr(partition, "leader", -1)
+    return leader if leader is not None and leader >= 0 else None
 
 
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
@@ -36,20 +51,21 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
         "error_code": ErrorCode.none,
         "error_message": None,
     }
+    coordinator_id: int | None
     if key_type == GROUP_KEY:
-        runtime = ctx.node.group_coordinator
-        available = runtime is not None and runtime.is_coordinator_for(key)
+        coordinator_id = _group_coordinator_id(ctx, key)
     elif key_type == TRANSACTION_KEY:
         available = getattr(ctx.node, "transaction_coordinator", None) is not None
+        coordinator_id = int(ctx.node.node_id) if available else None
     else:
         answer["error_code"] = ErrorCode.invalid_request
         answer["error_message"] = f"Unknown coordinator key type {key_type}"
         return answer
-    if not available:
+    endpoint = None if coordinator_id is None else _endpoint(ctx, coordinator_id)
+    if coordinator_id is None or endpoint is None:
         answer["error_code"] = ErrorCode.coordinator_not_available
         return answer
-    host, port = _own_endpoint(ctx)
-    answer.update(node_id=ctx.node.node_id, host=host, port=port)
+    answer.update(node_id=coordinator_id, host=endpoint[0], port=endpoint[1])
     return answer
 
 
