@@ -59,10 +59,18 @@ class GroupCoordinator:
         self._store.replay(record, self._clock.now_ms())
 
     def finish_loading(self) -> None:
+        """Serve: start the retention check and give every loaded KIP-848 member a session."""
         self.loading = False
+        now = self._clock.now_ms()
         self._store.timers.schedule(
-            RETENTION_TIMER, self._clock.now_ms() + self.config.offsets_retention_check_interval_ms
+            RETENTION_TIMER, now + self.config.offsets_retention_check_interval_ms
         )
+        session = self.config.group_consumer_session_timeout_ms
+        for group_id, group in self._store.groups.items():
+            if isinstance(group, ConsumerGroup):
+                for member_id in group.members:
+                    key = ("consumer-session", group_id, member_id)
+                    self._store.timers.schedule(key, now + session)
 
     @property
     def store(self) -> GroupStore:

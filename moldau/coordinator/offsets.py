@@ -249,7 +249,12 @@ class OffsetManager:
                     continue
             elif isinstance(group, ConsumerGroup) and group.members:
                 continue
-            empty_since = group.state_timestamp_ms if group is not None else -1
+            # A simple consumer's group (no protocol) ages from its commits alone (KIP-211).
+            empty_since = -1
+            if isinstance(group, ConsumerGroup) or (
+                isinstance(group, ClassicGroup) and group.protocol_type
+            ):
+                empty_since = group.state_timestamp_ms
             expired = [
                 where
                 for where, value in committed.items()

@@ -139,3 +139,11 @@ def test_offset_commit_uses_member_epoch_in_consumer_groups() -> None:
 
     assert commit(1) == ErrorCode.none
     assert commit(0) == ErrorCode.stale_member_epoch
+
+
+def test_members_loaded_from_the_log_still_expire() -> None:
+    harness = Harness(group_consumer_session_timeout_ms=10_000)
+    heartbeat(harness, "a", 0)
+    harness.reload()
+    harness.advance(11_000)
+    assert harness.coordinator.consumer_group_describe("g", {})["members"] == []

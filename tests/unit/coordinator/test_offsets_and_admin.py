@@ -170,3 +170,12 @@ def test_describe_unknown_group_is_dead_with_group_id_not_found() -> None:
         "Dead",
         ErrorCode.group_id_not_found,
     )
+
+
+def test_simple_group_offsets_age_from_their_commit_even_after_reload() -> None:
+    harness = Harness(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=1_000)
+    commit(harness, "simple", {("t", 0): 1})
+    harness.advance(40_000)
+    harness.reload()  # loading must not restart the retention period
+    harness.advance(21_000)
+    assert fetched(harness, "simple") == {}
