@@ -37,8 +37,9 @@ def test_topic_lifecycle_in_text_and_json(server) -> None:  # type: ignore[no-un
     )
     assert configs["cleanup.policy"]["source"] == "default"
 
-    moldau("topic", "alter-config", topic, "-c", "retention.ms=120000", bootstrap=b)
-    moldau("topic", "alter-config", topic, "-c", "cleanup.policy=compact", bootstrap=b)
+    changes = ["-c", "retention.ms=120000", "-c", "cleanup.policy=compact"]
+    altered = moldau("topic", "alter-config", topic, *changes, bootstrap=b)
+    assert altered.text == f"Completed updating config for topic {topic}.\n"
     moldau("topic", "alter-config", topic, "-d", "retention.ms", bootstrap=b)
     yaml_text = moldau("topic", "describe", topic, "--format", "yaml", bootstrap=b).text
     assert "  - name: cleanup.policy\n    value: compact\n    source: topic\n" in yaml_text
@@ -92,7 +93,8 @@ def test_broker_config_set_describe_delete(server) -> None:  # type: ignore[no-u
         return {c["name"]: c for c in data["configs"]}["log.retention.ms"]
 
     moldau("config", "set", "log.retention.ms=3600000", bootstrap=b)
-    assert (entry()["value"], entry()["source"]) == ("3600000", "broker")
+    changed = entry()
+    assert (changed["value"], changed["source"]) == ("3600000", "broker")
     moldau("config", "delete", "log.retention.ms", bootstrap=b)
     assert entry()["value"] != "3600000"
 
