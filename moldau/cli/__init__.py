@@ -1,1 +1,1 @@
-
+"""The `moldau` command line: one module per command group, registered on `main.app`."""
