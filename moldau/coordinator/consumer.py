@@ -2,11 +2,8 @@
 
 One heartbeat does, in order: validate the member epoch; update the member's subscription (a
 change bumps the group epoch); recompute the target assignment when it lags the group epoch; move
-the member one step towards its target (`_reconcile`, Kafka's CurrentAssignmentBuilder): first it
-must revoke what it holds that the target gives away (state UNREVOKED_PARTITIONS, epoch kept),
-then it takes the new epoch and every target partition no other member still holds (state
-UNRELEASED_PARTITIONS until the rest is freed, then STABLE). Member epoch -1 leaves; -2 is a
-static member's temporary leave that keeps its assignment for its return.
+the member one step towards its target (`reconcile.py`). Member epoch -1 leaves; -2 is a static
+member's temporary leave that keeps its assignment for its return.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from moldau.coordinator.assignors import (
 from moldau.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.consumer_group import Assignment, ConsumerGroup, ConsumerMember, MemberState
+from moldau.coordinator.reconcile import next_assignment, normalized, without
 from moldau.coordinator.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -89,28 +87,6 @@ def _wire_assignment(assignment: Assignment) -> Response:
             if partitions
         ]
     }
-
-
-def _without(assignment: Assignment, removed: Assignment) -> Assignment:
-    result = {}
-    for topic_id, partitions in assignment.items():
-        left = partitions - removed.get(topic_id, frozenset())
-        if left:
-            result[topic_id] = left
-    return result
-
-
-def _intersect(first: Assignment, second: Assignment) -> Assignment:
-    result = {}
-    for topic_id, partitions in first.items():
-        both = partitions & second.get(topic_id, frozenset())
-        if both:
-            result[topic_id] = both
-    return result
-
-
-def _normalized(assignment: Assignment) -> Assignment:
-    return {topic_id: partitions for topic_id, partitions in assignment.items() if partitions}
 
 
 class ConsumerGroupProtocol:
@@ -187,7 +163,7 @@ class ConsumerGroupProtocol:
             or request.member_epoch == 0
             or (
                 request.owned_partitions is not None
-                and _normalized(request.owned_partitions) != _normalized(member.assigned)
+                and normalized(request.owned_partitions) != normalized(member.assigned)
             )
         )
         result.response = {
@@ -228,9 +204,9 @@ class ConsumerGroupProtocol:
         if request.member_epoch > member.member_epoch:
             return _error(ErrorCode.fenced_member_epoch)
         if request.member_epoch < member.member_epoch:
-            owned = _normalized(request.owned_partitions or {})
+            owned = normalized(request.owned_partitions or {})
             lost_response = request.member_epoch == member.previous_member_epoch and (
-                _without(owned, member.assigned) == {}
+                without(owned, member.assigned) == {}
             )
             if not lost_response:
                 return _error(ErrorCode.fenced_member_epoch)
@@ -351,10 +327,8 @@ class ConsumerGroupProtocol:
             for name in sorted(group.subscribed_topic_names())
             if name in topics
         )
-        if seen == group.subscription_metadata:
-            return False
-        group.subscription_metadata = seen
-        return True
+        previous, group.subscription_metadata = group.subscription_metadata, seen
+        return previous is not None and seen != previous
 
     def _compute_target(
         self, group: ConsumerGroup, topics: Mapping[str, TopicMetadata], result: CoordinatorResult
@@ -372,7 +346,7 @@ class ConsumerGroupProtocol:
         ]
         target = ASSIGNORS[group.assignor_name](subscriptions, by_id)
         for member_id, assignment in target.items():
-            if _normalized(group.target.get(member_id, {})) != _normalized(assignment):
+            if normalized(group.target.get(member_id, {})) != normalized(assignment):
                 self._emit(
                     result,
                     CoordinatorRecord(
@@ -434,58 +408,29 @@ class ConsumerGroupProtocol:
         result: CoordinatorResult,
     ) -> bool:
         """Move the member one step towards its target; True if its assignment changed."""
-        target = _normalized(group.target.get(member.member_id, {}))
-        target_epoch = group.assignment_epoch
-        assigned = _normalized(member.assigned)
-        if member.state == MemberState.UNREVOKED_PARTITIONS:
-            owned = request.owned_partitions
-            if owned is None or _intersect(owned, member.pending_revocation):
-                return False  # still revoking
-        elif member.member_epoch == target_epoch and member.state == MemberState.STABLE:
+        step = next_assignment(
+            member,
+            target=group.target.get(member.member_id, {}),
+            target_epoch=group.assignment_epoch,
+            owned=request.owned_partitions,
+            owners=group.owners(),
+        )
+        if step is None:
             return False
-        revoke = _without(assigned, target)
-        if revoke:
-            self._write_current_assignment(
-                group,
-                member,
-                member.member_epoch,
-                member.previous_member_epoch,
-                MemberState.UNREVOKED_PARTITIONS,
-                _intersect(assigned, target),
-                revoke,
-                result,
-            )
-            return True
-        owners = group.owners()
-        free: dict[uuid.UUID, set[int]] = {}
-        unreleased = False
-        for topic_id, partitions in target.items():
-            for partition in partitions:
-                owner = owners.get((topic_id, partition))
-                if owner is None or owner == member.member_id:
-                    free.setdefault(topic_id, set()).add(partition)
-                else:
-                    unreleased = True
-        new_assigned = {topic_id: frozenset(parts) for topic_id, parts in free.items()}
-        state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        if (
-            new_assigned == assigned
-            and member.member_epoch == target_epoch
-            and member.state == state
-            and not member.pending_revocation
-        ):
-            return False
+        changed = step.assigned != normalized(member.assigned) or (
+            step.member_epoch != member.member_epoch
+        )
         self._write_current_assignment(
             group,
             member,
-            target_epoch,
-            member.member_epoch,
-            state,
-            new_assigned,
-            {},
+            step.member_epoch,
+            step.previous_member_epoch,
+            step.state,
+            step.assigned,
+            step.pending_revocation,
             result,
         )
-        return new_assigned != assigned or member.member_epoch != target_epoch
+        return changed or step.state == MemberState.UNREVOKED_PARTITIONS
 
     # -------------------------------------------------------------------------------- leave
 

@@ -50,7 +50,8 @@ class ConsumerGroup:
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
-    subscription_metadata: tuple[tuple[str, str, int], ...] = ()  # (name, id, partitions) seen
+    # (name, id, partitions) of the subscribed topics last seen; None after loading (not stored)
+    subscription_metadata: tuple[tuple[str, str, int], ...] | None = None
     state_timestamp_ms: int = -1
     assignor_name: str = "uniform"
 

@@ -147,3 +147,19 @@ def test_members_loaded_from_the_log_still_expire() -> None:
     harness.reload()
     harness.advance(11_000)
     assert harness.coordinator.consumer_group_describe("g", {})["members"] == []
+
+
+def test_new_partitions_of_a_subscribed_topic_are_assigned() -> None:
+    harness = Harness()
+    heartbeat(harness, "a", 0)
+    grown = {"t": TopicMetadata(TOPIC_ID, "t", 8)}
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="g",
+        member_id="a",
+        member_epoch=1,
+        owned_partitions={TOPIC_ID: frozenset(range(6))},
+    )
+    result = harness.run(harness.coordinator.consumer_group_heartbeat(request, grown))
+    assert result.response is not None
+    assert result.response["member_epoch"] == 2
+    assert partitions(result.response) == set(range(8))
