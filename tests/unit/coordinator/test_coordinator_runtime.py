@@ -145,3 +145,22 @@ def test_unloaded_partition_is_not_coordinator() -> None:
         await runtime.stop()
 
     asyncio.run(scenario())
+
+
+def test_timers_run_on_the_event_loop() -> None:
+    """The initial rebalance delay completes a parked join from a loop timer."""
+    log = MemoryLog()
+    config = GroupCoordinatorConfig(
+        offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=50
+    )
+
+    async def scenario() -> None:
+        runtime = GroupCoordinatorRuntime(config, append=log.append, read_records=log.read)
+        async with runtime:
+            first = await runtime.join_group(join_request())
+            joined = await asyncio.wait_for(
+                runtime.join_group(join_request(first["member_id"])), timeout=10
+            )
+            assert (joined["error_code"], joined["generation_id"]) == (ErrorCode.none, 1)
+
+    asyncio.run(scenario())
