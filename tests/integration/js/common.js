@@ -73,14 +73,13 @@ function runScript(main) {
   readStdin()
     .then(main)
     .then(result => {
-      process.stdout.write(JSON.stringify(result) + '\n')
-      process.exit(0)
+      // Exit only once the (possibly large) output is flushed to the pipe.
+      process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0))
     })
     .catch(error => {
       const detail = { error: String(error && error.message), type: error && error.type }
       if (error && error.name) detail.name = error.name
-      process.stdout.write(JSON.stringify(detail) + '\n')
-      process.exit(1)
+      process.stdout.write(JSON.stringify(detail) + '\n', () => process.exit(1))
     })
 }
 

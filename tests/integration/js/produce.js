@@ -3,9 +3,10 @@
 //         partition (null: kafkajs's default partitioner), timestamp}]}
 // stdout: {placed: [{partition, offset}]} in record order.
 //
-// Records with an explicit partition go out in one send (kafkajs groups them into one batch per
-// partition, so each record's offset is its partition's base offset plus its index there); the
-// others are sent one by one so that the partition the default partitioner chose is known.
+// Records go out in their input order. A run of records with explicit partitions is one send
+// (kafkajs groups it into one batch per partition, so each record's offset is its partition's base
+// offset plus its index there); a record left to the default partitioner is sent on its own, so
+// that the partition it chose is known.
 'use strict'
 
 const { CODECS, client, toBuffer, runScript } = require('./common')
@@ -28,37 +29,38 @@ runScript(async args => {
   await producer.connect()
   const compression = CODECS[args.codec]
   const placed = new Array(args.records.length)
+  const sendRun = async run => {
+    const results = await producer.send({
+      topic: args.topic,
+      compression,
+      acks: -1,
+      messages: run.map(([record]) => message(record)),
+    })
+    const base = {}
+    for (const result of results) {
+      if (result.errorCode !== 0) throw new Error(`partition ${result.partition}: ${result.errorCode}`)
+      base[result.partition] = BigInt(result.baseOffset)
+    }
+    const seen = {}
+    for (const [record, index] of run) {
+      const partition = record.partition === null ? results[0].partition : record.partition
+      const nth = seen[partition] || 0
+      seen[partition] = nth + 1
+      placed[index] = { partition, offset: String(base[partition] + BigInt(nth)) }
+    }
+  }
   try {
-    const explicit = args.records.map((r, i) => [r, i]).filter(([r]) => r.partition !== null)
-    if (explicit.length > 0) {
-      const results = await producer.send({
-        topic: args.topic,
-        compression,
-        acks: -1,
-        messages: explicit.map(([r]) => message(r)),
-      })
-      const base = {}
-      for (const result of results) {
-        if (result.errorCode !== 0) throw new Error(`partition ${result.partition}: ${result.errorCode}`)
-        base[result.partition] = BigInt(result.baseOffset)
-      }
-      const seen = {}
-      for (const [record, index] of explicit) {
-        const nth = seen[record.partition] || 0
-        seen[record.partition] = nth + 1
-        placed[index] = { partition: record.partition, offset: String(base[record.partition] + BigInt(nth)) }
-      }
-    }
+    let run = []
     for (const [index, record] of args.records.entries()) {
-      if (record.partition !== null) continue
-      const [result] = await producer.send({
-        topic: args.topic,
-        compression,
-        acks: -1,
-        messages: [message(record)],
-      })
-      placed[index] = { partition: result.partition, offset: String(result.baseOffset) }
+      if (record.partition !== null) {
+        run.push([record, index])
+        continue
+      }
+      if (run.length > 0) await sendRun(run)
+      run = []
+      await sendRun([[record, index]])
     }
+    if (run.length > 0) await sendRun(run)
   } finally {
     await producer.disconnect()
   }
