@@ -22,7 +22,13 @@ from moldau.coordinator.assignors import (
 )
 from moldau.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from moldau.coordinator.config import GroupCoordinatorConfig
-from moldau.coordinator.consumer_group import Assignment, ConsumerGroup, ConsumerMember, MemberState
+from moldau.coordinator.consumer_group import (
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    compiled_regex,
+)
 from moldau.coordinator.reconcile import next_assignment, normalized, without
 from moldau.coordinator.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -113,6 +119,11 @@ class ConsumerGroupProtocol:
             and request.subscribed_topic_regex is None
         ):
             return _error(ErrorCode.invalid_request, "SubscribedTopicNames must be set.")
+        if (
+            request.subscribed_topic_regex
+            and compiled_regex(request.subscribed_topic_regex) is None
+        ):
+            return _error(ErrorCode.invalid_regular_expression, request.subscribed_topic_regex)
         if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             return _error(ErrorCode.unsupported_assignor, request.server_assignor)
         result = CoordinatorResult()
@@ -324,7 +335,7 @@ class ConsumerGroupProtocol:
     ) -> bool:
         seen = tuple(
             (name, str(topics[name].topic_id), topics[name].num_partitions)
-            for name in sorted(group.subscribed_topic_names())
+            for name in sorted(group.subscribed_topic_names(topics))
             if name in topics
         )
         previous, group.subscription_metadata = group.subscription_metadata, seen
@@ -339,7 +350,7 @@ class ConsumerGroupProtocol:
         subscriptions = [
             MemberSubscription(
                 member.member_id,
-                frozenset(topics[n].topic_id for n in member.subscribed_topic_names if n in topics),
+                frozenset(topics[n].topic_id for n in member.topics_in(topics) if n in topics),
                 group.target.get(member.member_id, {}),
             )
             for member in group.members.values()

@@ -10,8 +10,11 @@ Reconciling (some member has not reached the target epoch), Stable.
 from __future__ import annotations
 
 import enum
+import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 
@@ -41,6 +44,25 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+
+    def topics_in(self, known: Iterable[str]) -> set[str]:
+        """The subscribed topics among `known`: named ones, and those the regex matches."""
+        names = set(self.subscribed_topic_names)
+        pattern = compiled_regex(self.subscribed_topic_regex)
+        if pattern is not None:
+            names.update(name for name in known if pattern.fullmatch(name))
+        return names
+
+
+@cache
+def compiled_regex(regex: str | None) -> re.Pattern[str] | None:
+    """A subscription regex (Kafka uses RE2/J; Python's syntax covers the common cases)."""
+    if not regex:
+        return None
+    try:
+        return re.compile(regex)
+    except re.error:
+        return None
 
 
 @dataclass(slots=True)
@@ -81,8 +103,10 @@ class ConsumerGroup:
                         owned[(topic_id, partition)] = member.member_id
         return owned
 
-    def subscribed_topic_names(self) -> set[str]:
+    def subscribed_topic_names(self, known: Iterable[str] = ()) -> set[str]:
+        """Every member's subscribed topics; regexes are matched against `known` names."""
+        candidates = list(known)
         names: set[str] = set()
         for member in self.members.values():
-            names.update(member.subscribed_topic_names)
+            names |= member.topics_in(candidates)
         return names

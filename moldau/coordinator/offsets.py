@@ -193,7 +193,7 @@ class OffsetManager:
             )
         subscribed: set[str] | None
         if isinstance(group, ConsumerGroup):
-            subscribed = group.subscribed_topic_names()
+            subscribed = group.subscribed_topic_names(name for name, _ in topics)
         elif group.is_in(ClassicGroupState.EMPTY):
             subscribed = set()
         else:

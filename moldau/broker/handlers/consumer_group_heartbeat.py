@@ -3,7 +3,8 @@
 The member sends its epoch, subscription and owned partitions; the coordinator answers its
 member id, new epoch and (when it changed) its assignment, computed by a server-side assignor.
 v0: the coordinator generates the member id on the first heartbeat; v1: the client does
-(KIP-1082), and regular expressions may be sent (not supported here: INVALID_REQUEST).
+(KIP-1082) and may subscribe with a regular expression (matched against topic names here;
+librdkafka sends "" for none).
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     runtime = ctx.node.group_coordinator
     if runtime is None:
         return _error(ErrorCode.coordinator_not_available)
-    if getattr(request, "subscribed_topic_regex", None):  # librdkafka sends "" for none
-        return _error(ErrorCode.invalid_request, "Regular expressions are not supported.")
     image = ctx.node.metadata_image
     topics = {
         name: TopicMetadata(topic.topic_id, name, len(topic.partitions))
@@ -53,7 +52,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
                 rack_id=request.rack_id,
                 rebalance_timeout_ms=millis(request.rebalance_timeout),
                 subscribed_topic_names=None if subscribed is None else tuple(subscribed),
-                subscribed_topic_regex=None,
+                subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None) or None,
                 server_assignor=request.server_assignor,
                 owned_partitions=owned,
                 client_id=ctx.client_id,

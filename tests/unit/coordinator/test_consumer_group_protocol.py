@@ -163,3 +163,29 @@ def test_new_partitions_of_a_subscribed_topic_are_assigned() -> None:
     assert result.response is not None
     assert result.response["member_epoch"] == 2
     assert partitions(result.response) == set(range(8))
+
+
+def test_regex_subscription_matches_topic_names() -> None:
+    harness = Harness()
+    other = uuid.UUID(int=2)
+    topics = {
+        "orders-eu": TopicMetadata(TOPIC_ID, "orders-eu", 2),
+        "orders-us": TopicMetadata(other, "orders-us", 1),
+        "payments": TopicMetadata(uuid.UUID(int=3), "payments", 4),
+    }
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="a", member_epoch=0, subscribed_topic_regex="orders-.*"
+    )
+    result = harness.run(harness.coordinator.consumer_group_heartbeat(request, topics))
+    assert result.response is not None
+    assignment = result.response["assignment"]["topic_partitions"]
+    assert {(e["topic_id"], tuple(e["partitions"])) for e in assignment} == {
+        (TOPIC_ID, (0, 1)),
+        (other, (0,)),
+    }
+    bad = ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="b", member_epoch=0, subscribed_topic_regex="("
+    )
+    refused = harness.coordinator.consumer_group_heartbeat(bad, topics).response
+    assert refused is not None
+    assert refused["error_code"] == ErrorCode.invalid_regular_expression
