@@ -567,3 +567,27 @@ def test_admin_lists_describes_and_deletes_groups(group_server: MoldauServer) ->
     admin.delete_consumer_groups([group_id])[group_id].result(20)
     listed = admin.list_consumer_groups().result(20).valid
     assert group_id not in {group.group_id for group in listed}
+
+
+def test_consumer_protocol_regex_subscription(group_server: MoldauServer) -> None:
+    bootstrap = group_server.bootstrap_servers
+    prefix = unique("groups-regex")
+    for suffix in ("a", "b"):
+        create_topic(bootstrap, f"{prefix}-{suffix}", partitions=2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("regex"),
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([f"^{prefix}-.*"])
+
+    def assigned() -> set[tuple[str, int]]:
+        poll_all([consumer])
+        return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+    expected = {(f"{prefix}-{s}", p) for s in ("a", "b") for p in (0, 1)}
+    wait_until(lambda: assigned() == expected, timeout=30, message="both matching topics")
+    consumer.close()
