@@ -191,3 +191,44 @@ def test_loading_coordinator_answers_load_in_progress() -> None:
     harness.coordinator.loading = True
     assert harness.join("g").response["error_code"] == ErrorCode.coordinator_load_in_progress
     assert harness.heartbeat("g", "m", 1) == ErrorCode.coordinator_load_in_progress
+
+
+def test_leader_that_never_syncs_is_dropped_and_followers_rejoin() -> None:
+    harness = Harness()
+    first = harness.join_with_id("g", rebalance_timeout_ms=5_000).response
+    harness.sync("g", first["member_id"], 1)
+    second = harness.join_with_id("g", rebalance_timeout_ms=5_000)
+    rejoined = harness.join("g", first["member_id"], rebalance_timeout_ms=5_000)
+    leader = rejoined.response["member_id"]
+    follower = second.response["member_id"]
+    follower_sync = harness.sync("g", follower, 2)
+    harness.advance(5_000)
+    assert follower_sync.response["error_code"] == ErrorCode.rebalance_in_progress
+    assert harness.heartbeat("g", leader, 2) == ErrorCode.unknown_member_id
+    again = harness.join("g", follower, rebalance_timeout_ms=5_000)
+    assert again.response["generation_id"] == 3
+    assert again.response["leader"] == follower
+
+
+def test_member_that_never_returns_with_its_id_does_not_block_the_group() -> None:
+    harness = Harness()
+    abandoned = harness.join("g", session_timeout_ms=10_000)
+    assert abandoned.response["error_code"] == ErrorCode.member_id_required
+    joined = harness.join_with_id("g", session_timeout_ms=10_000)
+    assert not joined.done  # waits for the member that was given an id
+    harness.advance(10_000)
+    assert joined.response["generation_id"] == 1
+    assert len(joined.response["members"]) == 1
+
+
+def test_static_member_with_a_stale_member_id_is_fenced() -> None:
+    harness = Harness()
+    old = harness.join("g", instance_id="i").response["member_id"]
+    harness.sync("g", old, 1, instance_id="i")
+    harness.join("g", instance_id="i")  # restart: a new member id for the instance
+    result = harness.run(
+        harness.coordinator.heartbeat(
+            group_id="g", generation_id=1, member_id=old, group_instance_id="i"
+        )
+    )
+    assert result.response == {"error_code": ErrorCode.fenced_instance_id}
