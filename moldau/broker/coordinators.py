@@ -40,11 +40,12 @@ async def start(node: Node) -> None:
     )
 
     async def append(tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]) -> int:
-        partition = node.replica_manager.leader_partition(tp)
-        batch = build_batch([NewRecord(key=key, value=value) for key, value in pairs])
+        batch = build_batch(
+            [NewRecord(key=key, value=value) for key, value in pairs],
+            timestamp=node.clock.now_ms(),
+        )
         result = node.replica_manager.append_records(tp, batch, required_acks=-1)
         await node.replica_manager.wait_durable(tp, result.last_offset)
-        del partition
         return int(result.last_offset)
 
     runtime = GroupCoordinatorRuntime(
@@ -53,9 +54,10 @@ async def start(node: Node) -> None:
         read_records=lambda tp: _read_records(node, tp),
         clock=node.clock,
     )
-    await runtime.start()
+    # Published before loading, so requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
     node.group_coordinator = runtime
     node.on_stop(runtime.stop)
+    await runtime.start()
 
 
 def _read_records(node: Node, tp: TopicPartition) -> Iterator[tuple[bytes | None, bytes | None]]:
@@ -78,4 +80,5 @@ def _read_records(node: Node, tp: TopicPartition) -> Iterator[tuple[bytes | None
             if header.is_control:
                 continue
             for record in batch.records():
-                yield record.key, record.value
+                if record.offset >= partition_log.log_start_offset:
+                    yield record.key, record.value
