@@ -219,6 +219,8 @@ class BrokerConfig:
             return [self.get("log.dir")]
         if name == "advertised.listeners":
             return self.get("listeners")
+        if isinstance(key.default, str) and key.type is not ConfigType.STRING:
+            return parse_value(key, key.default)
         return key.default
 
     # Properties read on hot paths, named for readability.
