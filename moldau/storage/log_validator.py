@@ -19,7 +19,7 @@ from moldau.protocol.records import (
 )
 from moldau.storage.config import LogConfig
 
-__all__ = ["target_compression", "validate_for_leader"]
+__all__ = ["fast_path_limits", "storage_error", "target_compression", "validate_for_leader"]
 
 
 def target_compression(config: LogConfig) -> CompressionType | None:
@@ -78,3 +78,21 @@ def validate_for_leader(
         return view, batches
     view = memoryview(b"".join(parts))
     return view, validate_batches(view, max_batch_size=None)
+
+
+def fast_path_limits(config: LogConfig) -> tuple[int, int, int, bool]:
+    """What the produce fast path checks; its flag is False for configs it does not handle."""
+    plain = (
+        not config.log_append_time and not config.compact and config.compression_type == "producer"
+    )
+    return (
+        config.max_message_bytes,
+        config.message_timestamp_after_max_ms,
+        config.message_timestamp_before_max_ms,
+        plain,
+    )
+
+
+def storage_error(topic_partition: object, error: OSError) -> KafkaError:
+    """A failed disk operation, answered as Kafka does (KAFKA_STORAGE_ERROR)."""
+    return KafkaError(ErrorCode.kafka_storage_error, f"{topic_partition}: {error}")

@@ -38,7 +38,7 @@ from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_maintenance import LogMaintenance
-from moldau.storage.log_validator import validate_for_leader
+from moldau.storage.log_validator import fast_path_limits, storage_error, validate_for_leader
 from moldau.storage.producer_state import (
     SNAPSHOT_SUFFIX,
     ProducerStateEntry,
@@ -60,19 +60,6 @@ _HEADER_UNPACK = HEADER.unpack_from
 _SLOW_ATTRIBUTES = CONTROL_BIT | TIMESTAMP_TYPE_BIT | 0x04  # control, LogAppendTime, codec > 3
 _crc32c = crc32c.crc32c
 _new_tuple = tuple.__new__
-
-
-def _fast_limits(config: LogConfig) -> tuple[int, int, int, bool]:
-    """What the produce fast path checks; its flag is False for configs it does not handle."""
-    plain = (
-        not config.log_append_time and not config.compact and config.compression_type == "producer"
-    )
-    return (
-        config.max_message_bytes,
-        config.message_timestamp_after_max_ms,
-        config.message_timestamp_before_max_ms,
-        plain,
-    )
 
 
 class PartitionLog(LogMaintenance):
@@ -113,7 +100,7 @@ class PartitionLog(LogMaintenance):
         self._unflushed_messages = 0
         self._last_append_position = 0
         self._latest_epoch = leader_epoch_cache.latest_epoch
-        self._fast_limits = _fast_limits(config)
+        self._fast_limits = fast_path_limits(config)
         self.last_flush_ms = clock.now_ms()
         self.closed = False
         self.topic_id: str | None = None
@@ -160,7 +147,7 @@ class PartitionLog(LogMaintenance):
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
-            self._fast_limits = _fast_limits(config)
+            self._fast_limits = fast_path_limits(config)
             for segment in self.segments:
                 segment.config = config
 
@@ -213,18 +200,21 @@ class PartitionLog(LogMaintenance):
             offset = self._log_end_offset
             last_offset = offset + values[6]
             segment = self.segments[-1]
-            if segment.should_roll(size, last_offset, now):
-                segment = self._roll(offset, now)
-            if view.readonly:
-                segment.append(
-                    [_PREFIX.pack(offset, values[1], leader_epoch), view[_PREFIX_SIZE:]],
-                    [(0, last_offset, values[8], size)],
-                    size=size,
-                    now_ms=now,
-                )
-            else:  # the caller handed us its buffer: rewrite in place, one contiguous write
-                _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
-                segment.append_batch(view, size, last_offset, values[8], now)
+            try:
+                if segment.should_roll(size, last_offset, now):
+                    segment = self._roll(offset, now)
+                if view.readonly:
+                    segment.append(
+                        [_PREFIX.pack(offset, values[1], leader_epoch), view[_PREFIX_SIZE:]],
+                        [(0, last_offset, values[8], size)],
+                        size=size,
+                        now_ms=now,
+                    )
+                else:  # the caller handed us its buffer: rewrite in place, one contiguous write
+                    _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
+                    segment.append_batch(view, size, last_offset, values[8], now)
+            except OSError as error:
+                raise storage_error(self.topic_partition, error) from error
             self._log_end_offset = last_offset + 1
             self._unflushed_messages += values[12]
             if leader_epoch > self._latest_epoch:
@@ -396,9 +386,12 @@ class PartitionLog(LogMaintenance):
     ) -> None:
         last_offset = placements[-1][1]
         segment = self.segments[-1]
-        if segment.should_roll(size, last_offset, now):
-            segment = self._roll(first_offset, now)
-        self._last_append_position = segment.append(buffers, placements, size=size, now_ms=now)
+        try:
+            if segment.should_roll(size, last_offset, now):
+                segment = self._roll(first_offset, now)
+            self._last_append_position = segment.append(buffers, placements, size=size, now_ms=now)
+        except OSError as error:
+            raise storage_error(self.topic_partition, error) from error
         self._log_end_offset = last_offset + 1
         self._unflushed_messages += record_count
 
@@ -448,12 +441,15 @@ class PartitionLog(LogMaintenance):
             index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
             offset = fetch_offset
             while index < len(self.segments) and offset < upper:
-                region, next_offset, go_on = self.segments[index].read(
-                    offset,
-                    max_offset=upper,
-                    max_bytes=remaining,
-                    min_one_message=min_one_message and not regions,
-                )
+                try:
+                    region, next_offset, go_on = self.segments[index].read(
+                        offset,
+                        max_offset=upper,
+                        max_bytes=remaining,
+                        min_one_message=min_one_message and not regions,
+                    )
+                except OSError as error:
+                    raise storage_error(self.topic_partition, error) from error
                 if region is not None:
                     regions.append(region)
                     remaining -= region.length

@@ -347,3 +347,25 @@ def test_max_timestamp_names_the_record_not_the_batch_end(filesystem, clock) -> 
     log.append_as_leader(build_batch(records), leader_epoch=1)
     top = log.max_timestamp_offset()
     assert (top.offset, top.timestamp, top.leader_epoch) == (1, base + 90, 1)
+
+
+@pytest.mark.parametrize("buffer_type", [bytes, bytearray])
+def test_disk_errors_are_kafka_storage_errors(filesystem, clock, monkeypatch, buffer_type) -> None:
+    from moldau.storage.memory_filesystem import MemoryFile
+
+    log = open_log(filesystem, clock)
+    log.append_as_leader(batch(b"ok"), leader_epoch=0)
+
+    def failing(*args: object, **kwargs: object) -> int:
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(MemoryFile, "pwritev", failing)
+    monkeypatch.setattr(MemoryFile, "pwrite", failing)
+    monkeypatch.setattr(MemoryFile, "pread", failing)
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(buffer_type(batch(b"x")), leader_epoch=0)
+    assert caught.value.code is ErrorCode.kafka_storage_error
+    with pytest.raises(KafkaError) as caught:
+        log.read(0, max_bytes=100, max_offset=1)
+    assert caught.value.code is ErrorCode.kafka_storage_error
+    assert log.log_end_offset == 1
