@@ -87,7 +87,7 @@ def info(
         )
         emit(data, output, text)
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 BrokerOption = Annotated[
@@ -142,7 +142,7 @@ def describe(
         )
         emit(data, output, text)
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def _alter(
@@ -166,7 +166,7 @@ def _alter(
             f"Completed updating config for broker {node_id}.",
         )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @config_app.command("set")

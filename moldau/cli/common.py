@@ -141,7 +141,7 @@ _SUBJECT_VERBS: Final[Mapping[ErrorCode, str]] = {
 _UNREACHABLE: Final = frozenset({ErrorCode.network_exception, ErrorCode.request_timed_out})
 
 
-def explain(exc: KafkaException, servers: str | None = None) -> tuple[str, ExitCode]:
+def explain(exc: KafkaException) -> tuple[str, ExitCode]:
     if exc.code in _UNREACHABLE:
         hint = f"Is the server running? Set the address with -b HOST:PORT or {BROKERS_ENV}."
         return f"{exc.message or exc.name}. {hint}", ExitCode.UNREACHABLE
@@ -153,12 +153,12 @@ def explain(exc: KafkaException, servers: str | None = None) -> tuple[str, ExitC
     return (f"{message}; {fix}" if fix else message), ExitCode.KAFKA_ERROR
 
 
-def run(coroutine: Coroutine[Any, Any, T], *, servers: str | None = None) -> T:
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a command body; map client errors to one line on stderr and an exit code."""
     try:
         return asyncio.run(coroutine)
     except KafkaException as exc:
-        message, code = explain(exc, servers)
+        message, code = explain(exc)
         fail(message, code)
     except ConfigException as exc:
         fail(str(exc))

@@ -163,7 +163,7 @@ def consume_command(
             if group:
                 await consumer.commit()
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def register(root: typer.Typer) -> None:

@@ -72,7 +72,7 @@ def list_groups(
         ]
         emit(data, output, "\n".join(g.group_id for g in groups))
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def describe_rows(
@@ -167,7 +167,7 @@ def describe(
                 texts.append(f"{header}\n\n{table}")
         emit(results if len(results) > 1 else results[0], output, "\n\n".join(texts))
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @app.command("delete")
@@ -190,7 +190,7 @@ def delete(
             f"Deletion of requested consumer groups ({names}) was successful.",
         )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +385,7 @@ def reset_offsets(
             table if execute else f"{table}\n\nDry run: nothing changed; add --execute to apply.",
         )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def register(root: typer.Typer) -> None:

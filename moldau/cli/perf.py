@@ -175,7 +175,7 @@ def produce(
             summary.line(),
         )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def _kafka_time(moment: float) -> str:
@@ -247,7 +247,7 @@ def consume(
         line = ", ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in values.values())
         emit(values, output, f"{CONSUMER_HEADER}\n{line}")
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def register(root: typer.Typer) -> None:

@@ -172,7 +172,7 @@ def produce_command(
         else:
             emit(data_out, output)
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def register(root: typer.Typer) -> None:

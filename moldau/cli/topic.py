@@ -97,7 +97,7 @@ def create(
                 "\n".join(f"Created topic {item['name']}." for item in created),
             )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @app.command("list")
@@ -130,7 +130,7 @@ def list_topics(
         ]
         emit(data, output, "\n".join(t.name for t in topics))
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def _replication_factor(topic: Any) -> int:
@@ -193,7 +193,7 @@ def describe(
                 texts.append(_describe_text(data))
         emit(results if len(results) > 1 else results[0], output, "\n\n".join(texts))
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def _describe_text(data: dict[str, Any]) -> str:
@@ -258,7 +258,7 @@ def alter_config(
             f"Completed updating config for topic {name}.",
         )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @app.command("add-partitions")
@@ -283,7 +283,7 @@ def add_partitions(
             f"Topic {name} now has {partitions} partitions.",
         )
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @app.command("delete")
@@ -301,7 +301,7 @@ def delete_topics(
             await admin.delete_topics(names)
         emit({"deleted": names}, output, "\n".join(f"Deleted topic {n}." for n in names))
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 @app.command("trim")
@@ -353,7 +353,7 @@ def trim(
         )
         emit(data, output, text)
 
-    run(body(), servers=client.get_str("bootstrap.servers"))
+    run(body())
 
 
 def register(root: typer.Typer) -> None:

@@ -14,10 +14,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
-from moldau.client.cluster import Cluster, ClusterMetadata, TopicInfo
+from moldau.client.base import ClientBase
+from moldau.client.cluster import ClusterMetadata, TopicInfo
 from moldau.client.config import ClientConfig
 from moldau.client.consumer_protocol import decode_assignment
 from moldau.client.errors import check_error
@@ -137,27 +137,12 @@ class GroupDescription:
     coordinator: int
 
 
-class AdminClient:
+class AdminClient(ClientBase):
     """Cluster administration over the Kafka protocol; an async context manager."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
-        self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
-        self.cluster = Cluster(self.config)
+        super().__init__(config)
         self._timeout_ms = self.config.get_int("request.timeout.ms")
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await self.cluster.close()
 
     # --- topics ------------------------------------------------------------------------------
 

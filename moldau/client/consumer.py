@@ -13,10 +13,9 @@ import asyncio
 import contextlib
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
-from moldau.client.cluster import Cluster
+from moldau.client.base import ClientBase
 from moldau.client.config import ClientConfig
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.fetcher import FETCH, build_fetch_request, records_from_fetch
@@ -57,12 +56,11 @@ def _reset_spec(value: str) -> int | None:
     )
 
 
-class Consumer:
+class Consumer(ClientBase):
     """An asyncio consumer; use as `async with Consumer({...}) as consumer:`."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
-        self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
-        self.cluster = Cluster(self.config)
+        super().__init__(config)
         self.isolation_level = _isolation_level(self.config.get_str("isolation.level"))
         self.auto_offset_reset = _reset_spec(self.config.get_str("auto.offset.reset"))
         self.enable_auto_commit = self.config.get_bool("enable.auto.commit")
@@ -78,17 +76,6 @@ class Consumer:
         self._buffer: deque[Message] = deque()
         self._last_commit = 0.0
         self._closed = False
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # --- assignment --------------------------------------------------------------------------
 

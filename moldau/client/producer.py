@@ -16,10 +16,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
-from moldau.client.cluster import Cluster
+from moldau.client.base import ClientBase
 from moldau.client.config import ClientConfig
 from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
@@ -86,12 +85,11 @@ def _acks(value: Any) -> int:
     raise ConfigException(f"setting 'acks' must be 0, 1 or all, got {value!r}")
 
 
-class Producer:
+class Producer(ClientBase):
     """An asyncio producer; use as `async with Producer({...}) as producer:`."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
-        self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
-        self.cluster = Cluster(self.config)
+        super().__init__(config)
         self.acks = _acks(self.config.get("acks"))
         try:
             self.compression = CompressionType.from_name(self.config.get_str("compression.type"))
@@ -116,17 +114,6 @@ class Producer:
         self._sender: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self._closed = False
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def __len__(self) -> int:
         """Records queued or in flight (confluent-kafka's `len(producer)`)."""
