@@ -7,8 +7,9 @@ headers, `-p` picks the partition (default: Kafka's murmur2 for keyed records), 
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
@@ -37,16 +38,19 @@ def _unescape(text: str) -> bytes:
     return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
 
 
-def split_records(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
-    """Records separated by `delimiter`; a trailing delimiter does not make an empty record."""
+async def split_records(stream: BinaryIO, delimiter: bytes) -> AsyncIterator[bytes]:
+    """Records separated by `delimiter`, as soon as each is complete (reads happen in a thread so
+    the producer keeps sending while stdin waits); a trailing delimiter makes no empty record."""
+    read = getattr(stream, "read1", stream.read)
     pending = b""
     while True:
-        chunk = stream.read(1 << 16)
+        chunk = await asyncio.to_thread(read, 1 << 16)
         if not chunk:
             break
         pending += chunk
         *complete, pending = pending.split(delimiter)
-        yield from complete
+        for record in complete:
+            yield record
     if pending:
         yield pending
 
@@ -101,19 +105,15 @@ def produce_command(
     if record_delimiter == b"" or key_separator == b"":
         fail("delimiters must not be empty")
 
-    def records() -> Iterator[bytes]:
-        if files:
-            for path in files:
-                with path.open("rb") as stream:
-                    if file_per_record:
-                        yield stream.read()
-                    else:
-                        yield from split_records(stream, record_delimiter)
-        else:
-            if file_per_record:
-                yield sys.stdin.buffer.read()
-            else:
-                yield from split_records(sys.stdin.buffer, record_delimiter)
+    async def records() -> AsyncIterator[bytes]:
+        streams = [path.open("rb") for path in files] if files else [sys.stdin.buffer]
+        for stream in streams:
+            with stream:
+                if file_per_record:
+                    yield await asyncio.to_thread(stream.read)
+                else:
+                    async for record in split_records(stream, record_delimiter):
+                        yield record
 
     async def body() -> None:
         summary: dict[int, list[int]] = {}
@@ -137,7 +137,7 @@ def produce_command(
                     ExitCode.KAFKA_ERROR,
                 )
             count = 0
-            for data in records():
+            async for data in records():
                 record_key: bytes | None = None if key is None else key.encode()
                 value = data
                 if key_separator is not None:

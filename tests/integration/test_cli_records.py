@@ -8,13 +8,16 @@ partitioner picks, whichever of the two tools wrote them.
 from __future__ import annotations
 
 import base64
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from moldau.client.partitioner import partition_for_key
 
-from .support import now_ms, unique_topic
+from .support import now_ms, unique_topic, wait_until
 from .test_cli_support import moldau, run_tool
 
 pytestmark = pytest.mark.timeout(120)
@@ -120,3 +123,31 @@ def test_perf_produce_and_consume_print_kafkas_summary(server) -> None:  # type:
     assert stats["data.consumed.in.MB"] == round(2000 * 64 / 1024 / 1024, 4)
     header = moldau("perf", "consume", topic, "-n", "2000", bootstrap=b).text.splitlines()[0]
     assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec")
+
+
+def test_produce_sends_each_line_before_stdin_closes(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-live")
+    moldau("topic", "create", topic, "-p", "1", bootstrap=b)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "produce", topic, "-b", b],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment,
+    )  # fmt: skip
+    assert producer.stdin is not None
+    try:
+        producer.stdin.write(b"first line\n")
+        producer.stdin.flush()
+
+        def arrived() -> bool:
+            text = moldau("consume", topic, "-e", "--format", "text", bootstrap=b).text
+            return text == "first line\n"
+
+        wait_until(arrived, timeout=30, message="a line was not sent while stdin stayed open")
+        producer.stdin.write(b"second line\n")
+    finally:
+        producer.stdin.close()
+        producer.wait(30)
+    assert producer.returncode == 0, producer.stderr.read() if producer.stderr else ""
+    final = moldau("consume", topic, "-e", "--format", "text", bootstrap=b).text
+    assert final == "first line\nsecond line\n"
