@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,10 +29,26 @@ JS_DIR = Path(__file__).parent / "js"
 class MoldauServer:
     """One `python -m moldau server` child process; `restart()` keeps its data directory."""
 
-    def __init__(self, *, data_dir: Path, log_path: Path, overrides: dict[str, str]) -> None:
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        log_path: Path,
+        overrides: dict[str, str],
+        arguments: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
+        working_dir: Path | None = None,
+        isolated: bool = True,
+    ) -> None:
+        """`isolated`: listen on an ephemeral loopback port and keep data in `data_dir` (by
+        overrides); without it the server runs on its own defaults or the given arguments."""
         self.data_dir = data_dir
         self.log_path = log_path
         self.overrides = dict(overrides)
+        self.arguments = list(arguments)
+        self.environment = dict(environment or {})
+        self.working_dir = working_dir
+        self.isolated = isolated
         self.process: subprocess.Popen[bytes] | None = None
         self.host = ""
         self.port = 0
@@ -47,11 +63,14 @@ class MoldauServer:
     def command(self) -> list[str]:
         # -X faulthandler: SIGABRT makes a hung server print every thread's stack before dying.
         arguments = [sys.executable, "-X", "faulthandler", "-m", "moldau", "server"]
-        settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "log.dirs": str(self.data_dir),
-            **self.overrides,
-        }
+        arguments += self.arguments
+        settings = dict(self.overrides)
+        if self.isolated:
+            settings = {
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "log.dirs": str(self.data_dir),
+                **settings,
+            }
         for key, value in settings.items():
             arguments += ["--override", f"{key}={value}"]
         return arguments
@@ -59,6 +78,7 @@ class MoldauServer:
     def start(self) -> MoldauServer:
         assert self.process is None, "server already running"
         environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+        environment.update(self.environment)
         self._lines = []
         self._ready = threading.Event()
         self.process = subprocess.Popen(
@@ -67,6 +87,7 @@ class MoldauServer:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=environment,
+            cwd=self.working_dir,
         )
         self._reader = threading.Thread(target=self._follow_output, daemon=True)
         self._reader.start()
@@ -87,8 +108,8 @@ class MoldauServer:
                 )
         return self
 
-    def stop(self) -> int:
-        """SIGTERM, then require a clean exit (code 0) within STOP_TIMEOUT_S."""
+    def stop(self, signal_number: int = signal.SIGTERM) -> int:
+        """SIGTERM (or the given signal), then require a clean exit (code 0) in STOP_TIMEOUT_S."""
         process = self.process
         assert process is not None, "server is not running"
         if process.poll() is not None:
@@ -97,20 +118,22 @@ class MoldauServer:
                 f"moldau server died during the test (exit code {process.returncode}); "
                 f"output:\n{self.output_tail()}"
             )
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal_number)
         try:
             code = process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self._dump_stacks_and_kill()
             pytest.fail(
-                f"moldau server did not exit within {STOP_TIMEOUT_S:.0f}s of SIGTERM (killed); "
+                f"moldau server did not exit within {STOP_TIMEOUT_S:.0f}s of signal "
+                f"{signal.Signals(signal_number).name} (killed); "
                 f"output with its threads' stacks:\n{self.output_tail(150)}"
             )
         if self._reader is not None:
             self._reader.join(5)
         self.process = None
         assert code == 0, (
-            f"moldau server exited with code {code} after SIGTERM; output:\n{self.output_tail()}"
+            f"moldau server exited with code {code} after {signal.Signals(signal_number).name}; "
+            f"output:\n{self.output_tail()}"
         )
         return code
 
@@ -171,7 +194,14 @@ ServerFactory = Callable[..., MoldauServer]
 def _server_factory(base: Path) -> Iterator[ServerFactory]:
     servers: list[MoldauServer] = []
 
-    def start(**overrides: str) -> MoldauServer:
+    def start(
+        *,
+        arguments: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
+        working_dir: Path | None = None,
+        isolated: bool = True,
+        **overrides: str,
+    ) -> MoldauServer:
         index = len(servers)
         directory = base / f"server-{index}"
         directory.mkdir(parents=True, exist_ok=True)
@@ -179,6 +209,10 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
             data_dir=directory / "data",
             log_path=directory / "server.log",
             overrides={key.replace("_", "."): value for key, value in overrides.items()},
+            arguments=arguments,
+            environment=environment,
+            working_dir=working_dir,
+            isolated=isolated,
         )
         servers.append(server)
         return server.start()
