@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
 
 from . import rdkafka
 from .support import (
     BIG_TOPIC_CONFIG,
+    CLIENT_MAX_BYTES,
     CODECS,
     DEADLINE_S,
     PARTITIONS,
@@ -127,3 +128,27 @@ def test_offsets_for_times_finds_the_first_record_at_or_after_a_timestamp(server
         client.close()
     consumed = rdkafka.consume(server.bootstrap_servers, topic, {0: found.offset}, {0: 3})
     assert_same_records(sent[7:], consumed)
+
+
+def test_record_larger_than_the_topic_limit_is_refused_with_message_too_large(server):
+    topic = unique_topic("rdkafka-too-large")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=1)  # Kafka's default limit
+    producer = Producer(
+        {"bootstrap.servers": server.bootstrap_servers, "message.max.bytes": CLIENT_MAX_BYTES}
+    )
+    reports = []
+    producer.produce(
+        topic,
+        value=b"x" * (1024 * 1024 + 100),
+        partition=0,
+        on_delivery=lambda error, message: reports.append(error),
+    )
+    assert producer.flush(DEADLINE_S) == 0
+
+    [error] = reports
+    assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+    client = rdkafka.consumer(server.bootstrap_servers)
+    try:
+        assert client.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S) == (0, 0)
+    finally:
+        client.close()

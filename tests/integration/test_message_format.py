@@ -12,11 +12,12 @@ import struct
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, TopicPartition
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from . import rdkafka
-from .support import Record, assert_same_records, now_ms, unique_topic, wait_until
+from .support import DEADLINE_S, Record, assert_same_records, now_ms, unique_topic, wait_until
 from .wire import Connection, fetch, produce
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -174,3 +175,46 @@ def test_records_from_librdkafka_are_in_the_log_file_as_sent(server, codec):
 
     consumed = rdkafka.consume_all(server.bootstrap_servers, topic, sent, partitions=2)
     assert_same_records(sent, consumed)
+
+
+def test_log_append_time_topic_stamps_batches_with_the_broker_time(server):
+    topic = unique_topic("format-append-time")
+    rdkafka.create_topic(
+        server.bootstrap_servers,
+        topic,
+        partitions=1,
+        config={"message.timestamp.type": "LogAppendTime"},
+    )
+    an_hour_ago = now_ms() - 3_600_000
+    records = [
+        Record(key=b"k", value=b"v%d" % i, timestamp_ms=an_hour_ago + i, partition=0)
+        for i in range(5)
+    ]
+    before = now_ms()
+    sent = rdkafka.produce(server.bootstrap_servers, topic, records, compression="gzip")
+    after = now_ms()
+
+    segment = parse_segment(segment_path(server.data_dir, topic, 0).read_bytes())
+    append_times = set()
+    for batch, stored in segment:
+        assert batch.timestamp_type == 1, "batch not marked LogAppendTime"
+        assert before <= batch.max_timestamp <= after
+        append_times.add(batch.max_timestamp)
+        assert {r.timestamp_ms for r in stored} == {batch.max_timestamp}
+
+    consumer = rdkafka.consumer(server.bootstrap_servers, **{"enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    received = []
+    try:
+        while len(received) < len(sent):
+            message = consumer.poll(DEADLINE_S)
+            assert message is not None, f"only {len(received)} of {len(sent)} records arrived"
+            if message.error() is None:
+                received.append(message)
+    finally:
+        consumer.close()
+    for message, original in zip(received, sent, strict=True):
+        kind, timestamp = message.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME
+        assert timestamp in append_times
+        assert (message.offset(), message.value()) == (original.offset, original.value)
