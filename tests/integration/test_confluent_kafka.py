@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
 
@@ -152,3 +154,38 @@ def test_record_larger_than_the_topic_limit_is_refused_with_message_too_large(se
         assert client.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S) == (0, 0)
     finally:
         client.close()
+
+
+def test_a_waiting_fetch_is_answered_as_soon_as_a_record_arrives(server):
+    topic = unique_topic("rdkafka-long-poll")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=1)
+    first = rdkafka.produce(
+        server.bootstrap_servers, topic, [Record(key=None, value=b"first", timestamp_ms=now_ms())]
+    )
+    # The broker may hold each fetch for up to 6 s (the empty fetch that reports the end of the
+    # partition is held that long); a new record must end such a wait at once.
+    client = rdkafka.consumer(
+        server.bootstrap_servers, **{"fetch.wait.max.ms": 6_000, "enable.partition.eof": True}
+    )
+    client.assign([TopicPartition(topic, 0, 0)])
+    try:
+        events = []
+        while not events or events[-1] != KafkaError._PARTITION_EOF:
+            event = client.poll(DEADLINE_S)
+            assert event is not None, f"no end of partition after {events}"
+            events.append(event.value() if event.error() is None else event.error().code())
+        assert events == [b"first", KafkaError._PARTITION_EOF]
+        second = rdkafka.produce(
+            server.bootstrap_servers,
+            topic,
+            [Record(key=None, value=b"wake", timestamp_ms=now_ms())],
+        )
+        produced_at = time.monotonic()
+        message = client.poll(DEADLINE_S)
+        waited = time.monotonic() - produced_at
+    finally:
+        client.close()
+    assert message is not None and message.error() is None, message and message.error()
+    assert (message.offset(), message.value()) == (second[0].offset, b"wake")
+    assert second[0].offset == first[0].offset + 1
+    assert waited < 3, f"record delivered {waited:.1f}s after it was written"
