@@ -1,9 +1,13 @@
 """Wiring of the coordinators into a node: internal topics, record writes and replays.
 
-The group coordinator runtime is given two callables: `append` builds a batch of its key/value
-records, appends it to the `__consumer_offsets` partition and waits until it is durable (the
-coordinator answers only after that, as Kafka's does with acks=all); `read_records` replays a
-partition from its log start. A single node leads every partition, so it coordinates them all.
+The group coordinator runtime is given `append` (builds a batch of its key/value records, appends
+it to the `__consumer_offsets` partition and waits until it is durable: the coordinator answers
+only after that, as Kafka's does with acks=all), `append_transactional` (the same in a
+transactional batch of a producer, for TxnOffsetCommit) and `read_records`, which replays a
+partition from its log start, transactional records and markers included. The transaction
+coordinator runtime gets the same over `__transaction_state`, producer ids from the controller's
+blocks and `write_markers` (`handlers/write_txn_markers.py`). A single node leads every partition,
+so it coordinates them all.
 """
 
 from __future__ import annotations
@@ -12,10 +16,23 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from moldau.broker.handlers.write_txn_markers import write_markers
 from moldau.coordinator.config import GroupCoordinatorConfig
-from moldau.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
+from moldau.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime, LoadedItem
+from moldau.coordinator.transaction_metadata import TransactionCoordinatorConfig
+from moldau.coordinator.transaction_runtime import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionCoordinatorRuntime,
+)
+from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import NewRecord, build_batch, iter_batches
+from moldau.protocol.records import (
+    ControlRecordType,
+    NewRecord,
+    build_batch,
+    iter_batches,
+    parse_control_record,
+)
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -27,6 +44,11 @@ _OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
     "compression.type": "producer",
+}
+_TRANSACTION_STATE_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(100 * 1024 * 1024),
+    "compression.type": "uncompressed",
 }
 _READ_CHUNK_BYTES = 4 * 1024 * 1024
 
@@ -40,27 +62,114 @@ async def start(node: Node) -> None:
     )
 
     async def append(tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]) -> int:
-        batch = build_batch(
-            [NewRecord(key=key, value=value) for key, value in pairs],
-            timestamp=node.clock.now_ms(),
-        )
-        result = node.replica_manager.append_records(tp, batch, required_acks=-1)
-        await node.replica_manager.wait_durable(tp, result.last_offset)
-        return int(result.last_offset)
+        return await _append(node, tp, pairs)
+
+    async def append_transactional(
+        tp: TopicPartition,
+        pairs: list[tuple[bytes | None, bytes | None]],
+        producer_id: int,
+        producer_epoch: int,
+    ) -> int:
+        return await _append(node, tp, pairs, producer=(producer_id, producer_epoch))
 
     runtime = GroupCoordinatorRuntime(
         config,
         append=append,
-        read_records=lambda tp: _read_records(node, tp),
+        append_transactional=append_transactional,
+        read_records=lambda tp: _read_offsets_records(node, tp),
         clock=node.clock,
     )
     # Published before loading, so requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
     node.group_coordinator = runtime
-    node.on_stop(runtime.stop)
+    transactions = await _start_transaction_coordinator(node, append)
+
+    async def stop() -> None:
+        if transactions is not None:
+            await transactions.stop()
+        await runtime.stop()
+
+    node.on_stop(stop)
     await runtime.start()
+    if transactions is not None:
+        await transactions.start()
 
 
-def _read_records(node: Node, tp: TopicPartition) -> Iterator[tuple[bytes | None, bytes | None]]:
+async def _start_transaction_coordinator(
+    node: Node, append: object
+) -> TransactionCoordinatorRuntime | None:
+    config = TransactionCoordinatorConfig.from_properties(node.config)
+    await node.ensure_internal_topic(
+        TRANSACTION_STATE_TOPIC,
+        partitions=config.transaction_state_log_num_partitions,
+        configs=dict(_TRANSACTION_STATE_TOPIC_CONFIGS),
+    )
+
+    async def append_state(
+        tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]
+    ) -> int:
+        return await _append(node, tp, pairs)
+
+    def coordinator_epoch(index: int) -> int:
+        partition = node.replica_manager.get_partition(
+            TopicPartition(TRANSACTION_STATE_TOPIC, index)
+        )
+        return int(partition.leader_epoch) if partition is not None else 0
+
+    runtime = TransactionCoordinatorRuntime(
+        config,
+        append=append_state,
+        read_records=lambda tp: _read_state_records(node, tp),
+        allocate_producer_id=node.producer_id_manager.generate,
+        write_markers=lambda markers, epoch: write_markers(node, markers, epoch),
+        coordinator_epoch=coordinator_epoch,
+        clock=node.clock,
+    )
+    node.transaction_coordinator = runtime
+    return runtime
+
+
+async def _append(
+    node: Node,
+    tp: TopicPartition,
+    pairs: list[tuple[bytes | None, bytes | None]],
+    *,
+    producer: tuple[int, int] | None = None,
+) -> int:
+    """Append before the first await (coordinators rely on it for ordering), then wait until
+    the records are durable."""
+    if producer is None:
+        batch = build_batch(
+            [NewRecord(key=key, value=value) for key, value in pairs],
+            timestamp=node.clock.now_ms(),
+        )
+    else:
+        batch = build_batch(
+            [NewRecord(key=key, value=value) for key, value in pairs],
+            timestamp=node.clock.now_ms(),
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            transactional=True,
+        )
+    result = node.replica_manager.append_records(tp, batch, required_acks=-1)
+    await node.replica_manager.wait_durable(tp, result.last_offset)
+    return int(result.last_offset)
+
+
+def _read_state_records(
+    node: Node, tp: TopicPartition
+) -> Iterator[tuple[bytes | None, bytes | None]]:
+    for item in _read_records(node, tp):
+        if isinstance(item, tuple):
+            yield item
+
+
+def _read_offsets_records(node: Node, tp: TopicPartition) -> Iterator[LoadedItem]:
+    return _read_records(node, tp)
+
+
+def _read_records(node: Node, tp: TopicPartition) -> Iterator[LoadedItem]:
+    """Every record of the partition in offset order: plain records as (key, value), records of
+    transactional batches and transaction markers tagged with their producer."""
     partition = node.replica_manager.get_partition(tp)
     if partition is None:
         raise KafkaError(ErrorCode.not_coordinator, f"{tp} is not hosted here")
@@ -78,7 +187,19 @@ def _read_records(node: Node, tp: TopicPartition) -> Iterator[tuple[bytes | None
             header = batch.header
             offset = header.next_offset
             if header.is_control:
+                if header.producer_id >= 0:
+                    for record in batch.records():
+                        control_type, _ = parse_control_record(record)
+                        committed = control_type == ControlRecordType.COMMIT
+                        yield TransactionMarker(header.producer_id, committed)
                 continue
+            transactional = header.is_transactional and header.producer_id >= 0
             for record in batch.records():
-                if record.offset >= partition_log.log_start_offset:
+                if record.offset < partition_log.log_start_offset:
+                    continue
+                if transactional:
+                    yield TransactionalRecord(
+                        header.producer_id, header.producer_epoch, record.key, record.value
+                    )
+                else:
                     yield record.key, record.value

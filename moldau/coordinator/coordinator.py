@@ -148,6 +148,36 @@ class GroupCoordinator:
             commits=commits,
         )
 
+    def txn_commit_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[PartitionCommit],
+    ) -> CoordinatorResult:
+        if self.loading:
+            return self._offsets.commit_offsets_refused(commits, LOADING)
+        return self._offsets.txn_commit_offsets(
+            group_id=group_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            commits=commits,
+        )
+
+    def replay_transactional(self, producer_id: int, record: CoordinatorRecord) -> None:
+        self._store.replay_transactional(producer_id, record)
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> None:
+        """A COMMIT or ABORT marker of the producer: its pending offsets take effect or go."""
+        self._store.replay_marker(producer_id, committed, self._clock.now_ms())
+
     def fetch_offsets(
         self,
         *,
@@ -155,11 +185,16 @@ class GroupCoordinator:
         topics: list[tuple[str, list[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> Response:
         if self.loading:
             return {"group_id": group_id, "error_code": LOADING, "topics": []}
         return self._offsets.fetch_offsets(
-            group_id=group_id, topics=topics, member_id=member_id, member_epoch=member_epoch
+            group_id=group_id,
+            topics=topics,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            require_stable=require_stable,
         )
 
     def delete_offsets(

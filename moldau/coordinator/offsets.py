@@ -138,6 +138,51 @@ class OffsetManager:
         result.response = _answer_partitions(commits, codes)
         return result
 
+    def txn_commit_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[PartitionCommit],
+    ) -> CoordinatorResult:
+        """TxnOffsetCommit: the offsets stay pending until the transaction's marker (KIP-98);
+        v3+ clients send their group generation and member, checked as Kafka does (KIP-447)."""
+        if not group_id:
+            return self.commit_offsets_refused(commits, ErrorCode.invalid_group_id)
+        if member_id or generation_id >= 0:
+            error = self._validate_commit(group_id, generation_id, member_id, group_instance_id)
+            if error == ErrorCode.stale_member_epoch:
+                error = ErrorCode.illegal_generation
+            elif error == ErrorCode.rebalance_in_progress:
+                error = ErrorCode.none
+            if error != ErrorCode.none:
+                return self.commit_offsets_refused(commits, error)
+        now = self._clock.now_ms()
+        result = CoordinatorResult(producer=(producer_id, producer_epoch))
+        codes = {}
+        for commit in commits:
+            metadata = commit.metadata or ""
+            if len(metadata.encode()) > self._config.offset_metadata_max_bytes:
+                codes[(commit.topic, commit.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            record = CoordinatorRecord(
+                OffsetCommitKey(group_id=group_id, topic=commit.topic, partition=commit.partition),
+                OffsetCommitValue(
+                    offset=commit.offset,
+                    leader_epoch=commit.leader_epoch,
+                    metadata=metadata,
+                    commit_timestamp=now,
+                ),
+            )
+            result.records.append(record)
+            self._store.replay_transactional(producer_id, record)
+        result.response = _answer_partitions(commits, codes)
+        return result
+
     def fetch_offsets(
         self,
         *,
@@ -145,6 +190,7 @@ class OffsetManager:
         topics: list[tuple[str, list[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> Response:
         """One group of OffsetFetch: offset -1 and no error for what was never committed."""
         group = self._store.groups.get(group_id)
@@ -167,6 +213,19 @@ class OffsetManager:
         for name, partitions in topics:
             answers = []
             for partition in partitions:
+                if require_stable and self._store.transactional.has_pending(
+                    group_id, name, partition
+                ):
+                    answers.append(
+                        {
+                            "partition_index": partition,
+                            "committed_offset": -1,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": ErrorCode.unstable_offset_commit,
+                        }
+                    )
+                    continue
                 value = committed.get(OffsetKey(name, partition))
                 answers.append(
                     {

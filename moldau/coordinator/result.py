@@ -27,6 +27,8 @@ class CoordinatorResult:
     records: list[CoordinatorRecord] = field(default_factory=list)
     response: Response | None = None
     deliveries: list[tuple[Responder, Response]] = field(default_factory=list)
+    # (producer id, producer epoch) when the records go in a transactional batch (TxnOffsetCommit)
+    producer: tuple[int, int] | None = None
 
     def merge(self, other: CoordinatorResult) -> None:
         """Fold the records and deliveries of `other` into this result (not its response)."""

@@ -27,6 +27,7 @@ from moldau.coordinator.coordinator import GroupCoordinator
 from moldau.coordinator.offsets import PartitionCommit
 from moldau.coordinator.records import CoordinatorRecord, decode_record, encode_record
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
+from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
 
@@ -36,7 +37,12 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 RecordPairs = list[tuple[bytes | None, bytes | None]]
 AppendRecords = Callable[[TopicPartition, RecordPairs], Awaitable[int]]
-ReadRecords = Callable[[TopicPartition], Iterable[tuple[bytes | None, bytes | None]]]
+AppendTransactional = Callable[[TopicPartition, RecordPairs, int, int], Awaitable[int]]
+"""Appends records in a transactional batch of (producer id, producer epoch): TxnOffsetCommit."""
+LoadedItem = tuple[bytes | None, bytes | None] | TransactionalRecord | TransactionMarker
+ReadRecords = Callable[[TopicPartition], Iterable[LoadedItem]]
+Write = RecordPairs | Callable[[], Awaitable[object]]
+"""A queued write: plain records, or a write of its own (transactional batch, marker)."""
 
 _LOAD_YIELD_EVERY = 1000
 
@@ -61,7 +67,7 @@ def partition_for_group(group_id: str, partitions: int) -> int:
 class _Partition:
     index: int
     coordinator: GroupCoordinator
-    pending: list[tuple[RecordPairs, asyncio.Future[None]]] = field(default_factory=list)
+    pending: list[tuple[Write, asyncio.Future[None]]] = field(default_factory=list)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     writer: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
@@ -78,10 +84,12 @@ class GroupCoordinatorRuntime:
         *,
         append: AppendRecords,
         read_records: ReadRecords,
+        append_transactional: AppendTransactional | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self._append = append
+        self._append_transactional = append_transactional
         self._read_records = read_records
         self._clock = clock
         self._partitions: dict[int, _Partition] = {}
@@ -105,10 +113,17 @@ class GroupCoordinatorRuntime:
         partition = _Partition(index, coordinator)
         self._partitions[index] = partition  # answers COORDINATOR_LOAD_IN_PROGRESS meanwhile
         count = 0
-        for key, value in self._read_records(TopicPartition(OFFSETS_TOPIC, index)):
-            record = decode_record(key, value)
-            if record is not None:
-                coordinator.replay(record)
+        for item in self._read_records(TopicPartition(OFFSETS_TOPIC, index)):
+            if isinstance(item, TransactionMarker):
+                coordinator.complete_transaction(item.producer_id, item.committed)
+            elif isinstance(item, TransactionalRecord):
+                record = decode_record(item.key, item.value)
+                if record is not None:
+                    coordinator.replay_transactional(item.producer_id, record)
+            else:
+                record = decode_record(*item)
+                if record is not None:
+                    coordinator.replay(record)
             count += 1
             if count % _LOAD_YIELD_EVERY == 0:
                 await asyncio.sleep(0)
@@ -184,9 +199,8 @@ class GroupCoordinatorRuntime:
             batch, partition.pending = partition.pending, []
             if not batch:
                 continue
-            pairs = [pair for pairs, _ in batch for pair in pairs]
             try:
-                await self._append(topic_partition, pairs)
+                await self._write_in_order(topic_partition, [write for write, _ in batch])
             except Exception as exc:  # the log refused: state is ahead of it, so reload
                 logger.warning("append to %s failed: %r; reloading", topic_partition, exc)
                 for _, waiter in batch:
@@ -198,13 +212,49 @@ class GroupCoordinatorRuntime:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    async def _write_in_order(self, topic_partition: TopicPartition, writes: list[Write]) -> None:
+        """Runs of plain records share one append; other writes go alone, in queue order."""
+        pairs: RecordPairs = []
+        for write in writes:
+            if isinstance(write, list):
+                pairs.extend(write)
+                continue
+            if pairs:
+                await self._append(topic_partition, pairs)
+                pairs = []
+            await write()
+        if pairs:
+            await self._append(topic_partition, pairs)
+
     async def _reload(self, index: int) -> None:
         await self.unload_partition(index)
         await self.load_partition(index)
 
-    async def _write(self, partition: _Partition, records: list[CoordinatorRecord]) -> None:
+    async def _write(
+        self,
+        partition: _Partition,
+        records: list[CoordinatorRecord],
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        pairs: RecordPairs = [encode_record(record) for record in records]
+        write: Write = pairs
+        if producer is not None:
+            append_transactional = self._append_transactional
+            if append_transactional is None:
+                raise KafkaError(ErrorCode.unsupported_version, "no transactional writes")
+            topic_partition = TopicPartition(OFFSETS_TOPIC, partition.index)
+            producer_id, producer_epoch = producer
+
+            def write_transactional() -> Awaitable[int]:
+                return append_transactional(topic_partition, pairs, producer_id, producer_epoch)
+
+            write = write_transactional
+
+        await self._enqueue(partition, write)
+
+    async def _enqueue(self, partition: _Partition, write: Write) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        partition.pending.append(([encode_record(record) for record in records], waiter))
+        partition.pending.append((write, waiter))
         partition.wakeup.set()
         await waiter
 
@@ -212,7 +262,7 @@ class GroupCoordinatorRuntime:
         """Make the records durable, then answer everybody the operation answered."""
         self._reschedule(partition)
         if result.records:
-            await self._write(partition, result.records)
+            await self._write(partition, result.records, result.producer)
         for respond, response in result.deliveries:
             respond(response)
         return result.response
@@ -348,6 +398,44 @@ class GroupCoordinatorRuntime:
         )
         return await self._immediate(group_id, result)
 
+    async def txn_commit_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[PartitionCommit],
+    ) -> Response:
+        result = self.coordinator_for(group_id).txn_commit_offsets(
+            group_id=group_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            commits=commits,
+        )
+        return await self._immediate(group_id, result)
+
+    async def complete_transaction(
+        self,
+        index: int,
+        *,
+        producer_id: int,
+        committed: bool,
+        write_marker: Callable[[], Awaitable[object]],
+    ) -> None:
+        """A transaction marker for partition `index`: the producer's pending offsets take
+        effect (or are dropped) now, and the marker is written after every earlier write."""
+        partition = self._partitions.get(index)
+        if partition is None or partition.coordinator.loading:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+        partition.coordinator.complete_transaction(producer_id, committed)
+        await self._enqueue(partition, write_marker)
+
     def fetch_offsets(
         self,
         *,
@@ -355,9 +443,14 @@ class GroupCoordinatorRuntime:
         topics: list[tuple[str, list[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> Response:
         return self.coordinator_for(group_id).fetch_offsets(
-            group_id=group_id, topics=topics, member_id=member_id, member_epoch=member_epoch
+            group_id=group_id,
+            topics=topics,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            require_stable=require_stable,
         )
 
     async def delete_offsets(

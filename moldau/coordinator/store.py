@@ -32,6 +32,7 @@ from moldau.coordinator.records import (
     from_topic_partitions,
 )
 from moldau.coordinator.result import Timers
+from moldau.coordinator.transactional_offsets import PendingTransactionalOffsets
 
 Group = ClassicGroup | ConsumerGroup
 
@@ -52,6 +53,7 @@ class GroupStore:
     def __init__(self) -> None:
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[OffsetKey, OffsetCommitValue]] = {}
+        self.transactional = PendingTransactionalOffsets()
         self.timers = Timers()
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
@@ -90,6 +92,15 @@ class GroupStore:
                 self.timers.cancel(("consumer-revocation", group_id, member_id))
 
     # ------------------------------------------------------------------------------- replay
+
+    def replay_transactional(self, producer_id: int, record: CoordinatorRecord) -> None:
+        """An offset written by TxnOffsetCommit: pending until its transaction's marker."""
+        if isinstance(record.key, OffsetCommitKey):
+            self.transactional.add(producer_id, record)
+
+    def replay_marker(self, producer_id: int, committed: bool, now_ms: int) -> None:
+        for record in self.transactional.complete(producer_id, committed):
+            self.replay(record, now_ms)
 
     def replay(self, record: CoordinatorRecord, now_ms: int) -> None:
         key, value = record.key, record.value

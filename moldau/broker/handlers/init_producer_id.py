@@ -1,10 +1,11 @@
-"""InitProducerId (key 22), v0-6: a producer id and epoch for idempotent producers.
+"""InitProducerId (key 22), v0-5: a producer id and epoch for idempotent and transactional producers.
 
 v1 is v0 (throttling); v2 flexible; v3 lets a producer pass its current id and epoch to bump
-the epoch (KIP-360); v4 allows UNKNOWN_PRODUCER_ID to be retried; v5 adds PRODUCER_FENCED
-(KIP-588); v6 the two-phase-commit fields (KIP-939). An idempotent producer without a
-transactional id always gets a fresh producer id with epoch 0, as Kafka does. Transactional ids
-need the transaction coordinator; until a node has one they are refused.
+the epoch (KIP-360); v4 adds PRODUCER_FENCED (KIP-588: older versions get INVALID_PRODUCER_EPOCH);
+v5 TRANSACTION_ABORTABLE (KIP-890). (v6, two-phase commit, KIP-939, is not served.) An
+idempotent producer without a transactional id always gets a fresh producer id with epoch 0, as
+Kafka does; a transactional id goes to its transaction coordinator, which bumps the epoch (or
+moves to a new producer id) and fences the previous producer with that id.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import logging
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +26,27 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> dict[str
     node = ctx.node
     transactional_id = getattr(request, "transactional_id", None)
     if transactional_id is not None:
-        coordinator = node.transaction_coordinator
-        if coordinator is None:
-            log.warning(
-                "refusing transactional id %r: no transaction coordinator", transactional_id
+        runtime = node.transaction_coordinator
+        if runtime is None:
+            return _error(ErrorCode.coordinator_not_available)
+        try:
+            answer = await runtime.init_producer_id(
+                transactional_id=transactional_id,
+                transaction_timeout_ms=millis(request.transaction_timeout),
+                producer_id=getattr(request, "producer_id", -1),
+                producer_epoch=getattr(request, "producer_epoch", -1),
             )
-            return _error(ErrorCode.unknown_server_error)
-        return await coordinator.handle_init_producer_id(ctx, request)  # type: ignore[no-any-return]
+        except KafkaError as error:
+            return _error(error.code)
+        code = answer["error_code"]
+        if code == ErrorCode.producer_fenced and ctx.api_version < 4:
+            code = ErrorCode.invalid_producer_epoch
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "producer_id": answer["producer_id"],
+            "producer_epoch": answer["producer_epoch"],
+        }
     producer_id = await node.producer_id_manager.generate()
     return {
         "throttle_time": 0,

@@ -22,6 +22,7 @@ def _fetch_group(
     topics: Any,
     member_id: str | None,
     member_epoch: int,
+    require_stable: bool = False,
 ) -> dict[str, Any]:
     image = ctx.node.metadata_image
     by_id = ctx.api_version >= 10
@@ -42,7 +43,11 @@ def _fetch_group(
         if runtime is None:
             raise KafkaError(ErrorCode.coordinator_not_available)
         answer: dict[str, Any] = runtime.fetch_offsets(
-            group_id=group_id, topics=wanted, member_id=member_id, member_epoch=member_epoch
+            group_id=group_id,
+            topics=wanted,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            require_stable=require_stable,
         )
     except KafkaError as error:
         return {"group_id": group_id, "error_code": error.code, "topics": []}
@@ -63,11 +68,13 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 group.topics,
                 getattr(group, "member_id", None),
                 getattr(group, "member_epoch", -1),
+                request.require_stable,
             )
             for group in request.groups
         ]
         return {"throttle_time": 0, "groups": groups}
-    answer = _fetch_group(ctx, request.group_id, request.topics, None, -1)
+    require_stable = getattr(request, "require_stable", False)
+    answer = _fetch_group(ctx, request.group_id, request.topics, None, -1, require_stable)
     if ctx.api_version < 2 and answer["error_code"] != ErrorCode.none:
         for topic in answer["topics"]:  # v0-1 have no group-level error: put it on partitions
             for partition in topic["partitions"]:

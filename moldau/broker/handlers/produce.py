@@ -11,6 +11,7 @@ they are fsynced (group commit) and, in a cluster, replicated to the ISR.
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from typing import Any
 
@@ -65,6 +66,8 @@ async def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | 
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.corrupt_message, "no record batch")
                 node.authorize_write(ctx, tp, transactional_id)
+                if transactional_id is not None:
+                    _verify_transaction(node, tp, records, transactional_id)
                 result = replica_manager.append_records(tp, records, required_acks=acks)
             except KafkaError as exc:
                 response["error_code"] = exc.code
@@ -84,6 +87,41 @@ async def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | 
         timeout_s = max(millis(request.timeout), 0) / 1000.0
         await _wait_durable(replica_manager, durable_waits, timeout_s)
     return {"responses": responses, "throttle_time": 0}
+
+
+_TRANSACTIONAL_BIT = 0x10
+_PRODUCER = struct.Struct(">qh")  # producer id and epoch at byte 43 of a batch header
+
+
+def _verify_transaction(node: Any, tp: TopicPartition, records: Any, transactional_id: str) -> None:
+    """KIP-890 part 1: the first transactional batch of a producer on a partition is accepted
+    only if the partition was added to the producer's ongoing transaction (no hanging
+    transactions from late or zombie writes). Checked where this node coordinates the id."""
+    runtime = node.transaction_coordinator
+    view = memoryview(records)
+    if runtime is None or len(view) < 61 or not view[22] & _TRANSACTIONAL_BIT:
+        return
+    producer_id, producer_epoch = _PRODUCER.unpack_from(view, 43)
+    partition = node.replica_manager.get_partition(tp)
+    if partition is None:
+        return
+    entry = partition.log.producer_state.producers.get(producer_id)
+    if (
+        entry is not None
+        and entry.current_txn_first_offset >= 0
+        and entry.producer_epoch == producer_epoch
+    ):
+        return
+    code = runtime.verify_partition(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        tp=tp,
+    )
+    if code == ErrorCode.producer_fenced:
+        code = ErrorCode.invalid_producer_epoch
+    if code != ErrorCode.none:
+        raise KafkaError(code, f"{tp} is not in the ongoing transaction of {transactional_id!r}")
 
 
 async def _wait_durable(

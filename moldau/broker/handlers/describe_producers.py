@@ -1,0 +1,50 @@
+"""DescribeProducers (key 61), v0: the active producers of partitions (KIP-664).
+
+For each partition led here: every producer id in its producer state with its epoch, last
+sequence and timestamp, coordinator epoch and the first offset of its open transaction (-1 when
+none), so a hanging transaction can be found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.types import TopicPartition
+
+
+@handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def handle_describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    replica_manager = ctx.node.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            answer: dict[str, Any] = {
+                "partition_index": index,
+                "error_code": ErrorCode.none,
+                "error_message": None,
+                "active_producers": [],
+            }
+            try:
+                partition = replica_manager.leader_partition(TopicPartition(topic.name, index))
+            except KafkaError as error:
+                answer["error_code"] = error.code
+                partitions.append(answer)
+                continue
+            for entry in partition.log.producer_state.producers.values():
+                answer["active_producers"].append(
+                    {
+                        "producer_id": entry.producer_id,
+                        "producer_epoch": entry.producer_epoch,
+                        "last_sequence": entry.last_sequence,
+                        "last_timestamp": entry.last_timestamp,
+                        "coordinator_epoch": entry.coordinator_epoch,
+                        "current_txn_start_offset": entry.current_txn_first_offset,
+                    }
+                )
+            partitions.append(answer)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
