@@ -27,6 +27,7 @@ from moldau.cli.common import (
     fail,
     plain_table,
     run,
+    stderr,
 )
 from moldau.cli.offset_spec import parse_datetime_ms, parse_duration_ms
 from moldau.client.admin import AdminClient, GroupDescription
@@ -379,11 +380,11 @@ def reset_offsets(
         table = plain_table(
             RESET_COLUMNS, [(r["group"], r["topic"], r["partition"], r["new_offset"]) for r in rows]
         )
-        emit(
-            {"group": group, "executed": execute, "partitions": rows},
-            output,
-            table if execute else f"{table}\n\nDry run: nothing changed; add --execute to apply.",
-        )
+        if not execute and not dry_run:
+            stderr.print(
+                "Dry run: nothing changed; add --execute to apply (or --dry-run to say so)."
+            )
+        emit({"group": group, "executed": execute, "partitions": rows}, output, table)
 
     run(body())
 

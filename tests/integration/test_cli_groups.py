@@ -125,7 +125,14 @@ def test_unknown_group_is_a_one_line_error(server) -> None:  # type: ignore[no-u
 
 
 def _members(bootstrap: str, group: str) -> dict[str, list[int]]:
-    described = moldau("group", "describe", group, "--format", "json", bootstrap=bootstrap).json()
+    """client id -> owned partitions; empty while the group does not exist yet."""
+    result = moldau(
+        "group", "describe", group, "--format", "json", bootstrap=bootstrap, expect=None
+    )
+    if result.code != 0:
+        assert "does not exist" in result.stderr, result.stderr
+        return {}
+    described = result.json()
     owners: dict[str, list[int]] = {}
     for row in described["partitions"]:
         if row["client_id"]:
