@@ -189,3 +189,20 @@ def test_a_waiting_fetch_is_answered_as_soon_as_a_record_arrives(server):
     assert (message.offset(), message.value()) == (second[0].offset, b"wake")
     assert second[0].offset == first[0].offset + 1
     assert waited < 3, f"record delivered {waited:.1f}s after it was written"
+
+
+def test_idempotent_producer_writes_each_record_once(server):
+    topic = unique_topic("rdkafka-idempotent")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=PARTITIONS)
+    records = record_mix(seed=9, big=False)
+
+    sent = rdkafka.produce(
+        server.bootstrap_servers,
+        topic,
+        records,
+        compression="lz4",
+        extra={"enable.idempotence": True, "max.in.flight.requests.per.connection": 5},
+    )
+
+    consumed = rdkafka.consume_all(server.bootstrap_servers, topic, sent, partitions=PARTITIONS)
+    assert_same_records(sent, consumed)
