@@ -55,6 +55,24 @@ def _split(offset_range: OffsetRange, parts: int) -> list[OffsetRange]:
     ]
 
 
+def _split_in_proportion(ranges: list[OffsetRange], wanted: int) -> list[OffsetRange]:
+    """Split into `wanted` pieces (or as many as there are offsets), shared by size; the pieces
+    left over after rounding down go to the largest remainders."""
+    total = sum(r.size for r in ranges)
+    if total == 0:
+        return ranges
+    wanted = min(wanted, total)
+    shares = [r.size / total * wanted for r in ranges]
+    parts = [max(1, math.floor(share)) for share in shares]
+    by_remainder = sorted(range(len(ranges)), key=lambda i: parts[i] - shares[i])
+    for index in by_remainder:
+        if sum(parts) >= wanted:
+            break
+        if parts[index] < ranges[index].size:
+            parts[index] += 1
+    return [piece for r, n in zip(ranges, parts, strict=True) for piece in _split(r, n)]
+
+
 def split_ranges(
     ranges: list[OffsetRange],
     *,
@@ -70,13 +88,7 @@ def split_ranges(
             for piece in _split(r, math.ceil(r.size / max_records_per_partition))
         ]
     if min_partitions and len(ranges) < min_partitions:
-        total = sum(r.size for r in ranges)
-        if total > 0:
-            ranges = [
-                piece
-                for r in ranges
-                for piece in _split(r, max(1, round(r.size / total * min_partitions)))
-            ]
+        ranges = _split_in_proportion(ranges, min_partitions)
     return ranges
 
 
