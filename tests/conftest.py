@@ -1,0 +1,37 @@
+"""Suite-wide pytest hooks: the header names the Kafka clients the integration tests drive."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import subprocess
+
+
+def _tool_version(command: list[str]) -> str:
+    if shutil.which(command[0]) is None:
+        return "not installed"
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unavailable ({error})"
+    lines = (result.stdout or result.stderr).strip().splitlines()
+    versions = [line for line in lines if "version" in line.lower()] or lines
+    return versions[0].strip() if versions else "unknown"
+
+
+def _package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def pytest_report_header() -> list[str]:
+    python_clients = ", ".join(
+        f"{name} {_package_version(name)}"
+        for name in ("confluent-kafka", "kafka-python", "aiokafka")
+    )
+    return [
+        f"kafka clients: {python_clients}",
+        f"kcat: {_tool_version(['kcat', '-V'])}; node: {_tool_version(['node', '--version'])}",
+    ]
