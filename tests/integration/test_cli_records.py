@@ -151,3 +151,38 @@ def test_produce_sends_each_line_before_stdin_closes(server) -> None:  # type: i
     assert producer.returncode == 0, producer.stderr.read() if producer.stderr else ""
     final = moldau("consume", topic, "-e", "--format", "text", bootstrap=b).text
     assert final == "first line\nsecond line\n"
+
+
+def test_isolation_levels_with_transactions_from_confluent(server) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Producer as ConfluentProducer
+
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-txn")
+    moldau("topic", "create", topic, "-p", "1", bootstrap=b)
+    producer = ConfluentProducer({"bootstrap.servers": b, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted-1")
+    producer.produce(topic, b"aborted-2")
+    assert producer.flush(30) == 0  # on the broker, so that aborting leaves them in the log
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed")
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open")
+    assert producer.flush(30) == 0
+
+    def read(level: str) -> list[str]:
+        result = moldau(
+            "consume", topic, "-e", "--isolation-level", level, "-f", "%s\\n", bootstrap=b
+        )
+        return result.text.splitlines()
+
+    try:
+        # An open transaction holds read_committed at the last stable offset, and -e still ends.
+        assert read("read_committed") == ["committed"]
+        assert read("read_uncommitted") == ["aborted-1", "aborted-2", "committed", "open"]
+    finally:
+        producer.abort_transaction(30)
+    assert read("read_committed") == ["committed"]
