@@ -40,6 +40,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_target: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
         self._last_trigger = time.monotonic()
+        self._committed: PartitionOffsets = {}
 
     # Spark ships the reader to executors for read(); the cluster connection stays behind.
     def __getstate__(self) -> dict[str, Any]:
@@ -84,6 +85,8 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         starts = offsets_from_json(start)
+        # Spark asks for the next batch only once the previous one ended at `start`.
+        self._commit_to_group(starts)
         reader = self.offset_reader
         partitions = reader.partitions()
         latest = reader.latest(partitions)
@@ -155,8 +158,13 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        if self.options.commit_group:
-            self.offset_reader.commit_to_group(self.options.commit_group, offsets_from_json(end))
+        self._commit_to_group(offsets_from_json(end))
+
+    def _commit_to_group(self, offsets: PartitionOffsets) -> None:
+        """Record processed offsets under `kafka.group.id`, for lag in Kafka tools."""
+        if self.options.commit_group and offsets and offsets != self._committed:
+            self.offset_reader.commit_to_group(self.options.commit_group, offsets)
+            self._committed = dict(offsets)
 
     def stop(self) -> None:
         if self._offset_reader is not None:
