@@ -31,6 +31,16 @@ OFFSET_BEGINNING: Final = -2
 OFFSET_END: Final = -1
 OFFSET_STORED: Final = -1000
 
+# Fetch errors that retrying cannot cure; the consumer retries every other one after a backoff.
+_FATAL_FETCH_ERRORS: Final = frozenset(
+    {
+        ErrorCode.topic_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.unsupported_version,
+        ErrorCode.unsupported_compression_type,
+    }
+)
+
 
 def _isolation_level(value: str) -> int:
     text = value.strip().lower()
@@ -250,9 +260,19 @@ class Consumer(ClientBase):
             await asyncio.sleep(min(max_wait, 0.1))
             return
         wait_ms = max(0, min(self.config.get_int("fetch.wait.max.ms"), int(max_wait * 1000)))
-        await asyncio.gather(
-            *(self._fetch_from(node_id, items, wait_ms) for node_id, items in by_leader.items())
+        results = await asyncio.gather(
+            *(self._fetch_from(node_id, items, wait_ms) for node_id, items in by_leader.items()),
+            return_exceptions=True,
         )
+        failures = [r for r in results if isinstance(r, BaseException)]
+        for failure in failures:
+            if not (isinstance(failure, KafkaException) and failure.retriable):
+                raise failure
+        if failures:
+            # A leader went away or moved: learn the new leaders, back off, and fetch again.
+            await asyncio.sleep(min(max_wait, self.config.get_int("retry.backoff.ms") / 1000))
+            with contextlib.suppress(KafkaException):
+                await self.cluster.refresh_metadata(list({tp.topic for tp in positions}))
 
     async def _fetch_from(
         self, node_id: int, positions: dict[TopicPartition, int], wait_ms: int
@@ -271,7 +291,9 @@ class Consumer(ClientBase):
         )
         top_error = error_code_of(getattr(response, "error_code", 0))
         if top_error is not ErrorCode.none:
-            raise KafkaException(top_error, f"Fetch from broker {node_id}")
+            if top_error in _FATAL_FETCH_ERRORS:
+                raise KafkaException(top_error, f"Fetch from broker {node_id}")
+            raise KafkaException(ErrorCode.network_exception, f"Fetch failed: {top_error.name}")
         refresh = False
         for topic in response.responses:
             for partition in topic.partitions:
@@ -285,10 +307,9 @@ class Consumer(ClientBase):
                     self.seek(tp, self.auto_offset_reset)
                     continue
                 if error is not ErrorCode.none:
-                    exc = KafkaException(error, str(tp))
-                    if not exc.retriable:
-                        raise exc
-                    refresh = True
+                    if error in _FATAL_FETCH_ERRORS:
+                        raise KafkaException(error, str(tp))
+                    refresh = True  # like librdkafka: back off and fetch again
                     continue
                 read_committed = self.isolation_level == 1
                 end = int(
@@ -314,6 +335,7 @@ class Consumer(ClientBase):
                 elif not fetched.messages:
                     self._consumed[tp] = max(self._consumed[tp], fetched.next_offset)
         if refresh:
+            await asyncio.sleep(self.config.get_int("retry.backoff.ms") / 1000)
             with contextlib.suppress(KafkaException):
                 await self.cluster.refresh_metadata(list({tp.topic for tp in positions}))
 

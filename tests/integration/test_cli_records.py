@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 
@@ -186,3 +188,31 @@ def test_isolation_levels_with_transactions_from_confluent(server) -> None:  # t
     finally:
         producer.abort_transaction(30)
     assert read("read_committed") == ["committed"]
+
+
+def test_consume_keeps_going_across_a_broker_restart(start_server) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_server(listeners=f"PLAINTEXT://127.0.0.1:{port}")
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-restart")
+    moldau("topic", "create", topic, "-p", "1", bootstrap=b)
+    moldau("produce", topic, bootstrap=b, stdin=b"before\n")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "consume", topic, "-f", "%s\\n", "-b", b],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
+    )  # fmt: skip
+    assert consumer.stdout is not None
+    try:
+        assert consumer.stdout.readline() == b"before\n"
+        server.restart()
+        assert server.bootstrap_servers == b
+        moldau("produce", topic, bootstrap=b, stdin=b"after\n")
+        line = consumer.stdout.readline()
+        assert line == b"after\n", consumer.stderr.read() if line == b"" and consumer.stderr else line
+    finally:
+        consumer.send_signal(signal.SIGINT)
+        consumer.wait(20)
+    assert consumer.returncode == 130, consumer.stderr.read() if consumer.stderr else ""
