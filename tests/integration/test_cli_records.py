@@ -211,7 +211,9 @@ def test_consume_keeps_going_across_a_broker_restart(start_server) -> None:  # t
         assert server.bootstrap_servers == b
         moldau("produce", topic, bootstrap=b, stdin=b"after\n")
         line = consumer.stdout.readline()
-        assert line == b"after\n", consumer.stderr.read() if line == b"" and consumer.stderr else line
+        assert line == b"after\n", (
+            consumer.stderr.read() if line == b"" and consumer.stderr else line
+        )
     finally:
         consumer.send_signal(signal.SIGINT)
         consumer.wait(20)
