@@ -154,3 +154,96 @@ def test_second_producer_with_the_same_transactional_id_fences_the_first(
         **{"isolation.level": "read_committed"},
     )
     assert [record.value for record in seen] == [b"winner"]
+
+
+def describe_transaction(server: MoldauServer, transactional_id: str) -> Any:
+    with Connection(server.host, server.port) as connection:
+        response = connection.request(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]}
+        )
+    [state] = response.transaction_states
+    return state
+
+
+def test_open_transactions_complete_or_time_out_after_a_restart(start_server: Any) -> None:
+    server = start_server()
+    bootstrap = server.bootstrap_servers
+    topic = unique_topic("txn-restart")
+    create_topic(bootstrap, topic, partitions=2)
+    committed = transactional_producer(bootstrap, unique_topic("done"))
+    committed.begin_transaction()
+    for partition in (0, 1):
+        committed.produce(topic, value=b"before-%d" % partition, partition=partition)
+    committed.commit_transaction(DEADLINE_S)
+    hanging_id = unique_topic("hanging")
+    hanging = transactional_producer(bootstrap, hanging_id, **{"transaction.timeout.ms": 3000})
+    hanging.begin_transaction()
+    for partition in (0, 1):
+        hanging.produce(topic, value=b"never-%d" % partition, partition=partition)
+    assert hanging.flush(DEADLINE_S) == 0  # in the log, its transaction still open
+    assert describe_transaction(server, hanging_id).transaction_state == "Ongoing"
+    after = transactional_producer(bootstrap, unique_topic("after"))
+    after.begin_transaction()
+    after.produce(topic, value=b"after-0", partition=0)
+    after.commit_transaction(DEADLINE_S)  # committed, but above the hanging transaction's start
+    stable, ends = list_offsets(server, topic, 2, 1), list_offsets(server, topic, 2, 0)
+    assert stable[0] < ends[0] and stable[1] < ends[1]  # the open transaction holds the LSO
+
+    server.restart()
+    # The transaction times out (its start time survived the restart) and is aborted; a
+    # read_committed consumer started now sees the committed records once the LSO moves.
+    seen = consume(
+        server.bootstrap_servers,
+        topic,
+        {0: OFFSET_BEGINNING, 1: OFFSET_BEGINNING},
+        {0: 2, 1: 1},
+        **{"isolation.level": "read_committed"},
+    )
+    assert sorted(record.value or b"" for record in seen) == [b"after-0", b"before-0", b"before-1"]
+    wait_stable(server, topic, 2)
+    wait_until(
+        lambda: describe_transaction(server, hanging_id).transaction_state == "CompleteAbort",
+        message="the timed out transaction never completed its abort",
+    )
+    # The abort fenced the producer: its epoch was bumped past the one it holds.
+    assert describe_transaction(server, hanging_id).producer_epoch > 0
+
+
+def test_a_hanging_transaction_is_found_and_its_partitions_described(start_server: Any) -> None:
+    server = start_server()
+    bootstrap = server.bootstrap_servers
+    topic = unique_topic("txn-views")
+    create_topic(bootstrap, topic, partitions=1)
+    transactional_id = unique_topic("open")
+    producer = transactional_producer(bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"pending", partition=0)
+    assert producer.flush(DEADLINE_S) == 0
+    with Connection(server.host, server.port) as connection:
+        listed = connection.request(
+            ApiKey.LIST_TRANSACTIONS,
+            1,
+            {
+                "state_filters": ["Ongoing", "Bogus"],
+                "producer_id_filters": [],
+                "duration_filter": -1,
+            },
+        )
+        producers = connection.request(
+            ApiKey.DESCRIBE_PRODUCERS,
+            0,
+            {"topics": [{"name": topic, "partition_indexes": [0]}]},
+        )
+    assert listed.unknown_state_filters == ("Bogus",)
+    assert [t.transactional_id for t in listed.transaction_states] == [transactional_id]
+    described = describe_transaction(server, transactional_id)
+    assert [(t.topic, t.partitions) for t in described.topics] == [(topic, (0,))]
+    [active] = producers.topics[0].partitions[0].active_producers
+    assert active.producer_id == described.producer_id
+    assert active.current_txn_start_offset == 0
+    producer.abort_transaction(DEADLINE_S)
+    wait_stable(server, topic, 1)
+    wait_until(  # the markers are written before the transaction is marked complete
+        lambda: describe_transaction(server, transactional_id).transaction_state == "CompleteAbort",
+        message="the aborted transaction never completed",
+    )
