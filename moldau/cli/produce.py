@@ -94,7 +94,8 @@ def produce_command(
     header_items: list[tuple[str, bytes | None]] = list(headers)
     if key is not None and key_delimiter is not None:
         fail("give either -k (one key for all records) or -K (a key delimiter), not both")
-    defaults: dict[str, Any] = {}
+    # Retry through a broker restart, but report an outage within a minute.
+    defaults: dict[str, Any] = {"message.timeout.ms": 60000}
     if compression is not None:
         defaults["compression.type"] = compression
     if acks is not None:

@@ -23,8 +23,9 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "request.timeout.ms": 30000,
     "socket.connection.setup.timeout.ms": 10000,
     "metadata.max.age.ms": 300000,
-    "retries": 5,
+    "retries": 2147483647,
     "retry.backoff.ms": 100,
+    "retry.backoff.max.ms": 1000,
     # producer
     "acks": "all",
     "linger.ms": 5,

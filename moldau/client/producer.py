@@ -58,6 +58,7 @@ class _PendingRecord:
     future: asyncio.Future[RecordMetadata]
     on_delivery: DeliveryCallback | None
     attempts: int = 0
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(slots=True)
@@ -103,6 +104,7 @@ class Producer(ClientBase):
         )
         self.batch_records = self.config.get_int("batch.num.messages")
         self.retries = self.config.get_int("retries")
+        self.message_timeout = self.config.get_int("message.timeout.ms") / 1000
         self._unpartitioned: list[_PendingRecord] = []
         self._queues: dict[TopicPartition, _PartitionQueue] = defaultdict(_PartitionQueue)
         self._sticky: dict[str, int] = {}
@@ -335,21 +337,37 @@ class Producer(ClientBase):
                 append_time = epoch_millis(getattr(result, "log_append_time", None))
                 for offset_delta, pending in enumerate(records):
                     self._complete(pending, None, base_offset + offset_delta, append_time)
+        attempts = 0
         for tp, records, failed in retry:
-            self._retry_or_fail(tp, records, failed)
+            attempts = max(attempts, self._retry_or_fail(tp, records, failed))
+        if attempts:
+            # The partitions stay "in flight" while backing off, so nothing overtakes the retry.
+            await asyncio.sleep(self._backoff(attempts))
+            with contextlib.suppress(KafkaException):
+                await self.cluster.refresh_metadata(list({tp.topic for tp, _ in batches}))
         for tp, _records in batches:
             self._queues[tp].in_flight = False
-        if retry:
-            with contextlib.suppress(KafkaException):
-                await asyncio.sleep(self.config.get_int("retry.backoff.ms") / 1000)
-                await self.cluster.refresh_metadata(list({tp.topic for tp, _ in batches}))
         self._wakeup.set()
+
+    def _backoff(self, attempts: int) -> float:
+        base = self.config.get_int("retry.backoff.ms") / 1000
+        ceiling = self.config.get_int("retry.backoff.max.ms") / 1000
+        return float(min(base * 2 ** min(attempts - 1, 16), ceiling))
 
     def _retry_or_fail(
         self, tp: TopicPartition, records: list[_PendingRecord], exc: KafkaException
-    ) -> None:
+    ) -> int:
+        """Requeue what may still be retried (retriable error, under `retries` and
+        `message.timeout.ms`), fail the rest; returns the attempts made so far (0: none left)."""
         queue = self._queues[tp]
-        retriable = [p for p in records if exc.retriable and p.attempts < self.retries]
+        now = time.monotonic()
+        retriable = [
+            p
+            for p in records
+            if exc.retriable
+            and p.attempts < self.retries
+            and now - p.queued_at < self.message_timeout
+        ]
         for pending in records:
             if pending not in retriable:
                 self._complete(pending, exc, -1, -1)
@@ -357,6 +375,7 @@ class Producer(ClientBase):
             pending.attempts += 1
         queue.records[:0] = retriable
         queue.bytes += sum(p.size for p in retriable)
+        return max((p.attempts for p in retriable), default=0)
 
     def _complete(
         self, pending: _PendingRecord, error: KafkaException | None, offset: int, append_time: int

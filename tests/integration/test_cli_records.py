@@ -190,7 +190,7 @@ def test_isolation_levels_with_transactions_from_confluent(server) -> None:  # t
     assert read("read_committed") == ["committed"]
 
 
-def test_consume_keeps_going_across_a_broker_restart(start_server) -> None:  # type: ignore[no-untyped-def]
+def test_produce_and_consume_keep_going_across_a_broker_restart(start_server) -> None:  # type: ignore[no-untyped-def]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -198,23 +198,32 @@ def test_consume_keeps_going_across_a_broker_restart(start_server) -> None:  # t
     b = server.bootstrap_servers
     topic = unique_topic("cli-restart")
     moldau("topic", "create", topic, "-p", "1", bootstrap=b)
-    moldau("produce", topic, bootstrap=b, stdin=b"before\n")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "produce", topic, "-b", b],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment,
+    )  # fmt: skip
     consumer = subprocess.Popen(
         [sys.executable, "-m", "moldau", "consume", topic, "-f", "%s\\n", "-b", b],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
     )  # fmt: skip
-    assert consumer.stdout is not None
+    assert producer.stdin is not None and consumer.stdout is not None
     try:
+        producer.stdin.write(b"before\n")
+        producer.stdin.flush()
         assert consumer.stdout.readline() == b"before\n"
         server.restart()
         assert server.bootstrap_servers == b
-        moldau("produce", topic, bootstrap=b, stdin=b"after\n")
+        producer.stdin.write(b"after\n")
+        producer.stdin.flush()
         line = consumer.stdout.readline()
-        assert line == b"after\n", (
-            consumer.stderr.read() if line == b"" and consumer.stderr else line
-        )
+        assert line == b"after\n", consumer.stderr.read() if not line and consumer.stderr else line
+        producer.stdin.close()
+        assert producer.wait(30) == 0, producer.stderr.read() if producer.stderr else ""
     finally:
+        if not producer.stdin.closed:
+            producer.stdin.close()
         consumer.send_signal(signal.SIGINT)
         consumer.wait(20)
+        producer.wait(30)
     assert consumer.returncode == 130, consumer.stderr.read() if consumer.stderr else ""
