@@ -65,8 +65,7 @@ BootstrapOption = Annotated[
         "-b",
         "--bootstrap-server",
         envvar=BROKERS_ENV,
-        help=f"Brokers to bootstrap from, host:port[,host:port] (env {BROKERS_ENV}; "
-        f"default {DEFAULT_BOOTSTRAP}).",
+        help=f"Brokers to bootstrap from, host:port[,host:port] (default {DEFAULT_BOOTSTRAP}).",
         show_default=False,
     ),
 ]

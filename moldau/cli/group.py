@@ -299,11 +299,20 @@ def reset_offsets(
     all_topics: Annotated[
         bool, typer.Option("--all-topics", help="Every topic the group has offsets for.")
     ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
-    to_current: Annotated[bool, typer.Option("--to-current")] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
-    shift_by: Annotated[int | None, typer.Option("--shift-by")] = None,
+    to_earliest: Annotated[
+        bool, typer.Option("--to-earliest", help="The log start offset.")
+    ] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="The log end offset.")] = False,
+    to_current: Annotated[
+        bool, typer.Option("--to-current", help="The committed offset (no change).")
+    ] = False,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", help="This offset (clamped to the log).")
+    ] = None,
+    shift_by: Annotated[
+        int | None,
+        typer.Option("--shift-by", help="The committed offset plus N (N may be negative)."),
+    ] = None,
     to_datetime: Annotated[
         str | None, typer.Option("--to-datetime", help="ISO date-time, e.g. 2024-05-01T12:00:00")
     ] = None,
