@@ -110,6 +110,16 @@ class Consumer(ClientBase):
             tp: (offsets or {}).get(tp, OFFSET_STORED) for tp in self._assignment
         }
 
+    def unassign(self) -> None:
+        self.assign([])
+
+    async def unsubscribe(self) -> None:
+        """Leave the group and stop consuming its partitions."""
+        self._subscription = []
+        if self.group is not None:
+            await self.group.leave()
+        self.unassign()
+
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
 

@@ -163,6 +163,11 @@ class Producer(ClientBase):
         """Produce one record and wait for its acknowledgement."""
         return await self.produce(topic, value, **kwargs)
 
+    async def poll(self, timeout: float = 0.0) -> int:
+        """Kept for confluent-kafka's shape: delivery callbacks already run as results arrive."""
+        await asyncio.sleep(timeout)
+        return 0
+
     async def flush(self, timeout: float | None = None) -> int:
         """Send everything queued now and wait for it; returns the number still pending."""
         self._flushing += 1
