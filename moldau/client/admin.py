@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final
+from typing import Any
 
 from moldau.client.base import ClientBase
 from moldau.client.cluster import ClusterMetadata, TopicInfo
@@ -24,6 +24,7 @@ from moldau.client.errors import check_error
 from moldau.client.group import commit_offsets, fetch_committed_offsets
 from moldau.client.offsets import ListOffsetsResult, list_offsets
 from moldau.client.sync import SyncFacade
+from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
 __all__ = [
@@ -39,18 +40,6 @@ __all__ = [
     "ResourceType",
     "SyncAdminClient",
 ]
-
-CREATE_TOPICS: Final = 19
-DELETE_TOPICS: Final = 20
-CREATE_PARTITIONS: Final = 37
-DESCRIBE_CONFIGS: Final = 32
-ALTER_CONFIGS: Final = 33
-INCREMENTAL_ALTER_CONFIGS: Final = 44
-DELETE_RECORDS: Final = 21
-DESCRIBE_CLUSTER: Final = 60
-LIST_GROUPS: Final = 16
-DESCRIBE_GROUPS: Final = 15
-DELETE_GROUPS: Final = 42
 
 
 class ResourceType(enum.IntEnum):
@@ -158,7 +147,7 @@ class AdminClient(ClientBase):
     ) -> dict[str, int]:
         """Create topics; returns the partition count of each (as the broker reports it)."""
         response = await self.cluster.request(
-            CREATE_TOPICS,
+            ApiKey.CREATE_TOPICS,
             {
                 "topics": [
                     {
@@ -182,7 +171,7 @@ class AdminClient(ClientBase):
 
     async def delete_topics(self, names: Sequence[str]) -> None:
         response = await self.cluster.request(
-            DELETE_TOPICS,
+            ApiKey.DELETE_TOPICS,
             {
                 "topics": [{"name": n} for n in names],
                 "topic_names": list(names),
@@ -199,7 +188,7 @@ class AdminClient(ClientBase):
     async def create_partitions(self, new_counts: Mapping[str, int]) -> None:
         """Grow each topic to the given total partition count."""
         response = await self.cluster.request(
-            CREATE_PARTITIONS,
+            ApiKey.CREATE_PARTITIONS,
             {
                 "topics": [
                     {"name": n, "count": c, "assignments": None} for n, c in new_counts.items()
@@ -223,7 +212,7 @@ class AdminClient(ClientBase):
     ) -> dict[str, ConfigEntry]:
         connection = await self._config_connection(resource)
         response = await connection.request(
-            DESCRIBE_CONFIGS,
+            ApiKey.DESCRIBE_CONFIGS,
             {
                 "resources": [
                     {
@@ -257,7 +246,7 @@ class AdminClient(ClientBase):
         """Replace the resource's whole dynamic config (Kafka's legacy AlterConfigs)."""
         connection = await self._config_connection(resource)
         response = await connection.request(
-            ALTER_CONFIGS,
+            ApiKey.ALTER_CONFIGS,
             {
                 "resources": [
                     {
@@ -282,7 +271,7 @@ class AdminClient(ClientBase):
         """Apply (name, SET|DELETE|APPEND|SUBTRACT, value) operations to one resource."""
         connection = await self._config_connection(resource)
         response = await connection.request(
-            INCREMENTAL_ALTER_CONFIGS,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
             {
                 "resources": [
                     {
@@ -318,7 +307,7 @@ class AdminClient(ClientBase):
             for tp, offset in items.items():
                 topics[tp.topic].append({"partition_index": tp.partition, "offset": offset})
             response = await connection.request(
-                DELETE_RECORDS,
+                ApiKey.DELETE_RECORDS,
                 {
                     "topics": [{"name": n, "partitions": p} for n, p in topics.items()],
                     "timeout": self._timeout_ms,
@@ -341,12 +330,13 @@ class AdminClient(ClientBase):
 
     async def describe_cluster(self) -> ClusterMetadata:
         connection = await self.cluster.any_connection()
-        if DESCRIBE_CLUSTER not in connection.versions.ranges:
+        if ApiKey.DESCRIBE_CLUSTER not in connection.versions.ranges:
             return await self.cluster.refresh_metadata([])
         from moldau.client.cluster import BrokerInfo
 
         response = await connection.request(
-            DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+            ApiKey.DESCRIBE_CLUSTER,
+            {"include_cluster_authorized_operations": False, "endpoint_type": 1},
         )
         check_error(response.error_code, response.error_message, context="DescribeCluster")
         brokers = {
@@ -376,7 +366,9 @@ class AdminClient(ClientBase):
 
     async def _list_groups_on(self, node_id: int) -> Any:
         connection = await self.cluster.connection(node_id)
-        response = await connection.request(LIST_GROUPS, {"states_filter": [], "types_filter": []})
+        response = await connection.request(
+            ApiKey.LIST_GROUPS, {"states_filter": [], "types_filter": []}
+        )
         check_error(response.error_code, context=f"ListGroups on broker {node_id}")
         return response
 
@@ -385,7 +377,7 @@ class AdminClient(ClientBase):
         for group_id in group_ids:
             response = await self.cluster.coordinator_request(
                 group_id,
-                DESCRIBE_GROUPS,
+                ApiKey.DESCRIBE_GROUPS,
                 {"groups": [group_id], "include_authorized_operations": False},
                 errors=lambda r: [g.error_code for g in r.groups],
             )
@@ -422,7 +414,7 @@ class AdminClient(ClientBase):
         for group_id in group_ids:
             response = await self.cluster.coordinator_request(
                 group_id,
-                DELETE_GROUPS,
+                ApiKey.DELETE_GROUPS,
                 {"groups_names": [group_id]},
                 errors=lambda r: [g.error_code for g in r.results],
             )

@@ -17,13 +17,12 @@ from typing import Any, Final, TypeVar
 from moldau.client.config import ClientConfig
 from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException, error_code_of
+from moldau.protocol.api_keys import ApiKey
 
 T = TypeVar("T")
 
 __all__ = ["BrokerInfo", "Cluster", "ClusterMetadata", "PartitionInfo", "TopicInfo"]
 
-METADATA: Final = 3
-FIND_COORDINATOR: Final = 10
 COORDINATOR_GROUP: Final = 0
 COORDINATOR_TRANSACTION: Final = 1
 _ZERO_UUID: Final = uuid.UUID(int=0)
@@ -190,7 +189,7 @@ class Cluster:
             "allow_auto_topic_creation": allow_auto_create,
         }
         connection = await self.any_connection()
-        response = await connection.request(METADATA, request)
+        response = await connection.request(ApiKey.METADATA, request)
         fresh = _metadata_from_response(response)
         merged_topics = dict(self.metadata.topics)
         if topics is None:
@@ -263,10 +262,10 @@ class Cluster:
 
     async def _find_coordinator(self, key: str, key_type: int) -> BrokerConnection:
         connection = await self.any_connection()
-        version = connection.versions.pick(FIND_COORDINATOR)
+        version = connection.versions.pick(ApiKey.FIND_COORDINATOR)
         if version >= 4:
             response = await connection.request(
-                FIND_COORDINATOR,
+                ApiKey.FIND_COORDINATOR,
                 {"key_type": key_type, "coordinator_keys": [key]},
                 version=version,
             )
@@ -275,7 +274,7 @@ class Cluster:
             answer = response.coordinators[0]
         else:
             answer = await connection.request(
-                FIND_COORDINATOR, {"key": key, "key_type": key_type}, version=version
+                ApiKey.FIND_COORDINATOR, {"key": key, "key_type": key_type}, version=version
             )
         error = error_code_of(answer.error_code)
         if error is not ErrorCode.none:

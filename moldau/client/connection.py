@@ -22,11 +22,11 @@ from kio.schema.index import api_key_map, schema_name_map
 
 from moldau.client.errors import ErrorCode, KafkaException
 from moldau.protocol.adapter import decode_response, encode_request
+from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.framing import FrameDecoder
 
 __all__ = ["BrokerConnection", "Versions", "client_version_range"]
 
-API_VERSIONS: Final = 18
 _API_VERSIONS_REQUEST_VERSION: Final = 3
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 
@@ -34,11 +34,11 @@ _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 # beyond what the adapter fills in (topic ids instead of names: Produce v13, Fetch v13,
 # OffsetCommit v10, OffsetFetch v10; Metadata v13 only adds a top-level error code).
 CLIENT_MAX_VERSIONS: Final[Mapping[int, int]] = {
-    0: 12,  # Produce
-    1: 12,  # Fetch
-    3: 12,  # Metadata
-    8: 9,  # OffsetCommit
-    9: 9,  # OffsetFetch
+    ApiKey.PRODUCE: 12,
+    ApiKey.FETCH: 12,
+    ApiKey.METADATA: 12,
+    ApiKey.OFFSET_COMMIT: 9,
+    ApiKey.OFFSET_FETCH: 9,
 }
 
 
@@ -154,15 +154,15 @@ class BrokerConnection:
         version = _API_VERSIONS_REQUEST_VERSION
         for _attempt in range(2):
             data = {"client_software_name": "moldau", "client_software_version": "0.1.0"}
-            frame = await self._round_trip(API_VERSIONS, version, data, raw=True)
+            frame = await self._round_trip(ApiKey.API_VERSIONS, version, data, raw=True)
             error = int.from_bytes(frame[4:6], "big", signed=True)
             if error == ErrorCode.unsupported_version.value:
                 # KIP-511: the answer is a v0 body listing the broker's ApiVersions range.
-                _, response = decode_response(API_VERSIONS, 0, frame)
+                _, response = decode_response(ApiKey.API_VERSIONS, 0, frame)
                 ranges = {int(k.api_key): int(k.max_version) for k in response.api_keys}
-                version = min(ranges.get(API_VERSIONS, 0), _API_VERSIONS_REQUEST_VERSION)
+                version = min(ranges.get(ApiKey.API_VERSIONS, 0), _API_VERSIONS_REQUEST_VERSION)
                 continue
-            _, response = decode_response(API_VERSIONS, version, frame)
+            _, response = decode_response(ApiKey.API_VERSIONS, version, frame)
             if response.error_code != ErrorCode.none:
                 raise KafkaException(response.error_code, f"ApiVersions from {self.address}")
             self.versions = Versions(

@@ -18,11 +18,12 @@ from typing import Any, Final
 from moldau.client.base import ClientBase
 from moldau.client.config import ClientConfig
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
-from moldau.client.fetcher import FETCH, build_fetch_request, records_from_fetch
+from moldau.client.fetcher import build_fetch_request, records_from_fetch
 from moldau.client.group import GroupMembership, fetch_committed_offsets
 from moldau.client.message import Message
 from moldau.client.offsets import EARLIEST, LATEST, ListOffsetsResult, list_offsets
 from moldau.client.sync import SyncFacade
+from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
 __all__ = ["OFFSET_BEGINNING", "OFFSET_END", "OFFSET_STORED", "Consumer", "SyncConsumer"]
@@ -297,7 +298,7 @@ class Consumer(ClientBase):
             isolation_level=self.isolation_level,
         )
         response = await connection.request(
-            FETCH, request, timeout=self.cluster.config.request_timeout + wait_ms / 1000
+            ApiKey.FETCH, request, timeout=self.cluster.config.request_timeout + wait_ms / 1000
         )
         top_error = error_code_of(getattr(response, "error_code", 0))
         if top_error is not ErrorCode.none:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from moldau.client.message import (
     TIMESTAMP_CREATE_TIME,
@@ -28,8 +28,6 @@ from moldau.protocol.records import (
 from moldau.types import TopicPartition
 
 __all__ = ["FetchedPartition", "build_fetch_request", "records_from_fetch"]
-
-FETCH: Final = 1
 
 
 @dataclass(frozen=True, slots=True)

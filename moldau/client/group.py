@@ -26,16 +26,11 @@ from moldau.client.consumer_protocol import (
     encode_subscription,
 )
 from moldau.client.errors import ErrorCode, KafkaException, check_error, error_code_of
+from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
 __all__ = ["GroupMembership", "commit_offsets", "fetch_committed_offsets"]
 
-OFFSET_COMMIT: Final = 8
-OFFSET_FETCH: Final = 9
-JOIN_GROUP: Final = 11
-HEARTBEAT: Final = 12
-LEAVE_GROUP: Final = 13
-SYNC_GROUP: Final = 14
 
 _REJOIN_ERRORS: Final = frozenset(
     {
@@ -111,7 +106,7 @@ class GroupMembership:
     async def _join_once(self, topics: Sequence[str]) -> list[TopicPartition]:
         timeout = (self.rebalance_timeout_ms + self.session_timeout_ms) / 1000 + 5
         response = await self._coordinator_request(
-            JOIN_GROUP,
+            ApiKey.JOIN_GROUP,
             {
                 "group_id": self.group_id,
                 "session_timeout": self.session_timeout_ms,
@@ -135,7 +130,7 @@ class GroupMembership:
         if response.leader == self.member_id and not getattr(response, "skip_assignment", False):
             assignments = await self._assign(response.members)
         sync = await self._coordinator_request(
-            SYNC_GROUP,
+            ApiKey.SYNC_GROUP,
             {
                 "group_id": self.group_id,
                 "generation_id": self.generation_id,
@@ -166,7 +161,7 @@ class GroupMembership:
             await asyncio.sleep(self.heartbeat_interval)
             try:
                 response = await self._coordinator_request(
-                    HEARTBEAT,
+                    ApiKey.HEARTBEAT,
                     {
                         "group_id": self.group_id,
                         "generation_id": self.generation_id,
@@ -213,7 +208,7 @@ class GroupMembership:
             return
         with contextlib.suppress(KafkaException):
             await self._coordinator_request(
-                LEAVE_GROUP,
+                ApiKey.LEAVE_GROUP,
                 {
                     "group_id": self.group_id,
                     "member_id": self.member_id,
@@ -250,7 +245,7 @@ async def commit_offsets(
         )
     response = await cluster.coordinator_request(
         group_id,
-        OFFSET_COMMIT,
+        ApiKey.OFFSET_COMMIT,
         {
             "group_id": group_id,
             "generation_id_or_member_epoch": generation_id,
@@ -280,11 +275,11 @@ async def fetch_committed_offsets(
         for tp in partitions:
             grouped[tp.topic].append(tp.partition)
         topics = [{"name": n, "partition_indexes": p} for n, p in grouped.items()]
-    version = connection.versions.pick(OFFSET_FETCH)
+    version = connection.versions.pick(ApiKey.OFFSET_FETCH)
     if version >= 8:
         response = await cluster.coordinator_request(
             group_id,
-            OFFSET_FETCH,
+            ApiKey.OFFSET_FETCH,
             {"groups": [{"group_id": group_id, "topics": topics}], "require_stable": True},
             version=version,
             errors=lambda r: [g.error_code for g in r.groups],
@@ -293,7 +288,7 @@ async def fetch_committed_offsets(
     else:
         answer = await cluster.coordinator_request(
             group_id,
-            OFFSET_FETCH,
+            ApiKey.OFFSET_FETCH,
             {"group_id": group_id, "topics": topics, "require_stable": True},
             version=version,
             errors=lambda r: [r.error_code],

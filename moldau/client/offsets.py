@@ -14,11 +14,11 @@ from typing import Any, Final
 from moldau.client.cluster import Cluster
 from moldau.client.conversions import epoch_millis
 from moldau.client.errors import check_error
+from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
 __all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "ListOffsetsResult", "list_offsets"]
 
-LIST_OFFSETS: Final = 2
 LATEST: Final = -1
 EARLIEST: Final = -2
 MAX_TIMESTAMP: Final = -3
@@ -52,7 +52,7 @@ async def list_offsets(
                 {"partition_index": tp.partition, "current_leader_epoch": -1, "timestamp": spec}
             )
         response = await connection.request(
-            LIST_OFFSETS,
+            ApiKey.LIST_OFFSETS,
             {
                 "replica_id": -1,
                 "isolation_level": isolation_level,

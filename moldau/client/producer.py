@@ -24,13 +24,13 @@ from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.partitioner import partition_for_key
 from moldau.client.sync import SyncFacade
+from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.records import NewRecord, build_batch
 from moldau.types import TopicPartition
 
 __all__ = ["Producer", "RecordMetadata", "SyncProducer"]
 
-PRODUCE: Final = 0
 _RECORD_OVERHEAD: Final = 24
 
 Headers = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None]
@@ -305,7 +305,7 @@ class Producer(ClientBase):
                 payload = build_batch([p.record for p in records], compression=self.compression)
                 topics[tp.topic].append({"index": tp.partition, "records": payload})
             response = await connection.request(
-                PRODUCE,
+                ApiKey.PRODUCE,
                 {
                     "transactional_id": None,
                     "acks": self.acks,
