@@ -13,10 +13,17 @@ from typing import Any
 
 from moldau.client.message import Message
 
-__all__ = ["message_json", "parse_format", "render"]
+__all__ = ["message_json", "parse_format", "render", "unescape"]
 
 _ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "\\": b"\\", "0": b"\0"}
 _TOKENS = frozenset("tpokKsSTh%")
+
+
+def unescape(text: str) -> bytes:
+    """`text` as UTF-8 with the escapes \\n \\r \\t \\0 \\\\ turned into their bytes."""
+    return b"".join(
+        part for part in parse_format(text.replace("%", "%%")) if isinstance(part, bytes)
+    )
 
 
 def parse_format(text: str) -> list[bytes | str]:

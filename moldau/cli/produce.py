@@ -28,14 +28,11 @@ from moldau.cli.common import (
     run,
     stderr,
 )
+from moldau.cli.formatting import unescape
 from moldau.client.errors import KafkaException
 from moldau.client.producer import Producer, RecordMetadata
 
 _MAX_QUEUED = 100_000
-
-
-def _unescape(text: str) -> bytes:
-    return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
 
 
 async def split_records(stream: BinaryIO, delimiter: bytes) -> AsyncIterator[bytes]:
@@ -101,8 +98,8 @@ def produce_command(
     if acks is not None:
         defaults["acks"] = acks
     client = client_config(bootstrap, settings, **defaults)
-    record_delimiter = _unescape(delimiter)
-    key_separator = None if key_delimiter is None else _unescape(key_delimiter)
+    record_delimiter = unescape(delimiter)
+    key_separator = None if key_delimiter is None else unescape(key_delimiter)
     if record_delimiter == b"" or key_separator == b"":
         fail("delimiters must not be empty")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from moldau.cli.formatting import message_json, parse_format, render
+from moldau.cli.formatting import message_json, parse_format, render, unescape
 from moldau.client.message import Message
 
 
@@ -71,3 +71,10 @@ def test_json_line_marks_bytes_that_are_not_utf8() -> None:
     data = json.loads(message_json(_message(key=None, value=b"\xff\xfe")))
     assert data["key"] is None
     assert data["value"] == {"base64": "//4="}
+
+
+def test_delimiters_unescape_to_bytes_and_keep_utf8() -> None:
+    assert unescape("\\n") == b"\n"
+    assert unescape("\\t|\\\\") == b"\t|\\"
+    assert unescape("é") == "é".encode()
+    assert unescape("50%") == b"50%"
