@@ -21,10 +21,12 @@ from moldau.protocol.adapter import (
     decode_request,
     decode_request_header,
     encode_response,
+    frame_response,
     response_schema,
 )
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.produce_response import encode_produce_response
 
 if TYPE_CHECKING:
     from moldau.broker.node import Node
@@ -37,7 +39,7 @@ class Dispatcher:
     def __init__(self, node: Node) -> None:
         self._node = node
 
-    def __call__(self, frame: bytes, info: ConnectionInfo) -> Any:
+    def __call__(self, frame: bytes | memoryview, info: ConnectionInfo) -> Any:
         try:
             header = decode_request_header(frame)
         except MalformedRequest as exc:
@@ -88,6 +90,12 @@ class Dispatcher:
             return None
         if isinstance(result, Response):
             return _frame_chunks(header, result.chunks)
+        if header.api_key == ApiKey.PRODUCE:  # the hot path: a hand-written encoder
+            body = encode_produce_response(header.api_version, result)
+            if body is not None:
+                return frame_response(
+                    header.api_key, header.api_version, header.correlation_id, body
+                )
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)
 
     def _failure(self, header: RequestHeader, exc: Exception) -> Any:

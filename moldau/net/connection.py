@@ -59,7 +59,7 @@ class ConnectionInfo:
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
 # or an awaitable of either.
 Outcome = Any
-Processor = Callable[[bytes, ConnectionInfo], Outcome]
+Processor = Callable[[bytes | memoryview, ConnectionInfo], Outcome]
 
 _MAX_IN_FLIGHT = 64
 
@@ -87,7 +87,7 @@ class KafkaConnection(asyncio.Protocol):
         self._processor = processor
         self._listener_name = listener_name
         self._security_protocol = security_protocol
-        self._decoder = FrameDecoder(max_frame_size_unauthenticated or max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size_unauthenticated or max_frame_size, views=True)
         self._max_frame_size = max_frame_size
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
@@ -176,7 +176,7 @@ class KafkaConnection(asyncio.Protocol):
         self.info.principal = principal
         self._decoder.max_frame_size = self._max_frame_size
 
-    def _accept(self, frame: bytes) -> None:
+    def _accept(self, frame: bytes | memoryview) -> None:
         assert self.info is not None
         slot = _Slot()
         self._slots.append(slot)

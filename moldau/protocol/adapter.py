@@ -43,6 +43,7 @@ __all__ = [
     "encode_request",
     "encode_response",
     "entity_to_dict",
+    "frame_response",
     "is_flexible",
     "millis",
     "request_schema",
@@ -333,10 +334,15 @@ def encode_response_body(api_key: int, version: int, data: Any) -> bytes:
 
 def encode_response(api_key: int, version: int, correlation_id: int, data: Any) -> bytes:
     """A whole response frame: size prefix, header of the right version, body."""
-    payload = _response_header(api_key, version, correlation_id) + encode_response_body(
-        api_key, version, data
+    return frame_response(
+        api_key, version, correlation_id, encode_response_body(api_key, version, data)
     )
-    return _INT32.pack(len(payload)) + payload
+
+
+def frame_response(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """Prefix an encoded response body with the frame size and the response header."""
+    header = _response_header(api_key, version, correlation_id)
+    return _INT32.pack(len(header) + len(body)) + header + body
 
 
 def encode_request(
