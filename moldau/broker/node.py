@@ -100,6 +100,8 @@ class Node:
         await self._start_coordinators()
         self._start_background_jobs()
         self.ready = True
+        for listener in self.listeners:
+            await listener.start_serving()
 
     async def _start_coordinators(self) -> None:
         from moldau.broker import coordinators

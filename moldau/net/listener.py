@@ -91,6 +91,7 @@ class Listener:
             ssl=self._ssl_context,
             reuse_address=True,
             backlog=1024,
+            start_serving=False,  # bound now (the port is known); accepting once the node is ready
         )
         sockets = self._server.sockets or ()
         for sock in sockets:
@@ -98,6 +99,10 @@ class Listener:
         if sockets:
             self.bound_port = sockets[0].getsockname()[1]
         log.info("listening on %s (port %d)", self.endpoint, self.bound_port)
+
+    async def start_serving(self) -> None:
+        if self._server is not None:
+            await self._server.start_serving()
 
     def stop_accepting(self) -> None:
         if self._server is not None:
