@@ -204,6 +204,10 @@ class ProducerStateManager:
         if first_offset >= 0:
             self.ongoing.pop(first_offset, None)
         entry.current_txn_first_offset = -1
+        if header.producer_epoch > entry.producer_epoch:
+            # A marker that bumps the epoch (EndTxn v5, KIP-890) starts the producer's sequences
+            # afresh: its next batch carries sequence 0 in the new epoch.
+            entry.batches.clear()
         entry.producer_epoch = max(entry.producer_epoch, header.producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = header.max_timestamp

@@ -159,3 +159,20 @@ def test_markers_from_an_old_epoch_or_coordinator_are_fenced(filesystem, clock) 
         log.append_as_leader(old_coordinator, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
     assert caught.value.code is ErrorCode.transaction_coordinator_fenced
     assert log.log_end_offset == 2
+
+
+def test_a_marker_that_bumps_the_epoch_restarts_sequences_at_zero(filesystem, clock) -> None:
+    """EndTxn v5 (KIP-890) ends each transaction with the next epoch; the producer's next batch
+    carries sequence 0 in that epoch, not the continuation of the old one."""
+    log = open_log(filesystem, clock)
+    log.append_as_leader(idempotent(0, b"t1", b"t2", transactional=True), leader_epoch=0)
+    log.append_as_leader(
+        marker(ControlRecordType.COMMIT, epoch=1), leader_epoch=0, origin=AppendOrigin.COORDINATOR
+    )
+    appended = log.append_as_leader(
+        idempotent(0, b"t3", epoch=1, transactional=True), leader_epoch=0
+    )
+    assert appended.first_offset == 3 and not appended.duplicate
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(idempotent(5, b"gap", epoch=1), leader_epoch=0)
+    assert caught.value.code is ErrorCode.out_of_order_sequence_number
