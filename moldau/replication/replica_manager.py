@@ -44,7 +44,7 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
         self._flushes: dict[TopicPartition, asyncio.Future[int]] = {}
-        self._flush_again: set[TopicPartition] = set()
+        self._durable_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[None]]]] = {}
 
     # --- metadata ------------------------------------------------------------------------------
 
@@ -107,40 +107,58 @@ class ReplicaManager:
         self.fetch_purgatory.wake(tp)
         return result
 
-    async def wait_durable(self, tp: TopicPartition, offset: int) -> None:
-        """Return once every offset up to and including `offset` is fsynced (group commit)."""
+    def wait_durable(self, tp: TopicPartition, offset: int) -> asyncio.Future[None]:
+        """A future done once every offset up to and including `offset` is fsynced.
+
+        Group commit: one fsync in a worker thread covers every append made before it started;
+        waiters it does not cover start the next one when it ends. A plain future rather than a
+        coroutine, so an acks=all produce costs no task per partition, and cancelling one wait
+        (a request that timed out) leaves the shared flush running for the others.
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         partition = self.partitions.get(tp)
         if partition is None:
-            raise KafkaError(ErrorCode.not_leader_or_follower)
+            future.set_exception(KafkaError(ErrorCode.not_leader_or_follower))
+            return future
         partition_log = partition.log
-        while partition_log.flushed_offset <= offset:
-            pending = self._flushes.get(tp)
-            if pending is None or pending.done():
-                # (A done future may still be registered: its callback has not run yet. Awaiting
-                # it would not yield, so start a fresh flush instead of spinning.)
-                pending = self._start_flush(tp, partition_log)
-            else:
-                # A flush is running; it may have started before our append: run one more after.
-                self._flush_again.add(tp)
-            await asyncio.shield(pending)
-
-    def _start_flush(self, tp: TopicPartition, partition_log: PartitionLog) -> asyncio.Future[int]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[int] = asyncio.ensure_future(
-            loop.run_in_executor(self._flush_executor, partition_log.flush)
-        )
-        self._flushes[tp] = future
-
-        def done(_: asyncio.Future[int]) -> None:
-            if self._flushes.get(tp) is future:
-                del self._flushes[tp]
-            if tp in self._flush_again:
-                self._flush_again.discard(tp)
-                if tp not in self._flushes:
-                    self._start_flush(tp, partition_log)
-
-        future.add_done_callback(done)
+        if partition_log.flushed_offset > offset:
+            future.set_result(None)
+            return future
+        self._durable_waiters.setdefault(tp, []).append((offset, future))
+        if tp not in self._flushes:
+            self._start_flush(tp, partition_log)
         return future
+
+    def _start_flush(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
+        loop = asyncio.get_running_loop()
+        flush = loop.run_in_executor(self._flush_executor, partition_log.flush)
+        self._flushes[tp] = flush
+        flush.add_done_callback(lambda done: self._flushed(tp, partition_log, done))
+
+    def _flushed(
+        self, tp: TopicPartition, partition_log: PartitionLog, flush: asyncio.Future[int]
+    ) -> None:
+        """Complete the waiters a finished flush covers; start another for the rest."""
+        del self._flushes[tp]
+        error: BaseException | None
+        if flush.cancelled():
+            error = KafkaError(ErrorCode.kafka_storage_error, "flush cancelled")
+        else:
+            error = flush.exception()
+        flushed_offset = partition_log.flushed_offset
+        remaining = []
+        for offset, waiter in self._durable_waiters.pop(tp, ()):
+            if waiter.done():  # cancelled by its request's timeout
+                continue
+            if error is not None:
+                waiter.set_exception(error)
+            elif offset < flushed_offset:
+                waiter.set_result(None)
+            else:
+                remaining.append((offset, waiter))
+        if remaining:
+            self._durable_waiters[tp] = remaining
+            self._start_flush(tp, partition_log)
 
     # --- fetch ---------------------------------------------------------------------------------
 

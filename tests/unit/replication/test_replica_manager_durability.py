@@ -1,0 +1,122 @@
+"""acks=all waits: group-committed fsyncs shared by waiters, cancellation, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.partition import Partition
+from moldau.replication.replica_manager import ReplicaManager
+from moldau.types import TopicPartition
+
+TP = TopicPartition("events", 0)
+
+
+class _Log:
+    """A log whose fsyncs block until the test lets them finish."""
+
+    def __init__(self) -> None:
+        self.log_end_offset = 0
+        self.flushed_offset = 0
+        self.flushes = 0
+        self.release = threading.Semaphore(0)
+        self.error: Exception | None = None
+
+    def append(self, count: int) -> int:
+        self.log_end_offset += count
+        return self.log_end_offset - 1
+
+    def flush(self) -> int:
+        target = self.log_end_offset
+        self.release.acquire()
+        self.flushes += 1
+        if self.error is not None:
+            raise self.error
+        self.flushed_offset = target
+        return target
+
+
+def _shutdown(manager: ReplicaManager, log: _Log) -> None:
+    for _ in range(10):  # never leave a flush thread blocked
+        log.release.release()
+    manager.shutdown()
+
+
+def _manager(log: _Log) -> ReplicaManager:
+    manager = ReplicaManager(None, node_id=1)  # type: ignore[arg-type]
+    manager.partitions[TP] = Partition(TP, log)  # type: ignore[arg-type]
+    return manager
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.005)
+
+
+def test_waiters_appended_before_a_flush_share_it() -> None:
+    async def scenario() -> None:
+        log = _Log()
+        manager = _manager(log)
+        first_offset, second_offset = log.append(3), log.append(2)
+        first = manager.wait_durable(TP, first_offset)
+        second = manager.wait_durable(TP, second_offset)
+        log.release.release()
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+        assert log.flushes == 1 and log.flushed_offset == 5
+        assert manager.wait_durable(TP, 4).done()  # already durable: no flush
+        _shutdown(manager, log)
+
+    asyncio.run(scenario())
+
+
+def test_an_append_during_a_flush_gets_the_next_flush() -> None:
+    async def scenario() -> None:
+        log = _Log()
+        manager = _manager(log)
+        first = manager.wait_durable(TP, log.append(1))
+        await _settle()  # the first flush has started (and is blocked)
+        late = manager.wait_durable(TP, log.append(1))
+        log.release.release()
+        await asyncio.wait_for(first, 5)
+        await _settle()
+        assert not late.done()
+        log.release.release()
+        await asyncio.wait_for(late, 5)
+        assert log.flushes == 2
+        _shutdown(manager, log)
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_wait_leaves_the_shared_flush_to_the_others() -> None:
+    async def scenario() -> None:
+        log = _Log()
+        manager = _manager(log)
+        cancelled_offset, kept_offset = log.append(1), log.append(1)
+        cancelled = manager.wait_durable(TP, cancelled_offset)
+        kept = manager.wait_durable(TP, kept_offset)
+        cancelled.cancel()
+        log.release.release()
+        await asyncio.wait_for(kept, 5)
+        _shutdown(manager, log)
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_flush_fails_its_waiters_and_an_unknown_partition_fails_at_once() -> None:
+    async def scenario() -> None:
+        log = _Log()
+        log.error = KafkaError(ErrorCode.kafka_storage_error, "disk gone")
+        manager = _manager(log)
+        waiter = manager.wait_durable(TP, log.append(1))
+        log.release.release()
+        with pytest.raises(KafkaError):
+            await asyncio.wait_for(waiter, 5)
+        with pytest.raises(KafkaError):
+            await manager.wait_durable(TopicPartition("missing", 0), 0)
+        _shutdown(manager, log)
+
+    asyncio.run(scenario())
