@@ -28,8 +28,13 @@ from _harness import header, percentile, run_child
 MIB = 1 << 20
 
 
+def best_of(runs: int, measure: Callable[[], float]) -> float:
+    """The best of several runs: the machine is shared and noisy, a ceiling is what it can do."""
+    return max(measure() for _ in range(runs))
+
+
 def raw_append(directory: str, megabytes: int = 1024, *, fsync: bool = False) -> float:
-    """MB/s of sequential 1 MiB `os.write`s (optionally each followed by `os.fsync`)."""
+    """MB/s of sequential 1 MiB `os.write`s into a new file (optionally each + `os.fsync`)."""
     buffer = os.urandom(MIB)
     path = os.path.join(directory, f"ceiling-{os.getpid()}.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -160,9 +165,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
         header("ceilings")
-        print(f"raw append (1 MiB writes)      {raw_append(directory, args.megabytes):9,.0f} MB/s")
-        print(f"fsync every 1 MiB              "
-              f"{raw_append(directory, args.megabytes // 2, fsync=True):9,.0f} MB/s")  # fmt: skip
+        append = best_of(3, lambda: raw_append(directory, args.megabytes))
+        fsync = best_of(3, lambda: raw_append(directory, args.megabytes // 2, fsync=True))
+        print(f"raw append (1 MiB writes)      {append:9,.0f} MB/s   (best of 3)")
+        print(f"fsync every 1 MiB              {fsync:9,.0f} MB/s   (best of 3)")
         p50, p99, p999 = fsync_latency(directory)
         print(f"1 KB write + fsync latency     p50 {p50:.2f} ms  p99 {p99:.2f} ms  "
               f"p99.9 {p999:.2f} ms")  # fmt: skip
