@@ -35,7 +35,7 @@ def install_event_loop_policy() -> None:
 
 async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
     """Start a node, print the ready line, and run until SIGTERM/SIGINT; then stop cleanly."""
-    node = Node(config)
+    node = Node(config, tune_process=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -39,7 +39,12 @@ _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_S
 
 
 class Node:
-    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK, tune_process: bool = False
+    ) -> None:
+        # Process-wide GC and GIL tuning only when the node owns its process (`moldau server`),
+        # never when embedded in someone else's (tests, notebooks).
+        self._tune_process = tune_process
         self.config = config
         self.clock = clock
         self.node_id = config.node_id
@@ -101,14 +106,15 @@ class Node:
         self._publisher.publish(None, self.controller.image)
         await self._start_coordinators()
         self._start_background_jobs()
-        # What start-up built lives as long as the node: keep it out of the cyclic collector's
-        # full passes, which otherwise stop the event loop for tens of ms (the p99 latency).
-        # Collect first, so that no garbage of the start-up is frozen with it.
-        gc.collect()
-        gc.freeze()
-        # Hand the GIL over sooner than every 5 ms: a worker thread ending a group-commit fsync
-        # otherwise waits behind the busy event loop, which adds ms to every acks=all answer.
-        sys.setswitchinterval(0.0005)
+        if self._tune_process:
+            # What start-up built lives as long as the node: keep it out of the cyclic
+            # collector's full passes, which otherwise stop the event loop for tens of ms (the
+            # p99 latency). Collect first, so that no garbage of the start-up is frozen with it.
+            gc.collect()
+            gc.freeze()
+            # Hand the GIL over sooner than every 5 ms: a worker thread ending a group-commit
+            # fsync otherwise waits behind the busy event loop, adding ms to acks=all answers.
+            sys.setswitchinterval(0.0005)
         self.ready = True
         for listener in self.listeners:
             await listener.start_serving()
