@@ -11,7 +11,6 @@ they are fsynced (group commit) and, in a cluster, replicated to the ISR.
 from __future__ import annotations
 
 import asyncio
-import struct
 import uuid
 from typing import Any
 
@@ -19,6 +18,7 @@ from moldau.broker.registry import RequestContext, handler
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.records import HEADER_SIZE, BatchHeader
 from moldau.types import TopicPartition
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -89,19 +89,17 @@ async def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | 
     return {"responses": responses, "throttle_time": 0}
 
 
-_TRANSACTIONAL_BIT = 0x10
-_PRODUCER = struct.Struct(">qh")  # producer id and epoch at byte 43 of a batch header
-
-
 def _verify_transaction(node: Any, tp: TopicPartition, records: Any, transactional_id: str) -> None:
     """KIP-890 part 1: the first transactional batch of a producer on a partition is accepted
     only if the partition was added to the producer's ongoing transaction (no hanging
     transactions from late or zombie writes). Checked where this node coordinates the id."""
     runtime = node.transaction_coordinator
-    view = memoryview(records)
-    if runtime is None or len(view) < 61 or not view[22] & _TRANSACTIONAL_BIT:
+    if runtime is None or len(records) < HEADER_SIZE:
         return
-    producer_id, producer_epoch = _PRODUCER.unpack_from(view, 43)
+    header = BatchHeader.parse(records)
+    if not header.is_transactional:
+        return
+    producer_id, producer_epoch = header.producer_id, header.producer_epoch
     partition = node.replica_manager.get_partition(tp)
     if partition is None:
         return
