@@ -25,6 +25,7 @@ from moldau.client.consumer import (
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException
 from moldau.client.message import Message
 from moldau.client.producer import Producer, RecordMetadata, SyncProducer
+from moldau.client.transactions import FatalTransactionError
 from moldau.types import TopicPartition
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "ConfigSource",
     "Consumer",
     "ErrorCode",
+    "FatalTransactionError",
     "KafkaException",
     "Message",
     "NewTopic",

@@ -36,6 +36,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "message.max.bytes": 1000000,
     "partitioner": "murmur2_random",
     "max.in.flight.requests.per.connection": 5,
+    "transactional.id": None,
+    "transaction.timeout.ms": 60000,
     # consumer
     "group.id": None,
     "group.instance.id": None,

@@ -51,7 +51,10 @@ _RETRIABLE = frozenset(
 
 
 class KafkaException(KafkaError):
-    """A request failed with a Kafka error code (`code`), optionally with the broker's message."""
+    """A request failed with a Kafka error code (`code`), optionally with the broker's message.
+    `fatal` (as confluent-kafka's `KafkaError.fatal()`): the client object can only be closed."""
+
+    fatal = False
 
     @property
     def retriable(self) -> bool:

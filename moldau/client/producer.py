@@ -5,6 +5,12 @@ on_delivery=...)` queues a record and returns at once (here: an asyncio future o
 `RecordMetadata`); `flush()` waits until everything queued is acknowledged. Keyed records go to
 Kafka's murmur2 partition; unkeyed ones stick to one random partition per batch (KIP-480). A
 partition has at most one Produce request in flight, so records stay in order across retries.
+
+With `transactional.id` set the producer is transactional (confluent-kafka's `init_transactions`,
+`begin_transaction`, `send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`):
+batches carry the producer id, epoch and per-partition sequences, have the transactional
+attribute bit, and each partition joins the transaction (AddPartitionsToTxn) before its first
+Produce. The protocol state lives in `transactions.TransactionManager`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.partitioner import partition_for_key
 from moldau.client.sync import SyncFacade
+from moldau.client.transactions import (
+    FatalTransactionError,
+    TransactionManager,
+    TransactionState,
+)
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.records import NewRecord, build_batch
@@ -58,6 +69,7 @@ class _PendingRecord:
     future: asyncio.Future[RecordMetadata]
     on_delivery: DeliveryCallback | None
     attempts: int = 0
+    sequence: int = -1  # transactional producers: fixed at the first send, kept across retries
     queued_at: float = field(default_factory=time.monotonic)
 
 
@@ -116,6 +128,67 @@ class Producer(ClientBase):
         self._sender: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._transactions = self._transaction_manager()
+
+    def _transaction_manager(self) -> TransactionManager | None:
+        transactional_id = self.config.get_optional_str("transactional.id")
+        if transactional_id is None:
+            return None
+        if self.acks != -1:
+            raise ConfigException("a transactional producer needs 'acks' all (it is the default)")
+        return TransactionManager(
+            self.cluster,
+            transactional_id,
+            timeout_ms=self.config.get_int("transaction.timeout.ms"),
+        )
+
+    @property
+    def transactions(self) -> TransactionManager:
+        """The transaction state (producer id, epoch); only with `transactional.id` set."""
+        if self._transactions is None:
+            raise KafkaException(
+                ErrorCode.invalid_txn_state, "the producer has no 'transactional.id' setting"
+            )
+        return self._transactions
+
+    # --- transactions (confluent-kafka's API) --------------------------------------------
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id: fences older producers with the same id and aborts
+        the transaction they left open."""
+        await self.transactions.init(timeout)
+
+    def begin_transaction(self) -> None:
+        self.transactions.begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group_metadata: Any,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit `offsets` ({partition: next offset to read}) to the consumer group
+        `group_metadata` (a group id, or an object with `group_id`) with the transaction."""
+        group_id = getattr(group_metadata, "group_id", group_metadata)
+        await self.transactions.add_offsets(str(group_id), offsets, timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit; raises if a record of the transaction failed (abort then)."""
+        transactions = self.transactions
+        transactions.raise_if_abortable()
+        if await self.flush(timeout):
+            raise KafkaException(
+                ErrorCode.request_timed_out, "records still unsent when the commit timed out"
+            )
+        transactions.raise_if_abortable()
+        await transactions.end(committed=True, timeout=timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Wait for records in flight, then abort: none of the transaction's records is read
+        by read_committed consumers."""
+        transactions = self.transactions
+        await self.flush(timeout)
+        await transactions.end(committed=False, timeout=timeout)
 
     def __len__(self) -> int:
         """Records queued or in flight (confluent-kafka's `len(producer)`)."""
@@ -135,6 +208,8 @@ class Producer(ClientBase):
         """Queue one record; the returned future resolves when the broker acknowledges it."""
         if self._closed:
             raise KafkaException(ErrorCode.unknown_server_error, "the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_produce()
         header_items = headers.items() if isinstance(headers, Mapping) else (headers or ())
         record = NewRecord(
             key=_to_bytes(key),
@@ -273,11 +348,17 @@ class Producer(ClientBase):
             batch: list[_PendingRecord] = []
             size = 0
             while queue.records and len(batch) < self.batch_records:
-                if batch and size + queue.records[0].size > self.batch_bytes:
+                following = queue.records[0]
+                if batch and (
+                    size + following.size > self.batch_bytes
+                    # a retried batch keeps its sequences: never mix it with new records
+                    or (following.sequence < 0) != (batch[0].sequence < 0)
+                ):
                     break
                 record = queue.records.pop(0)
                 batch.append(record)
                 size += record.size
+            self._assign_sequences(tp, batch)
             queue.bytes -= size
             queue.first_queued = now
             queue.in_flight = True
@@ -292,6 +373,27 @@ class Producer(ClientBase):
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
 
+    def _assign_sequences(self, tp: TopicPartition, batch: list[_PendingRecord]) -> None:
+        if self._transactions is None or not batch or batch[0].sequence >= 0:
+            return
+        base = self._transactions.next_sequence(tp, len(batch))
+        for offset_delta, pending in enumerate(batch):
+            pending.sequence = base + offset_delta
+
+    def _build_batch(self, records: list[_PendingRecord]) -> bytes:
+        new_records = [p.record for p in records]
+        transactions = self._transactions
+        if transactions is None:
+            return build_batch(new_records, compression=self.compression)
+        return build_batch(
+            new_records,
+            compression=self.compression,
+            producer_id=transactions.producer_id,
+            producer_epoch=transactions.producer_epoch,
+            base_sequence=records[0].sequence,
+            transactional=True,
+        )
+
     async def _send_request(
         self, leader: int, batches: list[tuple[TopicPartition, list[_PendingRecord]]]
     ) -> None:
@@ -299,15 +401,19 @@ class Producer(ClientBase):
         try:
             if leader < 0:
                 raise KafkaException(ErrorCode.leader_not_available, "no leader known")
+            if self._transactions is not None:
+                await self._transactions.add_partitions(tp for tp, _records in batches)
             connection = await self.cluster.connection(leader)
             topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for tp, records in batches:
-                payload = build_batch([p.record for p in records], compression=self.compression)
+                payload = self._build_batch(records)
                 topics[tp.topic].append({"index": tp.partition, "records": payload})
             response = await connection.request(
                 ApiKey.PRODUCE,
                 {
-                    "transactional_id": None,
+                    "transactional_id": (
+                        None if self._transactions is None else self._transactions.transactional_id
+                    ),
                     "acks": self.acks,
                     "timeout": self.config.get_int("request.timeout.ms"),
                     "topic_data": [
@@ -334,6 +440,11 @@ class Producer(ClientBase):
                         self._complete(pending, None, -1 if self.acks == 0 else offset_delta, -1)
                     continue
                 error = error_code_of(result.error_code)
+                if error is ErrorCode.duplicate_sequence_number:
+                    # A retry of a batch the broker already has: it is written, offsets unknown.
+                    for pending in records:
+                        self._complete(pending, None, -1, -1)
+                    continue
                 if error is not ErrorCode.none:
                     message = getattr(result, "error_message", None)
                     retry.append((tp, records, KafkaException(error, message or str(tp))))
@@ -370,6 +481,7 @@ class Producer(ClientBase):
             p
             for p in records
             if exc.retriable
+            and not exc.fatal
             and p.attempts < self.retries
             and now - p.queued_at < self.message_timeout
         ]
@@ -394,6 +506,10 @@ class Producer(ClientBase):
             pending.record.key,
             pending.record.value,
         )
+        if error is not None and self._transactions is not None:
+            self._transactions.record_failed(error)
+            if self._transactions.state is TransactionState.FATAL and not error.fatal:
+                error = FatalTransactionError(error.code, error.message)
         if not pending.future.done():
             if error is None:
                 pending.future.set_result(metadata)
