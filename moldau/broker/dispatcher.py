@@ -8,6 +8,7 @@ response has a top-level error code, and otherwise closes the connection.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import struct
@@ -72,9 +73,39 @@ class Dispatcher:
             result = spec.function(context, request)
         except Exception as exc:
             return self._failure(header, exc)
+        if isinstance(result, asyncio.Future):
+            return self._finish_future(header, result)
         if inspect.isawaitable(result):
             return self._finish_async(header, result)
         return self._encode(header, result)
+
+    def _finish_future(self, header: RequestHeader, pending: asyncio.Future[Any]) -> Any:
+        """Encode a handler's future result by callback: no task, no extra loop iteration."""
+        encoded: asyncio.Future[Any] = pending.get_loop().create_future()
+
+        def done(_: asyncio.Future[Any]) -> None:
+            if encoded.done():
+                return
+            if pending.cancelled():
+                encoded.cancel()
+                return
+            try:
+                exc = pending.exception()
+                value = (
+                    self._failure(header, exc) if exc else self._encode(header, pending.result())
+                )
+            except Exception as failure:  # CloseConnection, or an encoder bug
+                encoded.set_exception(failure)
+            else:
+                encoded.set_result(value)
+
+        def propagate_cancel(_: asyncio.Future[Any]) -> None:
+            if encoded.cancelled() and not pending.done():
+                pending.cancel()
+
+        pending.add_done_callback(done)
+        encoded.add_done_callback(propagate_cancel)
+        return encoded
 
     async def _finish_async(self, header: RequestHeader, pending: Any) -> Any:
         try:

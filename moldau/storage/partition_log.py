@@ -98,6 +98,7 @@ class PartitionLog(LogMaintenance):
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._pending_snapshots: list[tuple[int, bytes]] = []
         self._unflushed_messages = 0
+        self._unflushed_bytes = 0
         self._last_append_position = 0
         self._latest_epoch = leader_epoch_cache.latest_epoch
         self._fast_limits = fast_path_limits(config)
@@ -138,6 +139,11 @@ class PartitionLog(LogMaintenance):
     @property
     def unflushed_messages(self) -> int:
         return self._unflushed_messages
+
+    @property
+    def unflushed_bytes(self) -> int:
+        """Bytes appended since the last flush began (what the next fsync has to write)."""
+        return self._unflushed_bytes
 
     def update_high_watermark(self, offset: int) -> int:
         with self._lock:
@@ -217,6 +223,7 @@ class PartitionLog(LogMaintenance):
                 raise storage_error(self.topic_partition, error) from error
             self._log_end_offset = last_offset + 1
             self._unflushed_messages += values[12]
+            self._unflushed_bytes += size
             if leader_epoch > self._latest_epoch:
                 self.assign_leader_epoch(leader_epoch, offset)
             # tuple.__new__ skips the generated __new__ (a measurable share of this path)
@@ -394,6 +401,7 @@ class PartitionLog(LogMaintenance):
             raise storage_error(self.topic_partition, error) from error
         self._log_end_offset = last_offset + 1
         self._unflushed_messages += record_count
+        self._unflushed_bytes += size
 
     def _roll(self, base_offset: int, now: int) -> LogSegment:
         """Close the active segment to appends and start one at `base_offset`."""
@@ -549,6 +557,7 @@ class PartitionLog(LogMaintenance):
                     segment.prepare_flush()
                 snapshots, self._pending_snapshots = self._pending_snapshots, []
                 flushed_messages = self._unflushed_messages
+                flushed_bytes = self._unflushed_bytes
             for segment in logs:
                 try:
                     segment.log.fsync()
@@ -567,6 +576,7 @@ class PartitionLog(LogMaintenance):
             with self._lock:
                 self.recovery_point = max(self.recovery_point, end)
                 self._unflushed_messages -= flushed_messages
+                self._unflushed_bytes -= flushed_bytes
                 self.last_flush_ms = self.clock.now_ms()
                 return self.recovery_point
 

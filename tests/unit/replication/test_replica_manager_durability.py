@@ -1,4 +1,8 @@
-"""acks=all waits: group-committed fsyncs shared by waiters, cancellation, errors."""
+"""acks=all waits: group-committed fsyncs shared by waiters, cancellation, errors.
+
+Large flushes run in a worker thread (the `_Log` below blocks there until released); small ones
+run on the event loop unless an inline fsync was recently slow.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import threading
 import pytest
 
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication import replica_manager as replica_manager_module
 from moldau.replication.partition import Partition
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.types import TopicPartition
@@ -16,7 +21,9 @@ TP = TopicPartition("events", 0)
 
 
 class _Log:
-    """A log whose fsyncs block until the test lets them finish."""
+    """A log whose fsyncs block until the test lets them finish (large: flushed in a thread)."""
+
+    unflushed_bytes = 1 << 30
 
     def __init__(self) -> None:
         self.log_end_offset = 0
@@ -118,5 +125,60 @@ def test_a_failed_flush_fails_its_waiters_and_an_unknown_partition_fails_at_once
         with pytest.raises(KafkaError):
             await manager.wait_durable(TopicPartition("missing", 0), 0)
         _shutdown(manager, log)
+
+    asyncio.run(scenario())
+
+
+class _SmallLog:
+    """A log with little to flush: its fsyncs run on the event loop, taking `duration_s`."""
+
+    unflushed_bytes = 1024
+
+    def __init__(self, duration_s: float = 0.0) -> None:
+        self.log_end_offset = 0
+        self.flushed_offset = 0
+        self.duration_s = duration_s
+        self.flush_threads: list[int] = []
+
+    def append(self, count: int) -> int:
+        self.log_end_offset += count
+        return self.log_end_offset - 1
+
+    def flush(self) -> int:
+        self.flush_threads.append(threading.get_ident())
+        if self.duration_s:
+            threading.Event().wait(self.duration_s)  # a slow disk
+        self.flushed_offset = self.log_end_offset
+        return self.flushed_offset
+
+
+def test_a_small_flush_runs_on_the_loop_after_the_appends_read_with_it() -> None:
+    async def scenario() -> None:
+        log = _SmallLog()
+        manager = ReplicaManager(None, node_id=1)  # type: ignore[arg-type]
+        manager.partitions[TP] = Partition(TP, log)  # type: ignore[arg-type]
+        first = manager.wait_durable(TP, log.append(1))
+        # Appended later in the same loop iteration: the flush has not run yet and covers it.
+        second = manager.wait_durable(TP, log.append(1))
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+        assert log.flush_threads == [threading.get_ident()]
+        assert log.flushed_offset == 2
+        manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_inline_flush_sends_the_next_ones_to_the_worker_thread() -> None:
+    async def scenario() -> None:
+        slow_s = replica_manager_module.INLINE_FLUSH_MAX_S * 5
+        log = _SmallLog(duration_s=slow_s)
+        manager = ReplicaManager(None, node_id=1)  # type: ignore[arg-type]
+        manager.partitions[TP] = Partition(TP, log)  # type: ignore[arg-type]
+        await asyncio.wait_for(manager.wait_durable(TP, log.append(1)), 5)
+        await asyncio.wait_for(manager.wait_durable(TP, log.append(1)), 5)
+        loop_thread = threading.get_ident()
+        assert log.flush_threads[0] == loop_thread
+        assert log.flush_threads[1] != loop_thread
+        manager.shutdown()
 
     asyncio.run(scenario())
