@@ -1,9 +1,10 @@
 """Fetch requests for assigned partitions and the decoding of what they return.
 
-`build_fetch_request` asks one leader for its partitions from their positions; `records_from_fetch`
-turns one partition's record batches into `Message`s, skipping control batches and, under
-read_committed, batches of aborted transactions (Kafka's `CompletedFetch` does the same with the
-response's aborted-transaction list), and reports the offset to fetch next.
+`build_fetch_request` asks one leader for its partitions from their positions; `readable_batches`
+picks one partition's batches to deliver, skipping control batches and, under read_committed,
+batches of aborted transactions (Kafka's `CompletedFetch` does the same with the response's
+aborted-transaction list), and reports the offset to fetch next; `records_from_fetch` turns those
+batches into `Message`s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from moldau.client.message import (
 )
 from moldau.protocol.records import (
     ControlRecordType,
+    RecordBatch,
     TimestampType,
     decode_records,
     iter_batches,
@@ -27,7 +29,21 @@ from moldau.protocol.records import (
 )
 from moldau.types import TopicPartition
 
-__all__ = ["FetchedPartition", "build_fetch_request", "records_from_fetch"]
+__all__ = [
+    "FetchedPartition",
+    "ReadableBatches",
+    "build_fetch_request",
+    "readable_batches",
+    "records_from_fetch",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadableBatches:
+    """The batches to deliver from one fetched partition, and the offset to fetch next."""
+
+    batches: list[RecordBatch]
+    next_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +87,23 @@ def build_fetch_request(
     }
 
 
-def records_from_fetch(
-    tp: TopicPartition,
-    records: bytes | None,
+def readable_batches(
+    records: bytes | bytearray | memoryview | None,
     *,
     fetch_offset: int,
     aborted_transactions: Sequence[tuple[int, int]] = (),
     read_committed: bool = False,
-) -> FetchedPartition:
-    """Messages at or after `fetch_offset`; `aborted_transactions` are (producer_id, first_offset)."""
-    messages: list[Message] = []
+) -> ReadableBatches:
+    """The data batches of one fetched partition a consumer may return, without decoding them.
+
+    Batches ending before `fetch_offset` are skipped (a fetch may start inside a batch). Control
+    batches never hold data; under read_committed, transactional batches of a producer listed in
+    `aborted_transactions` (producer_id, first_offset) are dropped from that transaction's first
+    offset until its ABORT marker. Both the `Message` path and bulk decoders share this filter.
+    """
+    delivered: list[RecordBatch] = []
     next_offset = fetch_offset
-    aborted = list((first, producer) for producer, first in aborted_transactions)
+    aborted = [(first, producer) for producer, first in aborted_transactions]
     heapq.heapify(aborted)
     aborting: set[int] = set()
     for batch in iter_batches(records or b""):
@@ -102,6 +123,28 @@ def records_from_fetch(
             continue
         if read_committed and header.is_transactional and header.producer_id in aborting:
             continue
+        delivered.append(batch)
+    return ReadableBatches(delivered, next_offset)
+
+
+def records_from_fetch(
+    tp: TopicPartition,
+    records: bytes | None,
+    *,
+    fetch_offset: int,
+    aborted_transactions: Sequence[tuple[int, int]] = (),
+    read_committed: bool = False,
+) -> FetchedPartition:
+    """Messages at or after `fetch_offset`; `aborted_transactions` are (producer_id, first_offset)."""
+    readable = readable_batches(
+        records,
+        fetch_offset=fetch_offset,
+        aborted_transactions=aborted_transactions,
+        read_committed=read_committed,
+    )
+    messages: list[Message] = []
+    for batch in readable.batches:
+        header = batch.header
         timestamp_type = (
             TIMESTAMP_LOG_APPEND_TIME
             if header.timestamp_type is TimestampType.LOG_APPEND_TIME
@@ -123,4 +166,4 @@ def records_from_fetch(
                     leader_epoch=header.partition_leader_epoch,
                 )
             )
-    return FetchedPartition(messages, next_offset)
+    return FetchedPartition(messages, readable.next_offset)

@@ -1,30 +1,34 @@
 """Reading one offset range on an executor, straight from the partition's leader.
 
-`read_range` assigns a consumer (no group) to the range's topic-partition at its start offset and
-yields Arrow record batches until the end offset, at the query's isolation level (transaction
-markers and aborted records take offsets but yield no rows). Missing data follows
-`failOnDataLoss`: raise, or skip to what is still there (Spark's `KafkaDataConsumer` does the same).
+`read_range` fetches the range's topic-partition (no group) from its start offset and yields one
+Arrow record batch per Fetch response until the end offset, decoded in bulk by `arrow_records`, at
+the query's isolation level (transaction markers and aborted records take offsets but yield no
+rows). Missing data follows `failOnDataLoss`: raise, or skip to what is still there (Spark's
+`KafkaDataConsumer` does the same).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from typing import Any, Final
 
 import pyarrow as pa
 
-from moldau.client import Consumer, ErrorCode, KafkaException, Message
+from moldau.client import ErrorCode, KafkaException
+from moldau.client.fetcher import readable_batches
+from moldau.client.partition_fetcher import FetchedRecords, PartitionFetcher
 from moldau.client.sync import EventLoopThread
+from moldau.spark.arrow_records import batches_to_arrow
 from moldau.spark.planning import OffsetRange
-from moldau.spark.schema import records_to_arrow
 
 __all__ = ["DataLossError", "read_range"]
 
 log = logging.getLogger(__name__)
 
-ROWS_PER_BATCH: Final = 20_000
 _POLL_S: Final = 0.5
 _STALL_CHECK_S: Final = 2.0
 
@@ -55,86 +59,142 @@ def read_range(
     """Record batches holding every readable record of `offset_range`, in offset order."""
     if offset_range.size == 0:
         return
-    tp = offset_range.topic_partition
     settings = dict(client)
-    settings.update({"auto.offset.reset": "error", "enable.auto.commit": False})
     settings.pop("group.id", None)
     loop = EventLoopThread("moldau-spark-reader")
     try:
 
-        async def build() -> Consumer:
-            consumer = Consumer(settings)
-            consumer.assign([tp], {tp: offset_range.start})
-            return consumer
+        async def build() -> PartitionFetcher:
+            return PartitionFetcher(settings, offset_range.topic_partition)
 
-        consumer = loop.run(build())
+        fetcher = loop.run(build())
         try:
-            yield from _read(
+            reader = _RangeReader(
                 loop,
-                consumer,
+                fetcher,
                 offset_range,
-                include_headers,
-                fail_on_data_loss,
-                poll_timeout_ms / 1000,
+                include_headers=include_headers,
+                fail_on_data_loss=fail_on_data_loss,
+                poll_timeout_s=poll_timeout_ms / 1000,
             )
+            yield from reader.batches()
         finally:
-            loop.run(consumer.close())
+            loop.run(fetcher.close())
     finally:
         loop.stop()
 
 
-def _read(
-    loop: EventLoopThread,
-    consumer: Consumer,
-    offset_range: OffsetRange,
-    include_headers: bool,
-    fail_on_data_loss: bool,
-    poll_timeout_s: float,
-) -> Iterator[pa.RecordBatch]:
-    tp = offset_range.topic_partition
-    end = offset_range.end
-    expected = offset_range.start
-    last_progress = time.monotonic()
-    while True:
+class _RangeReader:
+    """Fetches one range ahead of decoding: while a response is turned into Arrow on this
+    thread, the next Fetch is already in flight on the loop thread (its socket I/O does not need
+    the GIL), so the broker's round trip overlaps the decoding."""
+
+    def __init__(
+        self,
+        loop: EventLoopThread,
+        fetcher: PartitionFetcher,
+        offset_range: OffsetRange,
+        *,
+        include_headers: bool,
+        fail_on_data_loss: bool,
+        poll_timeout_s: float,
+    ) -> None:
+        self.loop = loop
+        self.fetcher = fetcher
+        self.range = offset_range
+        self.include_headers = include_headers
+        self.fail_on_data_loss = fail_on_data_loss
+        self.poll_timeout_s = poll_timeout_s
+        self.last_progress = time.monotonic()
+
+    def _fetch(self, offset: int) -> Future[FetchedRecords | None]:
+        return asyncio.run_coroutine_threadsafe(self.fetcher.fetch(offset, _POLL_S), self.loop.loop)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        tp = self.range.topic_partition
+        end = self.range.end
+        position = self.range.start
+        pending = self._fetch(position)
         try:
-            messages: list[Message] = loop.run(consumer.consume(ROWS_PER_BATCH, _POLL_S))
-        except KafkaException as exc:
-            if exc.code is not ErrorCode.offset_out_of_range:
-                raise
-            low, _high = loop.run(consumer.get_watermark_offsets(tp))
+            while True:
+                try:
+                    fetched = pending.result()
+                except KafkaException as exc:
+                    if exc.code is not ErrorCode.offset_out_of_range:
+                        raise
+                    position = self._skip_lost_offsets(position)
+                    if position >= end:
+                        return
+                    pending = self._fetch(position)
+                    continue
+                readable = readable_batches(
+                    fetched.records if fetched else b"",
+                    fetch_offset=position,
+                    aborted_transactions=fetched.aborted_transactions if fetched else (),
+                    read_committed=self.fetcher.read_committed,
+                )
+                next_position = readable.next_offset
+                if next_position < end:
+                    pending = self._fetch(next_position)
+                if fetched is not None and readable.batches:
+                    batch = batches_to_arrow(
+                        fetched.records,
+                        readable.batches,
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        fetch_offset=position,
+                        end_offset=end,
+                        include_headers=self.include_headers,
+                    )
+                    if batch is not None:
+                        self.last_progress = time.monotonic()
+                        yield batch
+                if next_position >= end:
+                    return
+                if next_position == position and not self._still_expected(position):
+                    return
+                position = next_position
+        finally:
+            pending.cancel()
+
+    def _skip_lost_offsets(self, position: int) -> int:
+        """After OFFSET_OUT_OF_RANGE: where reading resumes (the range's end: stop), if
+        `failOnDataLoss` allows. Either the log start moved past `position` (retention,
+        DeleteRecords) or the log was truncated before it."""
+        low, high = self.loop.run(self.fetcher.watermarks())
+        tp = self.range.topic_partition
+        end = self.range.end
+        if low > position:
             _data_loss(
-                f"{tp}: offsets {expected} to {min(low, end) - 1} are no longer available "
+                f"{tp}: offsets {position} to {min(low, end) - 1} are no longer available "
                 f"(the log now starts at {low})",
-                fail_on_data_loss,
+                self.fail_on_data_loss,
             )
-            if low >= end:
-                return
-            expected = low
-            loop.run(_seek(consumer, tp, low))
-            continue
-        rows = [m for m in messages if m.offset() < end]
-        if rows:
-            last_progress = time.monotonic()
-            expected = rows[-1].offset() + 1
-            yield records_to_arrow(rows, include_headers=include_headers)
-        position = consumer.position(tp)
-        if len(rows) < len(messages) or (position is not None and position >= end):
-            return
-        stalled = time.monotonic() - last_progress
-        if not messages and stalled >= _STALL_CHECK_S:
-            _low, high = loop.run(consumer.get_watermark_offsets(tp))
-            if high < end:
-                _data_loss(
-                    f"{tp}: the query expected offsets up to {end - 1} but the log ends at {high}",
-                    fail_on_data_loss,
-                )
-                return
-            if stalled >= poll_timeout_s:
-                raise TimeoutError(
-                    f"{tp}: no record at offset {expected} within {poll_timeout_s:.0f}s "
-                    "(kafkaConsumer.pollTimeoutMs)"
-                )
+            return low
+        _data_loss(
+            f"{tp}: the query expected offsets up to {end - 1} but the log ends at {high}",
+            self.fail_on_data_loss,
+        )
+        return end
 
-
-async def _seek(consumer: Consumer, tp: Any, offset: int) -> None:
-    consumer.seek(tp, offset)
+    def _still_expected(self, position: int) -> bool:
+        """Whether to keep waiting for `position` after a fetch that brought nothing: False once
+        the log ends before the range does (data loss), TimeoutError after the poll timeout."""
+        stalled = time.monotonic() - self.last_progress
+        if stalled < _STALL_CHECK_S:
+            return True
+        _low, high = self.loop.run(self.fetcher.watermarks())
+        end = self.range.end
+        if high < end:
+            _data_loss(
+                f"{self.range.topic_partition}: the query expected offsets up to {end - 1} but "
+                f"the log ends at {high}",
+                self.fail_on_data_loss,
+            )
+            return False
+        if stalled >= self.poll_timeout_s:
+            raise TimeoutError(
+                f"{self.range.topic_partition}: no record at offset {position} within "
+                f"{self.poll_timeout_s:.0f}s (kafkaConsumer.pollTimeoutMs)"
+            )
+        return True
