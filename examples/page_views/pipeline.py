@@ -62,7 +62,12 @@ class ResultsFollower(threading.Thread):
 
 
 def spark_session(master: str):
+    import pyspark
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # local-cluster[...] launches executor JVMs through SPARK_HOME's bin/ scripts and jars, which
+    # the pyspark package ships
+    os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__))
     from pyspark.sql import SparkSession
 
     from moldau.spark import register
