@@ -25,6 +25,7 @@ from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest
 from moldau.coordinator.coordinator import GroupCoordinator
 from moldau.coordinator.offsets import PartitionCommit
+from moldau.coordinator.partitioned_runtime import PartitionedRuntime
 from moldau.coordinator.records import CoordinatorRecord, decode_record, encode_record
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
 from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
@@ -75,7 +76,7 @@ class _Partition:
     parked: set[asyncio.Future[Response]] = field(default_factory=set)
 
 
-class GroupCoordinatorRuntime:
+class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
     """Owns the group coordinators of the `__consumer_offsets` partitions this node leads."""
 
     def __init__(
@@ -87,13 +88,11 @@ class GroupCoordinatorRuntime:
         append_transactional: AppendTransactional | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        super().__init__(clock)
         self.config = config
         self._append = append
         self._append_transactional = append_transactional
         self._read_records = read_records
-        self._clock = clock
-        self._partitions: dict[int, _Partition] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # --------------------------------------------------------------------------- lifecycle
 
@@ -151,15 +150,6 @@ class GroupCoordinatorRuntime:
             partition.writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await partition.writer
-
-    async def stop(self) -> None:
-        for index in list(self._partitions):
-            await self.unload_partition(index)
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
 
     async def __aenter__(self) -> GroupCoordinatorRuntime:
         await self.start()
@@ -226,10 +216,6 @@ class GroupCoordinatorRuntime:
         if pairs:
             await self._append(topic_partition, pairs)
 
-    async def _reload(self, index: int) -> None:
-        await self.unload_partition(index)
-        await self.load_partition(index)
-
     async def _write(
         self,
         partition: _Partition,
@@ -266,43 +252,6 @@ class GroupCoordinatorRuntime:
         for respond, response in result.deliveries:
             respond(response)
         return result.response
-
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
-        async def run() -> None:
-            await coroutine
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    # ------------------------------------------------------------------------------ timers
-
-    def _reschedule(self, partition: _Partition) -> None:
-        deadline = partition.coordinator.next_deadline()
-        if deadline is None:
-            return
-        if partition.timer is not None and partition.timer_deadline is not None:
-            if partition.timer_deadline <= deadline:
-                return
-            partition.timer.cancel()
-        delay = max(deadline - self._clock.now_ms(), 0) / 1000
-        loop = asyncio.get_running_loop()
-        partition.timer = loop.call_later(delay, self._on_timer, partition)
-        partition.timer_deadline = deadline
-
-    def _on_timer(self, partition: _Partition) -> None:
-        partition.timer = None
-        partition.timer_deadline = None
-        if self._partitions.get(partition.index) is not partition:
-            return
-        result = partition.coordinator.tick()
-
-        async def finish() -> None:
-            with contextlib.suppress(KafkaError):
-                await self._complete(partition, result)
-
-        self._spawn(finish())
-        self._reschedule(partition)
 
     # -------------------------------------------------------------------------- operations
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.coordinator.partitioned_runtime import PartitionedRuntime
 from moldau.coordinator.runtime import partition_for_group
 from moldau.coordinator.transaction_coordinator import TransactionCoordinator
 from moldau.coordinator.transaction_metadata import (
@@ -61,7 +62,7 @@ class _Partition:
     markers: set[asyncio.Task[None]] = field(default_factory=set)
 
 
-class TransactionCoordinatorRuntime:
+class TransactionCoordinatorRuntime(PartitionedRuntime[_Partition]):
     def __init__(
         self,
         config: TransactionCoordinatorConfig,
@@ -73,15 +74,13 @@ class TransactionCoordinatorRuntime:
         coordinator_epoch: Callable[[int], int] = lambda _index: 0,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        super().__init__(clock)
         self.config = config
         self._append = append
         self._read_records = read_records
         self._allocate_producer_id = allocate_producer_id
         self._write_markers = write_markers
         self._coordinator_epoch = coordinator_epoch
-        self._clock = clock
-        self._partitions: dict[int, _Partition] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # --------------------------------------------------------------------------- lifecycle
 
@@ -121,15 +120,6 @@ class TransactionCoordinatorRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def stop(self) -> None:
-        for index in list(self._partitions):
-            await self.unload_partition(index)
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
     # ----------------------------------------------------------------------------- routing
 
     def partition_for(self, transactional_id: str) -> int:
@@ -166,18 +156,6 @@ class TransactionCoordinatorRuntime:
                 self._start_markers(partition, markers)
         return result.response
 
-    async def _reload(self, index: int) -> None:
-        await self.unload_partition(index)
-        await self.load_partition(index)
-
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
-        async def run() -> None:
-            await coroutine
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _start_markers(self, partition: _Partition, markers: MarkerRequest) -> None:
         task = asyncio.get_running_loop().create_task(self._send_markers(partition, markers))
         partition.markers.add(task)
@@ -213,34 +191,6 @@ class TransactionCoordinatorRuntime:
         result = partition.coordinator.complete_transaction(markers)
         with contextlib.suppress(KafkaError):
             await self._complete(partition, result)
-
-    # ------------------------------------------------------------------------------ timers
-
-    def _reschedule(self, partition: _Partition) -> None:
-        deadline = partition.coordinator.next_deadline()
-        if deadline is None:
-            return
-        if partition.timer is not None and partition.timer_deadline is not None:
-            if partition.timer_deadline <= deadline:
-                return
-            partition.timer.cancel()
-        delay = max(deadline - self._clock.now_ms(), 0) / 1000
-        partition.timer = asyncio.get_running_loop().call_later(delay, self._on_timer, partition)
-        partition.timer_deadline = deadline
-
-    def _on_timer(self, partition: _Partition) -> None:
-        partition.timer = None
-        partition.timer_deadline = None
-        if self._partitions.get(partition.index) is not partition:
-            return
-        result = partition.coordinator.tick()
-
-        async def finish() -> None:
-            with contextlib.suppress(KafkaError):
-                await self._complete(partition, result)
-
-        self._spawn(finish())
-        self._reschedule(partition)
 
     # -------------------------------------------------------------------------- operations
 

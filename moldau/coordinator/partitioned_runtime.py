@@ -1,0 +1,112 @@
+"""What the group and transaction runtimes share: the coordinator partitions this node leads,
+their background tasks, and one timer per partition at its core's next deadline.
+
+Both runtimes wrap pure cores (`GroupCoordinator`, `TransactionCoordinator`) that never await and
+never read a clock of their own: the runtime fires `tick()` when `next_deadline()` comes, writes
+the records an operation returned, and reloads a partition from its log when a write fails (the
+core is then ahead of the log). A subclass supplies how a partition loads, unloads, and how an
+operation's result is completed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import Any, Generic, Protocol, TypeVar
+
+from moldau.clock import Clock
+from moldau.protocol.errors import KafkaError
+
+
+class _Core(Protocol):
+    def next_deadline(self) -> int | None: ...
+
+    def tick(self) -> Any: ...
+
+
+class LedPartition(Protocol):
+    """The runtime's state of one coordinator partition (a dataclass in each runtime)."""
+
+    index: int
+    timer: asyncio.TimerHandle | None
+    timer_deadline: int | None
+
+    @property
+    def coordinator(self) -> _Core: ...
+
+
+P = TypeVar("P", bound=LedPartition)
+
+
+class PartitionedRuntime(Generic[P]):
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._partitions: dict[int, P] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --------------------------------------------------------------------- for subclasses
+
+    async def load_partition(self, index: int) -> None:
+        raise NotImplementedError
+
+    async def unload_partition(self, index: int) -> None:
+        raise NotImplementedError
+
+    async def _complete(self, partition: P, result: Any) -> Any:
+        """Write the result's records, then deliver what it answered; returns its response."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    async def stop(self) -> None:
+        for index in list(self._partitions):
+            await self.unload_partition(index)
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _reload(self, index: int) -> None:
+        await self.unload_partition(index)
+        await self.load_partition(index)
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        """Run in the background; `stop()` cancels what is still running."""
+
+        async def run() -> None:
+            await coroutine
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---------------------------------------------------------------------------- timers
+
+    def _reschedule(self, partition: P) -> None:
+        """Keep one timer per partition, at the earliest deadline its core has."""
+        deadline = partition.coordinator.next_deadline()
+        if deadline is None:
+            return
+        if partition.timer is not None and partition.timer_deadline is not None:
+            if partition.timer_deadline <= deadline:
+                return
+            partition.timer.cancel()
+        delay = max(deadline - self._clock.now_ms(), 0) / 1000
+        partition.timer = asyncio.get_running_loop().call_later(delay, self._on_timer, partition)
+        partition.timer_deadline = deadline
+
+    def _on_timer(self, partition: P) -> None:
+        partition.timer = None
+        partition.timer_deadline = None
+        if self._partitions.get(partition.index) is not partition:
+            return  # unloaded meanwhile
+        result = partition.coordinator.tick()
+
+        async def finish() -> None:
+            with contextlib.suppress(KafkaError):
+                await self._complete(partition, result)
+
+        self._spawn(finish())
+        self._reschedule(partition)
