@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
-from moldau.controller import config_control
+from moldau.controller import config_control, partition_control
 from moldau.controller.operations import (
     AlterConfigsResource,
     BrokerRegistration,
@@ -28,8 +28,11 @@ from moldau.controller.operations import (
     DeleteTopicResult,
     IncrementalAlterConfigsResource,
     NewTopic,
+    PartitionReassignment,
+    PartitionResult,
     PartitionsIncrease,
     ProducerIdsBlock,
+    TopicPartitionsResult,
 )
 from moldau.controller.topic_names import find_collision, validate_topic_name
 from moldau.metadata.delta import MetadataDelta
@@ -386,6 +389,25 @@ class ControllerCore:
         else:
             assignments = self._place_replicas(added, replication_factor, start=current)
         return self._partition_records(topic.topic_id, assignments, first=current)
+
+    # Leaders and replicas.
+
+    def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> tuple[list[MetadataRecord], list[TopicPartitionsResult]]:
+        return partition_control.elect_leaders(self._image, election_type, topic_partitions)
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Sequence[PartitionReassignment],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> tuple[list[MetadataRecord], list[PartitionResult]]:
+        return partition_control.alter_partition_reassignments(
+            self._image,
+            reassignments,
+            allow_replication_factor_change=allow_replication_factor_change,
+        )
 
     # Configs.
 

@@ -133,3 +133,36 @@ class ProducerIdsBlock:
     @property
     def last_producer_id(self) -> int:
         return self.first_producer_id + self.size - 1
+
+
+class ElectionType(IntEnum):
+    """Kafka's ElectionType codes (KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionResult:
+    """The outcome for one partition of a topic (elections, reassignments)."""
+
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitionsResult:
+    """Per-partition outcomes of one topic, in request order."""
+
+    topic: str
+    partitions: Sequence[PartitionResult]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionReassignment:
+    """Move a partition to `replicas`; None cancels a reassignment in progress (KIP-455)."""
+
+    topic: str
+    partition: int
+    replicas: Sequence[int] | None

@@ -37,8 +37,11 @@ from moldau.controller.operations import (
     DeleteTopicResult,
     IncrementalAlterConfigsResource,
     NewTopic,
+    PartitionReassignment,
+    PartitionResult,
     PartitionsIncrease,
     ProducerIdsBlock,
+    TopicPartitionsResult,
 )
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
@@ -211,6 +214,24 @@ class QuorumController:
     ) -> list[CreatePartitionsResult]:
         return await self._run(
             lambda: self._core.create_partitions(increases, validate_only=validate_only)
+        )
+
+    async def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> list[TopicPartitionsResult]:
+        """Raises KafkaError(INVALID_REQUEST) for an unknown election type."""
+        return await self._run(lambda: self._core.elect_leaders(election_type, topic_partitions))
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Sequence[PartitionReassignment],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> list[PartitionResult]:
+        return await self._run(
+            lambda: self._core.alter_partition_reassignments(
+                reassignments, allow_replication_factor_change=allow_replication_factor_change
+            )
         )
 
     async def alter_configs(

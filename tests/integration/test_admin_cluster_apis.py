@@ -5,7 +5,7 @@ elections, the metadata quorum, partition reassignments, client quotas, topic pa
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -14,6 +14,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka import errors as kafka_errors
 from kafka.admin import (
     ACL,
@@ -30,7 +31,7 @@ from kafka.admin import ResourceType as KafkaPythonResourceType
 from moldau.protocol.errors import ErrorCode
 
 from . import rdkafka
-from .support import DEADLINE_S
+from .support import DEADLINE_S, unique_topic
 from .wire import Connection
 
 
@@ -150,3 +151,162 @@ def test_acl_requests_answer_security_disabled_at_every_version(wire, version):
     assert result.error_code == ErrorCode.security_disabled
     assert result.error_message == "No Authorizer is configured."
     assert result.matching_acls == ()
+
+
+# Leader elections.
+
+
+def create_topic(server, partitions: int = 2) -> str:
+    topic = unique_topic("cluster-apis")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=partitions)
+    return topic
+
+
+def test_confluent_elect_leaders_reports_election_not_needed(admin, server):
+    topic = create_topic(server)
+    # (confluent-kafka 2.16's elect_leaders fails on keyword options: none passed)
+    future = admin.elect_leaders(
+        ElectionType.PREFERRED,
+        [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(topic, 7)],
+    )
+    results = {(tp.topic, tp.partition): error for tp, error in future.result(DEADLINE_S).items()}
+    assert results[(topic, 0)].code() == KafkaError.ELECTION_NOT_NEEDED
+    assert results[(topic, 1)].code() == KafkaError.ELECTION_NOT_NEEDED
+    assert results[(topic, 7)].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_kafka_python_elect_leaders_ignores_election_not_needed(python_admin, server):
+    topic = create_topic(server)
+    # kafka-python names every partition itself; ELECTION_NOT_NEEDED is not raised.
+    response = python_admin.elect_leaders(ElectionType.UNCLEAN.value, {topic: [0, 1]})
+    assert response.error_code == 0
+    [result] = response.replica_election_results
+    assert result.topic == topic
+    assert [(p.partition_id, p.error_code) for p in result.partition_result] == [
+        (0, ErrorCode.election_not_needed),
+        (1, ErrorCode.election_not_needed),
+    ]
+
+
+def test_electing_every_partition_lists_topics_without_partitions(admin, wire, server):
+    topic = create_topic(server)
+    response = wire.request(43, 2, {"election_type": 0, "topic_partitions": None})
+    assert response.error_code == ErrorCode.none
+    results = {r.topic: r.partition_result for r in response.replica_election_results}
+    assert results[topic] == ()
+    assert all(partitions == () for partitions in results.values())
+    assert admin.elect_leaders(ElectionType.PREFERRED, None).result(DEADLINE_S) == {}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_wire_codes(wire, server, version):
+    topic = create_topic(server, partitions=1)
+    body = {
+        "election_type": 0,
+        "topic_partitions": [
+            {"topic": topic, "partitions": [0, 3]},
+            {"topic": "no-such-topic", "partitions": [0]},
+        ],
+        "timeout": 10_000,
+    }
+    response = wire.request(43, version, body)
+    if version >= 1:
+        assert response.error_code == ErrorCode.none
+    assert [
+        (r.topic, [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result])
+        for r in response.replica_election_results
+    ] == [
+        (
+            topic,
+            [
+                (0, ErrorCode.election_not_needed, None),
+                (3, ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-3"),
+            ],
+        ),
+        (
+            "no-such-topic",
+            [(0, ErrorCode.unknown_topic_or_partition, "No such topic as no-such-topic")],
+        ),
+    ]
+
+
+def test_elect_leaders_with_unknown_election_type_is_invalid_request(wire, server):
+    topic = create_topic(server, partitions=1)
+    body = {"election_type": 5, "topic_partitions": [{"topic": topic, "partitions": [0]}]}
+    response = wire.request(43, 2, body)
+    assert response.error_code == ErrorCode.invalid_request
+    [result] = response.replica_election_results
+    [partition] = result.partition_result
+    assert partition.error_code == ErrorCode.invalid_request
+    assert partition.error_message == "Unknown election type 5"
+
+
+# Partition reassignments.
+
+
+def test_kafka_python_reassignments_on_a_single_node(python_admin, server):
+    topic = create_topic(server)
+    [broker] = python_admin.describe_cluster()["brokers"]
+    broker_id = broker["broker_id"]
+    results = python_admin.alter_partition_reassignments(
+        {
+            KafkaPythonTopicPartition(topic, 0): [broker_id],
+            KafkaPythonTopicPartition(topic, 1): [broker_id + 100],
+        }
+    )
+    assert results == {
+        KafkaPythonTopicPartition(topic, 0): None,
+        KafkaPythonTopicPartition(topic, 1): kafka_errors.InvalidReplicationAssignmentError,
+    }
+    cancelled = python_admin.alter_partition_reassignments(
+        {KafkaPythonTopicPartition(topic, 0): None}
+    )
+    assert cancelled == {
+        KafkaPythonTopicPartition(topic, 0): kafka_errors.NoReassignmentInProgressError
+    }
+    assert python_admin.list_partition_reassignments() == {}
+    assert python_admin.list_partition_reassignments({topic: [0, 1]}) == {}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_alter_partition_reassignments_wire_codes(wire, server, version):
+    topic = create_topic(server, partitions=1)
+    replicas = list(
+        wire.request(3, 12, {"topics": [{"name": topic}]}).topics[0].partitions[0].replica_nodes
+    )
+    body = {
+        "timeout": 10_000,
+        "allow_replication_factor_change": False,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": 0, "replicas": replicas},
+                    {"partition_index": 0, "replicas": replicas * 2},
+                    {"partition_index": 0, "replicas": []},
+                    {"partition_index": 0, "replicas": None},
+                    {"partition_index": 4, "replicas": replicas},
+                ],
+            },
+            {"name": "no-such-topic", "partitions": [{"partition_index": 0, "replicas": [1]}]},
+        ],
+    }
+    response = wire.request(45, version, body)
+    assert response.error_code == ErrorCode.none
+    codes = [
+        [(p.partition_index, p.error_code) for p in topic_response.partitions]
+        for topic_response in response.responses
+    ]
+    assert codes == [
+        [
+            (0, ErrorCode.none),
+            (0, ErrorCode.invalid_replica_assignment),
+            (0, ErrorCode.invalid_replica_assignment),
+            (0, ErrorCode.no_reassignment_in_progress),
+            (4, ErrorCode.unknown_topic_or_partition),
+        ],
+        [(0, ErrorCode.unknown_topic_or_partition)],
+    ]
+    listed = wire.request(46, 0, {"timeout": 10_000, "topics": None})
+    assert listed.error_code == ErrorCode.none
+    assert listed.topics == ()

@@ -1,0 +1,52 @@
+"""ListPartitionReassignments (key 46), v0: partitions with a reassignment in progress (KIP-455).
+
+v0 is flexible. `topics` null lists every reassigning partition; otherwise only the named
+partitions that are reassigning (unknown ones are left out, as Kafka does). Moldau never starts
+a reassignment yet, so the list is empty unless the metadata says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.image import PartitionImage
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+
+
+@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
+def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    image = ctx.node.metadata_image
+    if request.topics is None:
+        wanted = {name: None for name in sorted(image.topics)}
+    else:
+        wanted = {t.name: set(t.partition_indexes) for t in request.topics}
+    topics = []
+    for name, indexes in wanted.items():
+        topic = image.topics.get(name)
+        if topic is None:
+            continue
+        partitions = [
+            _ongoing(partition)
+            for index, partition in sorted(topic.partitions.items())
+            if (indexes is None or index in indexes)
+            and (partition.adding_replicas or partition.removing_replicas)
+        ]
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topics": topics,
+    }
+
+
+def _ongoing(partition: PartitionImage) -> dict[str, Any]:
+    return {
+        "partition_index": partition.partition,
+        "replicas": list(partition.replicas),
+        "adding_replicas": list(partition.adding_replicas),
+        "removing_replicas": list(partition.removing_replicas),
+    }
