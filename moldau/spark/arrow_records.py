@@ -162,6 +162,9 @@ def _decode_batch(rows: _Rows, response: bytes, batch: RecordBatch) -> None:
             base_timestamp=header.base_timestamp,
             # deltas strictly increase, so a batch whose last delta is count - 1 has no gaps
             offsets_in_order=header.last_offset_delta == count - 1,
+            # the base timestamp is the smallest and max the largest: equal, every delta is 0
+            # (the common case at high rates, where a batch fills within a millisecond)
+            one_timestamp=header.base_timestamp == header.max_timestamp,
         )
     except IndexError:
         position = -1
@@ -183,6 +186,7 @@ def _decode_records(
     base_offset: int,
     base_timestamp: int,
     offsets_in_order: bool,
+    one_timestamp: bool,
 ) -> int:
     """Walk `count` records from `position`, appending their offsets, timestamps and spans;
     returns the position after the last record.
@@ -212,8 +216,11 @@ def _decode_records(
             length, position = _read_long_varint(data, position)
         end = position + length
         position += 1  # attributes: unused by magic 2
-        byte = data[position]
-        if byte < 128:
+        if one_timestamp:  # every delta is 0: skip it, add them all below
+            while data[position] > 127:
+                position += 1
+            position += 1
+        elif (byte := data[position]) < 128:
             add_timestamp(base_timestamp + zigzag[byte])
             position += 1
         elif data[position + 1] < 128:
@@ -268,6 +275,8 @@ def _decode_records(
         position = end  # past the headers, decoded separately when asked for
     if offsets_in_order:
         rows.offsets += range(base_offset, base_offset + count)
+    if one_timestamp:
+        rows.timestamps += [base_timestamp] * count
     return position
 
 
