@@ -51,7 +51,7 @@ from moldau.raft.driver import QuorumStateStore, RaftDriver
 from moldau.raft.file_log import FileReplicatedLog
 from moldau.raft.log import LogEntry, ReplicatedLog
 from moldau.raft.meta_properties import ensure_formatted
-from moldau.raft.node import RaftNode
+from moldau.raft.node import QuorumDescription, RaftNode
 from moldau.raft.quorum_state import FileQuorumStateStore
 
 logger = logging.getLogger(__name__)
@@ -187,6 +187,10 @@ class QuorumController:
     def image(self) -> MetadataImage:
         """The image of every committed record."""
         return self._core.image
+
+    def describe_quorum(self) -> QuorumDescription:
+        """The metadata quorum's leader, epoch, high watermark and voters (DescribeQuorum)."""
+        return self._driver.node.describe()
 
     def add_publisher(self, publisher: Publisher) -> None:
         """Call `publisher(delta, image)` after each commit from now on (not for the image

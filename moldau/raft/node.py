@@ -120,6 +120,26 @@ class LeaderChanged:
 RaftAction = PersistElectionState | AppendToLog | FlushLog | CommitUpTo | LeaderChanged
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoterState:
+    """What the leader knows of one voter: the end of its durable log (-1: unknown)."""
+
+    voter_id: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuorumDescription:
+    """A read-only view of the quorum for DescribeQuorum (KIP-595, KIP-836)."""
+
+    node_id: int
+    role: Role
+    leader_id: int | None
+    epoch: int
+    high_watermark: int
+    voters: tuple[VoterState, ...]
+
+
 def leader_change_payload(leader_id: int, voters: tuple[int, ...]) -> bytes:
     """The single record of the control entry a leader starts its epoch with."""
     return json.dumps({"leaderId": leader_id, "voters": list(voters)}).encode("utf-8")
@@ -145,6 +165,20 @@ class RaftNode:
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
+
+    def describe(self) -> QuorumDescription:
+        """The quorum as this node sees it; voter end offsets are known only on the leader."""
+        return QuorumDescription(
+            node_id=self.node_id,
+            role=self.role,
+            leader_id=self.leader_id,
+            epoch=self.epoch,
+            high_watermark=self.high_watermark,
+            voters=tuple(
+                VoterState(voter_id=voter, log_end_offset=self._voter_end_offsets.get(voter, -1))
+                for voter in self.voters
+            ),
+        )
 
     def step(self, event: RaftEvent, now: float) -> list[RaftAction]:
         match event:

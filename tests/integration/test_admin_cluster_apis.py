@@ -4,6 +4,8 @@ elections, the metadata quorum, partition reassignments, client quotas, topic pa
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -310,3 +312,77 @@ def test_alter_partition_reassignments_wire_codes(wire, server, version):
     listed = wire.request(46, 0, {"timeout": 10_000, "topics": None})
     assert listed.error_code == ErrorCode.none
     assert listed.topics == ()
+
+
+# The metadata quorum.
+
+
+def test_kafka_python_describe_metadata_quorum(python_admin, server):
+    [broker] = python_admin.describe_cluster()["brokers"]
+    node_id = broker["broker_id"]
+    before_ms = int(time.time() * 1000)
+
+    quorum = python_admin.describe_metadata_quorum()
+
+    [topic] = quorum["topics"]
+    assert topic["topic_name"] == "__cluster_metadata"
+    [partition] = topic["partitions"]
+    assert partition["error"] is None
+    assert partition["partition_index"] == 0
+    assert partition["leader_id"] == node_id
+    assert partition["leader_epoch"] >= 1
+    assert partition["high_watermark"] > 0
+    [voter] = partition["current_voters"]
+    assert voter["replica_id"] == node_id
+    assert voter["log_end_offset"] >= partition["high_watermark"]
+    assert voter["last_fetch_timestamp"] >= before_ms
+    assert voter["last_caught_up_timestamp"] >= before_ms
+    assert partition["observers"] == []
+    [node] = quorum["nodes"]
+    assert node["node_id"] == node_id
+    assert [(listener["host"], listener["port"]) for listener in node["listeners"]] == [
+        (server.host, server.port)
+    ]
+
+
+def test_describe_quorum_high_watermark_follows_metadata_changes(wire, server):
+    def describe(version):
+        request = {
+            "topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]
+        }
+        response = wire.request(55, version, request)
+        assert response.error_code == ErrorCode.none
+        [topic] = response.topics
+        [partition] = topic.partitions
+        assert partition.error_code == ErrorCode.none
+        return partition
+
+    before = describe(0)
+    create_topic(server, partitions=1)
+    after = describe(1)
+    assert after.leader_id == before.leader_id
+    assert after.leader_epoch == before.leader_epoch
+    assert after.high_watermark > before.high_watermark
+    [voter] = after.current_voters
+    assert voter.replica_id == after.leader_id
+    assert voter.log_end_offset == after.high_watermark
+    # Static voters have no directory id: the all-zero Uuid, which kio decodes as None.
+    assert describe(2).current_voters[0].replica_directory_id is None
+
+
+def test_describe_quorum_of_another_partition_is_unknown(wire):
+    request = {
+        "topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 1}]},
+            {"topic_name": "orders", "partitions": [{"partition_index": 0}]},
+        ]
+    }
+    response = wire.request(55, 2, request)
+    assert response.error_code == ErrorCode.none
+    assert [
+        (t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in response.topics
+    ] == [
+        ("__cluster_metadata", [(1, ErrorCode.unknown_topic_or_partition)]),
+        ("orders", [(0, ErrorCode.unknown_topic_or_partition)]),
+    ]

@@ -1,0 +1,114 @@
+"""DescribeQuorum (key 55), v0-2: the state of the metadata quorum (KIP-595, KIP-836, KIP-853).
+
+v0 is flexible; v1 adds each replica's last fetch and last caught-up timestamps; v2 adds the
+top-level and partition error messages, each replica's directory id and the voters' `nodes`
+with their listeners. Only `__cluster_metadata` partition 0 exists: a request naming anything
+else gets UNKNOWN_TOPIC_OR_PARTITION for each partition it names; a node that does not lead the
+quorum answers NOT_LEADER_OR_FOLLOWER. The leader reports itself as fetched and caught up now
+(as Kafka does); voters are static (`controller.quorum.voters`), so directory ids are zero.
+Moldau's quorum has no observers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.records import ZERO_UUID
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.raft.node import QuorumDescription
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+
+
+@handler(ApiKey.DESCRIBE_QUORUM, 0, 2)
+def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not _names_the_metadata_partition(request):
+        return _response(
+            topics=[
+                {
+                    "topic_name": topic.topic_name,
+                    "partitions": [
+                        _partition_error(p.partition_index, ErrorCode.unknown_topic_or_partition)
+                        for p in topic.partitions
+                    ],
+                }
+                for topic in request.topics
+            ]
+        )
+    quorum: QuorumDescription = ctx.node.controller.describe_quorum()
+    if quorum.leader_id != quorum.node_id:
+        error = _partition_error(METADATA_PARTITION, ErrorCode.not_leader_or_follower)
+        return _response(topics=[{"topic_name": METADATA_TOPIC, "partitions": [error]}])
+    now_ms = ctx.node.clock.now_ms()
+    voters = [
+        {
+            "replica_id": voter.voter_id,
+            "replica_directory_id": ZERO_UUID,
+            "log_end_offset": voter.log_end_offset,
+            "last_fetch_timestamp": now_ms if voter.voter_id == quorum.leader_id else -1,
+            "last_caught_up_timestamp": now_ms if voter.voter_id == quorum.leader_id else -1,
+        }
+        for voter in quorum.voters
+    ]
+    partition = {
+        "partition_index": METADATA_PARTITION,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "leader_id": quorum.leader_id,
+        "leader_epoch": quorum.epoch,
+        "high_watermark": quorum.high_watermark,
+        "current_voters": voters,
+        "observers": [],
+    }
+    brokers = ctx.node.metadata_image.brokers
+    nodes = [
+        {
+            "node_id": voter.voter_id,
+            "listeners": [
+                {"name": endpoint.name, "host": endpoint.host, "port": endpoint.port}
+                for endpoint in (
+                    brokers[voter.voter_id].endpoints if voter.voter_id in brokers else ()
+                )
+            ],
+        }
+        for voter in quorum.voters
+    ]
+    return _response(
+        topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}], nodes=nodes
+    )
+
+
+def _names_the_metadata_partition(request: Any) -> bool:
+    topics = request.topics
+    return (
+        len(topics) == 1
+        and topics[0].topic_name == METADATA_TOPIC
+        and len(topics[0].partitions) == 1
+        and topics[0].partitions[0].partition_index == METADATA_PARTITION
+    )
+
+
+def _partition_error(partition_index: int, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "partition_index": partition_index,
+        "error_code": code,
+        "error_message": None,
+        # Kafka leaves these at the message defaults on errors.
+        "leader_id": 0,
+        "leader_epoch": 0,
+        "high_watermark": 0,
+        "current_voters": [],
+        "observers": [],
+    }
+
+
+def _response(*, topics: list[dict[str, Any]], nodes: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topics": topics,
+        "nodes": nodes or [],
+    }
