@@ -131,6 +131,26 @@ def test_null_and_empty_keys_values_and_headers() -> None:
     assert rows[1]["headers"] == [{"key": "a", "value": b"1"}, {"key": "b", "value": None}]
 
 
+def test_nulls_and_headers_across_compressed_and_plain_batches() -> None:
+    def records(start: int) -> list[NewRecord]:
+        return [
+            NewRecord(
+                key=None if i % 3 == 0 else f"k{i}".encode(),
+                value=None if i % 5 == 0 else f"v{i}".encode(),
+                headers=(("h", None if i % 2 else b"x"),) * (i % 3),
+            )
+            for i in range(start, start + 40)
+        ]
+
+    data = (
+        _batch(0, records(0))
+        + _batch(40, records(40), compression=CompressionType.LZ4)
+        + _batch(80, records(80))
+    )
+    rows = _assert_same(data, fetch_offset=5, end_offset=117)
+    assert len(rows) == 112
+
+
 def test_all_null_keys_and_no_headers_column() -> None:
     rows, _ = _rows(_batch(0, _values(50)), include_headers=False)
     assert [r["key"] for r in rows] == [None] * 50
