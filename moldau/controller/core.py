@@ -16,11 +16,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
-from moldau.controller import config_control, partition_control
+from moldau.controller import config_control, partition_control, quota_control
 from moldau.controller.operations import (
     AlterConfigsResource,
     BrokerRegistration,
     BrokerRegistrationResult,
+    ClientQuotaAlteration,
+    ClientQuotaResult,
     ConfigResource,
     ConfigResult,
     CreatePartitionsResult,
@@ -407,6 +409,15 @@ class ControllerCore:
             self._image,
             reassignments,
             allow_replication_factor_change=allow_replication_factor_change,
+        )
+
+    # Client quotas.
+
+    def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], *, validate_only: bool = False
+    ) -> tuple[list[MetadataRecord], list[ClientQuotaResult]]:
+        return quota_control.alter_client_quotas(
+            self._image, alterations, validate_only=validate_only
         )
 
     # Configs.

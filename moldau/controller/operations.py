@@ -166,3 +166,38 @@ class PartitionReassignment:
     topic: str
     partition: int
     replicas: Sequence[int] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaOp:
+    """Set `key` to `value`, or remove it (KIP-546)."""
+
+    key: str
+    value: float
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaAlteration:
+    """Quota changes for one entity: (entity type, name) pairs as sent; a None name is the
+    default entity of that type."""
+
+    entity: Sequence[tuple[str, str | None]]
+    ops: Sequence[ClientQuotaOp]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaResult:
+    entity: Sequence[tuple[str, str | None]]
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaFilter:
+    """One component of a DescribeClientQuotas filter: match type 0 = exact name, 1 = the
+    default entity, 2 = any entity of the type (specified)."""
+
+    entity_type: str
+    match_type: int
+    match: str | None

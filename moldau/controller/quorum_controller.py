@@ -31,6 +31,8 @@ from moldau.controller.operations import (
     AlterConfigsResource,
     BrokerRegistration,
     BrokerRegistrationResult,
+    ClientQuotaAlteration,
+    ClientQuotaResult,
     ConfigResult,
     CreatePartitionsResult,
     CreateTopicResult,
@@ -236,6 +238,13 @@ class QuorumController:
             lambda: self._core.alter_partition_reassignments(
                 reassignments, allow_replication_factor_change=allow_replication_factor_change
             )
+        )
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], *, validate_only: bool = False
+    ) -> list[ClientQuotaResult]:
+        return await self._run(
+            lambda: self._core.alter_client_quotas(alterations, validate_only=validate_only)
         )
 
     async def alter_configs(

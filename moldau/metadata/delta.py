@@ -21,6 +21,8 @@ from types import MappingProxyType
 
 from moldau.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.records import (
+    ClientQuotaEntity,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -73,6 +75,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerImage] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._features: dict[str, int] = {}
+        self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
         self._next_producer_id: int | None = None
         self._controller_id: int | None = None
         self._offset: int | None = None
@@ -112,6 +115,8 @@ class MetadataDelta:
                 self._next_producer_id = record.next_producer_id
             case FeatureLevelRecord():
                 self._features[record.name] = record.feature_level
+            case ClientQuotaRecord():
+                self._replay_client_quota(record)
 
     def set_offset(self, offset: int) -> None:
         """The metadata log offset of the last record replayed."""
@@ -192,6 +197,17 @@ class MetadataDelta:
                 self._broker_configs[record.resource_name] = configs
             _set_or_delete(configs, record.name, record.value)
 
+    def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
+        entity = tuple(sorted(record.entity))
+        quotas = self._client_quotas.get(entity)
+        if quotas is None:
+            quotas = dict(self.base.client_quotas.get(entity, {}))
+            self._client_quotas[entity] = quotas
+        if record.remove:
+            quotas.pop(record.key, None)
+        else:
+            quotas[record.key] = record.value
+
     # Lookups across base and delta.
 
     def _topic_id(self, name: str) -> uuid.UUID | None:
@@ -244,6 +260,7 @@ class MetadataDelta:
             or self._brokers
             or self._broker_configs
             or self._features
+            or self._client_quotas
             or self._next_producer_id is not None
             or self._controller_id is not None
         )
@@ -283,6 +300,9 @@ class MetadataDelta:
     def changed_brokers(self) -> dict[int, BrokerImage]:
         return dict(self._brokers)
 
+    def changed_client_quotas(self) -> set[ClientQuotaEntity]:
+        return set(self._client_quotas)
+
     @property
     def controller_id(self) -> int | None:
         return self._controller_id
@@ -318,6 +338,15 @@ class MetadataDelta:
         features = base.features
         if self._features:
             features = MappingProxyType({**base.features, **self._features})
+        client_quotas = base.client_quotas
+        if self._client_quotas:
+            merged_quotas = dict(base.client_quotas)
+            for entity, quotas in self._client_quotas.items():
+                if quotas:
+                    merged_quotas[entity] = MappingProxyType(dict(quotas))
+                else:
+                    merged_quotas.pop(entity, None)
+            client_quotas = MappingProxyType(merged_quotas)
         return MetadataImage(
             cluster_id=self._cluster_id if self._cluster_id is not None else base.cluster_id,
             controller_id=(
@@ -329,6 +358,7 @@ class MetadataDelta:
             brokers=brokers,
             broker_configs=broker_configs,
             features=features,
+            client_quotas=client_quotas,
             next_producer_id=(
                 self._next_producer_id
                 if self._next_producer_id is not None
@@ -360,6 +390,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
     delta._brokers.update(image.brokers)
     delta._broker_configs.update({k: dict(v) for k, v in image.broker_configs.items()})
     delta._features.update(image.features)
+    delta._client_quotas.update({k: dict(v) for k, v in image.client_quotas.items()})
     delta._next_producer_id = image.next_producer_id
     delta._controller_id = image.controller_id
     delta._offset = image.offset

@@ -1,8 +1,8 @@
 """The immutable cluster metadata image, as Kafka's `MetadataImage` (KIP-631, KIP-866 loader).
 
 An image is what every broker and the controller read: topics with their partitions and
-configs, registered brokers, dynamic broker configs, finalized features and the producer-id
-counter, as of metadata log offset `offset`. It never changes; replaying records into a
+configs, registered brokers, dynamic broker configs, finalized features, client quotas and the
+producer-id counter, as of metadata log offset `offset`. It never changes; replaying records into a
 `MetadataDelta` and calling `image.apply(delta)` gives the next one. Readers may hold on to an
 image as a consistent snapshot across awaits.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from moldau.metadata.records import BrokerEndpoint
+from moldau.metadata.records import BrokerEndpoint, ClientQuotaEntity
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -89,6 +89,9 @@ class MetadataImage:
     )
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
+    client_quotas: Mapping[ClientQuotaEntity, Mapping[str, float]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:

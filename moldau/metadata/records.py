@@ -171,6 +171,24 @@ class FeatureLevelRecord:
     feature_level: int
 
 
+# A client quota entity: (entity type, entity name) pairs sorted by type; a None name is the
+# default entity of that type. Types are "user", "client-id" and "ip".
+ClientQuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    """A client quota was set, or removed when `remove` (Kafka's ClientQuotaRecord, key 14)."""
+
+    RECORD_TYPE: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     TopicRecord
     | PartitionRecord
@@ -182,6 +200,7 @@ MetadataRecord = (
     | UnfenceBrokerRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
+    | ClientQuotaRecord
 )
 
 RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
@@ -197,5 +216,6 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         UnfenceBrokerRecord,
         ProducerIdsRecord,
         FeatureLevelRecord,
+        ClientQuotaRecord,
     )
 }

@@ -84,6 +84,8 @@ def _from_json(annotation: str, value: Any) -> Any:
         return uuid.UUID(value)
     if "BrokerEndpoint" in annotation:
         return tuple(BrokerEndpoint(**item) for item in value)
+    if annotation.startswith("tuple[tuple"):
+        return tuple(tuple(item) for item in value)
     if annotation.startswith("tuple"):
         return tuple(value)
     return value

@@ -386,3 +386,141 @@ def test_describe_quorum_of_another_partition_is_unknown(wire):
         ("__cluster_metadata", [(1, ErrorCode.unknown_topic_or_partition)]),
         ("orders", [(0, ErrorCode.unknown_topic_or_partition)]),
     ]
+
+
+# Client quotas (stored in the metadata, not enforced).
+
+
+def alter_quotas(wire, entries, *, version=1, validate_only=False):
+    response = wire.request(49, version, {"entries": entries, "validate_only": validate_only})
+    return [
+        (
+            [(e.entity_type, e.entity_name) for e in result.entity],
+            result.error_code,
+            result.error_message,
+        )
+        for result in response.entries
+    ]
+
+
+def describe_quotas(wire, components, *, strict=False, version=1):
+    response = wire.request(48, version, {"components": components, "strict": strict})
+    assert response.error_code == ErrorCode.none, response.error_message
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in response.entries
+    }
+
+
+def quota_entry(entity, **ops):
+    return {
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+        "ops": [
+            {"key": key, "value": 0.0 if value is None else value, "remove": value is None}
+            for key, value in ops.items()
+        ],
+    }
+
+
+def test_client_quotas_are_stored_and_described(wire):
+    user = unique_topic("user")
+    both = [("user", user), ("client-id", "app")]
+    assert alter_quotas(
+        wire,
+        [
+            quota_entry([("user", user)], producer_byte_rate=1024.0, request_percentage=12.5),
+            quota_entry(both, consumer_byte_rate=2048.0),
+            quota_entry([("client-id", None)], controller_mutation_rate=3.0),
+        ],
+    ) == [
+        ([("user", user)], ErrorCode.none, None),
+        (both, ErrorCode.none, None),
+        ([("client-id", None)], ErrorCode.none, None),
+    ]
+
+    exact = {"entity_type": "user", "match_type": 0, "match": user}
+    assert describe_quotas(wire, [exact], version=0) == {
+        (("user", user),): {"producer_byte_rate": 1024.0, "request_percentage": 12.5},
+        (("client-id", "app"), ("user", user)): {"consumer_byte_rate": 2048.0},
+    }
+    assert describe_quotas(wire, [exact], strict=True) == {
+        (("user", user),): {"producer_byte_rate": 1024.0, "request_percentage": 12.5}
+    }
+    default_client = {"entity_type": "client-id", "match_type": 1, "match": None}
+    assert describe_quotas(wire, [default_client], strict=True) == {
+        (("client-id", None),): {"controller_mutation_rate": 3.0}
+    }
+    any_client = {"entity_type": "client-id", "match_type": 2, "match": None}
+    assert describe_quotas(wire, [exact, any_client]) == {
+        (("client-id", "app"), ("user", user)): {"consumer_byte_rate": 2048.0}
+    }
+
+    assert alter_quotas(
+        wire, [quota_entry([("user", user)], producer_byte_rate=None)], version=0
+    ) == [([("user", user)], ErrorCode.none, None)]
+    assert describe_quotas(wire, [exact], strict=True) == {
+        (("user", user),): {"request_percentage": 12.5}
+    }
+
+
+def test_invalid_client_quotas_are_rejected_and_change_nothing(wire):
+    user = unique_topic("user")
+    results = alter_quotas(
+        wire,
+        [
+            quota_entry([("user", user)], not_a_quota=1.0),
+            quota_entry([("client-id", user)], producer_byte_rate=1.5),
+            quota_entry([("ip", "1.2.3.4"), ("user", user)], connection_creation_rate=1.0),
+            quota_entry([("group", user)], producer_byte_rate=1.0),
+            quota_entry([("ip", "not-an-ip")], connection_creation_rate=1.0),
+            quota_entry([("user", "")], producer_byte_rate=1.0),
+        ],
+    )
+    assert [(code, message) for _, code, message in results] == [
+        (ErrorCode.invalid_request, "Invalid configuration key not_a_quota"),
+        (ErrorCode.invalid_request, "Configuration producer_byte_rate must be a Long value"),
+        (
+            ErrorCode.invalid_request,
+            "Invalid quota entity combination, IP entity should not be combined with User or "
+            "ClientId",
+        ),
+        (ErrorCode.invalid_request, "Unhandled client quota entity type: group"),
+        (ErrorCode.invalid_request, "not-an-ip is not a valid IP or resolvable host."),
+        (ErrorCode.invalid_request, "Empty user not supported"),
+    ]
+    validated = alter_quotas(
+        wire, [quota_entry([("user", user)], producer_byte_rate=10.0)], validate_only=True
+    )
+    assert validated == [([("user", user)], ErrorCode.none, None)]
+    exact = {"entity_type": "user", "match_type": 0, "match": user}
+    assert describe_quotas(wire, [exact]) == {}
+    ip_default = {"entity_type": "ip", "match_type": 1, "match": None}
+    assert alter_quotas(wire, [quota_entry([("ip", None)], connection_creation_rate=7.0)]) == [
+        ([("ip", None)], ErrorCode.none, None)
+    ]
+    assert describe_quotas(wire, [ip_default]) == {
+        (("ip", None),): {"connection_creation_rate": 7.0}
+    }
+
+
+@pytest.mark.parametrize(
+    ("components", "code"),
+    [
+        ([{"entity_type": "group", "match_type": 2, "match": None}], ErrorCode.unsupported_version),
+        ([{"entity_type": "user", "match_type": 0, "match": None}], ErrorCode.invalid_request),
+        ([{"entity_type": "user", "match_type": 7, "match": None}], ErrorCode.invalid_request),
+        (
+            [
+                {"entity_type": "ip", "match_type": 2, "match": None},
+                {"entity_type": "user", "match_type": 2, "match": None},
+            ],
+            ErrorCode.invalid_request,
+        ),
+    ],
+)
+def test_malformed_quota_filters_are_rejected(wire, components, code):
+    response = wire.request(48, 1, {"components": components, "strict": False})
+    assert response.error_code == code
+    assert response.entries is None
