@@ -524,3 +524,77 @@ def test_malformed_quota_filters_are_rejected(wire, components, code):
     response = wire.request(48, 1, {"components": components, "strict": False})
     assert response.error_code == code
     assert response.entries is None
+
+
+# DescribeTopicPartitions (KIP-966).
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(wire, server):
+    prefix = unique_topic("dtp")
+    first, second, missing = f"{prefix}-a", f"{prefix}-b", f"{prefix}-missing"
+    rdkafka.create_topic(server.bootstrap_servers, first, partitions=3)
+    rdkafka.create_topic(server.bootstrap_servers, second, partitions=2)
+    requested = [{"name": n} for n in (second, missing, first, "bad/name")]
+
+    def page(limit, cursor=None):
+        response = wire.request(
+            75, 0, {"topics": requested, "response_partition_limit": limit, "cursor": cursor}
+        )
+        shown = [
+            (t.name, t.error_code, [p.partition_index for p in t.partitions])
+            for t in response.topics
+        ]
+        next_cursor = response.next_cursor
+        return shown, next_cursor and (next_cursor.topic_name, next_cursor.partition_index)
+
+    assert page(2) == (
+        [
+            ("bad/name", ErrorCode.invalid_topic_exception, []),
+            (first, ErrorCode.none, [0, 1]),
+        ],
+        (first, 2),
+    )
+    assert page(2, {"topic_name": first, "partition_index": 2}) == (
+        [(first, ErrorCode.none, [2]), (second, ErrorCode.none, [0])],
+        (second, 1),
+    )
+    assert page(10, {"topic_name": second, "partition_index": 1}) == (
+        [(second, ErrorCode.none, [1]), (missing, ErrorCode.unknown_topic_or_partition, [])],
+        None,
+    )
+    assert page(10, {"topic_name": "not-requested", "partition_index": 0})[0] == [
+        (t["name"], ErrorCode.invalid_request, []) for t in requested
+    ]
+    assert page(10, {"topic_name": first, "partition_index": -1})[0] == [
+        (t["name"], ErrorCode.invalid_request, []) for t in requested
+    ]
+
+
+def test_describe_topic_partitions_fields(wire, server):
+    topic = create_topic(server, partitions=1)
+    metadata = wire.request(3, 12, {"topics": [{"name": topic}]})
+    [expected] = metadata.topics
+    response = wire.request(
+        75, 0, {"topics": [{"name": topic}], "response_partition_limit": 2000, "cursor": None}
+    )
+    [described] = response.topics
+    assert (described.name, described.topic_id, described.is_internal) == (
+        topic,
+        expected.topic_id,
+        False,
+    )
+    [partition] = described.partitions
+    [expected_partition] = expected.partitions
+    assert partition.error_code == ErrorCode.none
+    assert partition.leader_id == expected_partition.leader_id
+    assert partition.leader_epoch == expected_partition.leader_epoch
+    assert partition.replica_nodes == expected_partition.replica_nodes
+    assert partition.isr_nodes == (partition.leader_id,)
+    assert partition.eligible_leader_replicas == ()
+    assert partition.last_known_elr == ()
+    assert partition.offline_replicas == ()
+    assert response.next_cursor is None
+
+    everything = wire.request(75, 0, {"topics": [], "response_partition_limit": 2000})
+    assert topic in {t.name for t in everything.topics}
+    assert all(t.error_code == ErrorCode.none for t in everything.topics)
