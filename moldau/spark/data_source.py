@@ -24,6 +24,7 @@ from moldau.spark.record_writer import check_sink_schema
 from moldau.spark.schema import source_schema
 from moldau.spark.sink import MoldauBatchWriter, MoldauStreamWriter
 from moldau.spark.stream_source import MoldauStreamReader
+from moldau.spark.transactional_sink import TransactionalStreamWriter
 
 __all__ = ["MoldauDataSource", "register"]
 
@@ -54,10 +55,7 @@ class MoldauDataSource(DataSource):
         options = SinkOptions.parse(self.options, streaming=True)
         check_sink_schema(schema, topic_option=options.topic)
         if options.exactly_once:
-            raise ValueError(
-                "option 'exactlyOnce' is not available yet: transactional writes are still being "
-                "built; the streaming sink is at-least-once, like Spark's Kafka sink"
-            )
+            return TransactionalStreamWriter(options)
         return MoldauStreamWriter(options)
 
 

@@ -300,15 +300,28 @@ class SinkOptions:
     topic: str | None = None
     exactly_once: bool = False
     transaction_timeout_ms: int = 60_000
+    # exactlyOnce: transactional ids are `<prefix>-<batchId>-<partitionId>`; None: derived from
+    # the query id in the checkpoint (`moldau-spark-<queryId>`).
+    transactional_id_prefix: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:
         lowered = _lower_keys(options)
         client = client_settings(lowered, rejected=_SINK_REJECTED)
         topic = lowered.get("topic") or None
+        exactly_once = _boolean(lowered, "exactlyOnce", False)
+        if exactly_once and not streaming:
+            raise ValueError(
+                "option 'exactlyOnce' applies to streaming writes only (writeStream); "
+                "a batch write is one Spark job that a failure may run again"
+            )
+        prefix = lowered.get("transactionalidprefix") or None
+        if prefix is not None and not exactly_once:
+            raise ValueError("option 'transactionalIdPrefix' needs 'exactlyOnce' set to true")
         return cls(
             client=client,
             topic=topic,
-            exactly_once=streaming and _boolean(lowered, "exactlyOnce", False),
+            exactly_once=exactly_once,
             transaction_timeout_ms=_positive_int(lowered, "kafka.transaction.timeout.ms") or 60_000,
+            transactional_id_prefix=prefix,
         )
