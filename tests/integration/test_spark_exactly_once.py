@@ -103,12 +103,19 @@ def values(bootstrap: str, topic: str, isolation_level: str) -> list[bytes]:
     raise AssertionError(f"{topic}: not read to its end within {DEADLINE_S}s")
 
 
-def input_topics(bootstrap: str, prefix: str) -> tuple[str, str, list[bytes]]:
-    source, target = unique_topic(f"{prefix}-in"), unique_topic(f"{prefix}-out")
+def copy_with_a_crash(
+    spark: Any, bootstrap: str, checkpoint: Path, *, commit_first: bool
+) -> tuple[str, str, list[bytes]]:
+    """Copy a new topic of RECORDS values through a sink that crashes in its commit; returns the
+    source, the target and the values."""
+    source, target = unique_topic("eos-in"), unique_topic("eos-out")
     create_topic(bootstrap, source, partitions=2)
     create_topic(bootstrap, target, partitions=2)
     written = [b"v%02d" % i for i in range(RECORDS)]
     produce(bootstrap, source, [(i % 2, b"k%d" % i, v) for i, v in enumerate(written)])
+    crashing = crashing_sink(spark, commit_first=commit_first)
+    failure = copy_topic(spark, bootstrap, source, target, checkpoint, sink=crashing)
+    assert failure is not None and "simulated driver crash" in str(failure)
     return source, target, written
 
 
@@ -116,10 +123,9 @@ def test_a_batch_replayed_after_a_crash_before_its_commit_is_written_once(
     spark: Any, server: MoldauServer, tmp_path: Path
 ) -> None:
     bootstrap = server.bootstrap_servers
-    source, target, written = input_topics(bootstrap, "eos-before")
-    crashing = crashing_sink(spark, commit_first=False)
-    failure = copy_topic(spark, bootstrap, source, target, tmp_path / "cp", sink=crashing)
-    assert failure is not None and "simulated driver crash" in str(failure)
+    source, target, written = copy_with_a_crash(
+        spark, bootstrap, tmp_path / "cp", commit_first=False
+    )
     # The tasks wrote; their transactions are open (neither committed nor aborted).
     assert values(bootstrap, target, "read_uncommitted") == written
 
@@ -138,10 +144,9 @@ def test_a_batch_committed_but_missing_from_the_commit_log_is_not_written_again(
     spark: Any, server: MoldauServer, tmp_path: Path
 ) -> None:
     bootstrap = server.bootstrap_servers
-    source, target, written = input_topics(bootstrap, "eos-after")
-    crashing = crashing_sink(spark, commit_first=True)
-    failure = copy_topic(spark, bootstrap, source, target, tmp_path / "cp", sink=crashing)
-    assert failure is not None and "simulated driver crash" in str(failure)
+    source, target, written = copy_with_a_crash(
+        spark, bootstrap, tmp_path / "cp", commit_first=True
+    )
     assert values(bootstrap, target, "read_committed") == written
 
     assert copy_topic(spark, bootstrap, source, target, tmp_path / "cp", sink="moldau") is None
