@@ -598,3 +598,33 @@ def test_describe_topic_partitions_fields(wire, server):
     everything = wire.request(75, 0, {"topics": [], "response_partition_limit": 2000})
     assert topic in {t.name for t in everything.topics}
     assert all(t.error_code == ErrorCode.none for t in everything.topics)
+
+
+# SCRAM credentials (none stored).
+
+
+def test_confluent_describe_user_scram_credentials(admin):
+    assert admin.describe_user_scram_credentials().result(DEADLINE_S) == {}
+    [future] = admin.describe_user_scram_credentials(["alice"]).values()
+    assert error_of(future).code() == KafkaError.RESOURCE_NOT_FOUND
+
+
+def test_kafka_python_describe_user_scram_credentials(python_admin):
+    assert python_admin.describe_user_scram_credentials() == {}
+    assert python_admin.describe_user_scram_credentials(["bob"]) == {
+        "bob": {
+            "error": "Attempt to describe a user credential that does not exist: bob",
+            "credential_infos": [],
+        }
+    }
+
+
+def test_describe_user_scram_credentials_wire_codes(wire):
+    users = [{"name": "carol"}, {"name": "dave"}, {"name": "carol"}]
+    response = wire.request(50, 0, {"users": users})
+    assert response.error_code == ErrorCode.none
+    assert [(r.user, r.error_code, r.credential_infos) for r in response.results] == [
+        ("carol", ErrorCode.duplicate_resource, ()),
+        ("dave", ErrorCode.resource_not_found, ()),
+    ]
+    assert wire.request(50, 0, {"users": None}).results == ()
