@@ -292,8 +292,14 @@ def _read_columns(segment: Segment) -> SegmentFields | None:
 
 def _per_record(segment: Segment, per_batch: list[int], kind: pa.DataType) -> pa.Array:
     """A value per batch repeated for each of its records (run-end decoding, in C)."""
-    runs = pa.RunEndEncodedArray.from_arrays(
-        pa.array(segment.run_ends, type=pa.int32()), pa.array(per_batch, type=kind)
+    # from_buffers, not from_arrays: the latter looks for numpy on every call
+    runs = pa.RunEndEncodedArray.from_buffers(
+        pa.run_end_encoded(pa.int32(), kind),
+        len(segment.starts),
+        [None],
+        0,
+        0,
+        [pa.array(segment.run_ends, type=pa.int32()), pa.array(per_batch, type=kind)],
     )
     return pc.run_end_decode(runs)
 

@@ -29,6 +29,10 @@ __all__ = ["DataLossError", "read_range"]
 
 log = logging.getLogger(__name__)
 
+# Larger than a consumer's 1 MiB default: each Fetch becomes one Arrow batch, and the decoder's
+# per-call costs (Arrow compute calls, one round trip) spread over 4x the records (measured:
+# ~1.1-1.4x records/s). `kafka.max.partition.fetch.bytes` still sets it.
+FETCH_BYTES: Final = 4 * 1024 * 1024
 _POLL_S: Final = 0.5
 _STALL_CHECK_S: Final = 2.0
 
@@ -61,6 +65,7 @@ def read_range(
         return
     settings = dict(client)
     settings.pop("group.id", None)
+    settings.setdefault("max.partition.fetch.bytes", FETCH_BYTES)
     loop = EventLoopThread("moldau-spark-reader")
     try:
 
