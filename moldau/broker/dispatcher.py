@@ -14,7 +14,13 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from moldau.broker.registry import RequestContext, Response, handler_for, supported_versions
+from moldau.broker.registry import (
+    Deferred,
+    RequestContext,
+    Response,
+    handler_for,
+    supported_versions,
+)
 from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.protocol.adapter import (
     MalformedRequest,
@@ -73,38 +79,26 @@ class Dispatcher:
             result = spec.function(context, request)
         except Exception as exc:
             return self._failure(header, exc)
-        if isinstance(result, asyncio.Future):
-            return self._finish_future(header, result)
+        if isinstance(result, Deferred):
+            return self._finish_deferred(header, result)
         if inspect.isawaitable(result):
             return self._finish_async(header, result)
         return self._encode(header, result)
 
-    def _finish_future(self, header: RequestHeader, pending: asyncio.Future[Any]) -> Any:
-        """Encode a handler's future result by callback: no task, no extra loop iteration."""
-        encoded: asyncio.Future[Any] = pending.get_loop().create_future()
+    def _finish_deferred(self, header: RequestHeader, deferred: Deferred) -> Any:
+        """The encoded response as a future the connection waits on, set from the handler's
+        callback chain (see `Deferred`)."""
+        encoded: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-        def done(_: asyncio.Future[Any]) -> None:
-            if encoded.done():
-                return
-            if pending.cancelled():
-                encoded.cancel()
+        def resolved(body: Any) -> None:
+            if encoded.done():  # the connection closed meanwhile
                 return
             try:
-                exc = pending.exception()
-                value = (
-                    self._failure(header, exc) if exc else self._encode(header, pending.result())
-                )
-            except Exception as failure:  # CloseConnection, or an encoder bug
+                encoded.set_result(self._encode(header, body))
+            except Exception as failure:  # an encoder bug: the connection logs and closes
                 encoded.set_exception(failure)
-            else:
-                encoded.set_result(value)
 
-        def propagate_cancel(_: asyncio.Future[Any]) -> None:
-            if encoded.cancelled() and not pending.done():
-                pending.cancel()
-
-        pending.add_done_callback(done)
-        encoded.add_done_callback(propagate_cancel)
+        deferred.then(resolved)
         return encoded
 
     async def _finish_async(self, header: RequestHeader, pending: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
@@ -34,6 +34,16 @@ INLINE_FLUSH_MAX_S: Final = 0.002
 INLINE_FLUSH_BACKOFF_S: Final = 5.0
 
 
+DurableCallback = Callable[[BaseException | None], None]
+"""Told None once the offsets it waits for are fsynced, or the error the flush failed with."""
+
+
+def _flush_error(flush: asyncio.Future[int]) -> BaseException | None:
+    if flush.cancelled():
+        return KafkaError(ErrorCode.kafka_storage_error, "flush cancelled")
+    return flush.exception()
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionState:
     """What the metadata says about one partition (from the image)."""
@@ -53,8 +63,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory()
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
-        self._flushes: dict[TopicPartition, asyncio.Future[int]] = {}
-        self._durable_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._flushing: set[TopicPartition] = set()
+        self._durable_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self._threaded_flushes_until = 0.0  # loop time; see INLINE_FLUSH_MAX_S
 
     # --- metadata ------------------------------------------------------------------------------
@@ -119,76 +129,90 @@ class ReplicaManager:
         return result
 
     def wait_durable(self, tp: TopicPartition, offset: int) -> asyncio.Future[None]:
-        """A future done once every offset up to and including `offset` is fsynced.
-
-        Group commit: one fsync in a worker thread covers every append made before it started;
-        waiters it does not cover start the next one when it ends. A plain future rather than a
-        coroutine, so an acks=all produce costs no task per partition, and cancelling one wait
-        (a request that timed out) leaves the shared flush running for the others.
-        """
+        """A future done once every offset up to and including `offset` is fsynced (see
+        `when_durable`). Cancelling it (a request that timed out) leaves the shared flush running
+        for the others."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+        self.when_durable(tp, offset, settle)
+        return future
+
+    def when_durable(self, tp: TopicPartition, offset: int, callback: DurableCallback) -> None:
+        """Call `callback(None)` once every offset up to and including `offset` is fsynced, or
+        `callback(error)` if the flush failed; at once if it already is.
+
+        Group commit: one fsync covers every append made before it started; waiters it does not
+        cover start the next one when it ends. Callbacks run straight from the flush's
+        completion: each future a result passes through costs a loop iteration before its
+        callbacks run, and on a busy broker an iteration is every request that arrived meanwhile.
+        """
         partition = self.partitions.get(tp)
         if partition is None:
-            future.set_exception(KafkaError(ErrorCode.not_leader_or_follower))
-            return future
+            callback(KafkaError(ErrorCode.not_leader_or_follower))
+            return
         partition_log = partition.log
         if partition_log.flushed_offset > offset:
-            future.set_result(None)
-            return future
-        self._durable_waiters.setdefault(tp, []).append((offset, future))
-        if tp not in self._flushes:
+            callback(None)
+            return
+        self._durable_waiters.setdefault(tp, []).append((offset, callback))
+        if tp not in self._flushing:
             self._start_flush(tp, partition_log)
-        return future
 
     def _start_flush(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         loop = asyncio.get_running_loop()
-        flush: asyncio.Future[int]
+        self._flushing.add(tp)
         if (
             partition_log.unflushed_bytes <= INLINE_FLUSH_MAX_BYTES
             and loop.time() >= self._threaded_flushes_until
         ):
             # Soon, not now: requests read in this loop iteration append first and share it.
-            flush = loop.create_future()
-            loop.call_soon(self._flush_inline, partition_log, flush)
-        else:
-            flush = loop.run_in_executor(self._flush_executor, partition_log.flush)
-        self._flushes[tp] = flush
-        flush.add_done_callback(lambda done: self._flushed(tp, partition_log, done))
+            loop.call_soon(self._flush_inline, tp, partition_log)
+            return
+        flush = loop.run_in_executor(self._flush_executor, partition_log.flush)
+        flush.add_done_callback(lambda done: self._flushed(tp, partition_log, _flush_error(done)))
 
-    def _flush_inline(self, partition_log: PartitionLog, flush: asyncio.Future[int]) -> None:
+    def _flush_inline(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
+        error: BaseException | None = None
         try:
-            flush.set_result(partition_log.flush())
-        except Exception as error:  # reported to the waiters by _flushed
-            flush.set_exception(error)
+            partition_log.flush()
+        except Exception as exc:  # reported to the waiters
+            error = exc
         if loop.time() - started > INLINE_FLUSH_MAX_S:
             self._threaded_flushes_until = loop.time() + INLINE_FLUSH_BACKOFF_S
+        self._flushed(tp, partition_log, error)
 
     def _flushed(
-        self, tp: TopicPartition, partition_log: PartitionLog, flush: asyncio.Future[int]
+        self, tp: TopicPartition, partition_log: PartitionLog, error: BaseException | None
     ) -> None:
-        """Complete the waiters a finished flush covers; start another for the rest."""
-        del self._flushes[tp]
-        error: BaseException | None
-        if flush.cancelled():
-            error = KafkaError(ErrorCode.kafka_storage_error, "flush cancelled")
-        else:
-            error = flush.exception()
+        """Settle the waiters a finished flush covers; start another for the rest."""
+        self._flushing.discard(tp)
         flushed_offset = partition_log.flushed_offset
+        settled: list[DurableCallback] = []
         remaining = []
-        for offset, waiter in self._durable_waiters.pop(tp, ()):
-            if waiter.done():  # cancelled by its request's timeout
-                continue
-            if error is not None:
-                waiter.set_exception(error)
-            elif offset < flushed_offset:
-                waiter.set_result(None)
+        for offset, callback in self._durable_waiters.pop(tp, ()):
+            if error is not None or offset < flushed_offset:
+                settled.append(callback)
             else:
-                remaining.append((offset, waiter))
+                remaining.append((offset, callback))
         if remaining:
             self._durable_waiters[tp] = remaining
             self._start_flush(tp, partition_log)
+        # Last: a callback may append and wait again, which must find the state above.
+        for callback in settled:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("a durability callback of %s failed", tp)
 
     # --- fetch ---------------------------------------------------------------------------------
 

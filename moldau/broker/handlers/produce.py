@@ -8,9 +8,9 @@ acks=0 sends no response; acks=1 answers once the batches are in the page cache;
 they are fsynced (group commit) and, in a cluster, replicated to the ISR.
 
 The handler is a plain function, not a coroutine: acks=0/1 answer in the same call, and acks=-1
-returns a future completed by callbacks on the durability futures. A produce request is the one
-request a busy broker sees thousands of times a second, and a task per request (plus the loop
-iteration it waits for) was a measurable share of its latency.
+returns a `Deferred` that the flush's completion resolves through callbacks. A produce request is
+the one request a busy broker sees thousands of times a second, and a task per request plus the
+loop iterations its futures wait for were a measurable share of its latency.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from moldau.broker.registry import RequestContext, handler
+from moldau.broker.registry import Deferred, RequestContext, handler
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -30,9 +30,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 @handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
-def handle_produce(
-    ctx: RequestContext, request: Any
-) -> dict[str, Any] | asyncio.Future[dict[str, Any]] | None:
+def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferred | None:
     node = ctx.node
     acks = request.acks
     replica_manager = node.replica_manager
@@ -135,50 +133,36 @@ def _when_durable(
     waits: list[tuple[dict[str, Any], TopicPartition, int]],
     timeout_s: float,
     body: dict[str, Any],
-) -> asyncio.Future[dict[str, Any]]:
-    """A future of `body`, done once every partition in `waits` is durable or the timeout passes.
+) -> Deferred:
+    """`body`, resolved once every partition in `waits` is durable or the timeout passes.
 
     Partitions still waiting at the timeout answer REQUEST_TIMED_OUT (their records stay in the
     log, as in Kafka); a failed flush answers its error code.
     """
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[dict[str, Any]] = loop.create_future()
-    remaining = len(waits)
+    answer = Deferred()
+    pending = set(range(len(waits)))
     timer: asyncio.TimerHandle | None = None
-    durable: list[asyncio.Future[None]] = []
 
-    def finish() -> None:
-        if timer is not None:
-            timer.cancel()
-        if not answer.done():
-            answer.set_result(body)
-
-    def settled(response: dict[str, Any], future: asyncio.Future[None]) -> None:
-        nonlocal remaining
-        if future.cancelled():
+    def settled(index: int, error: BaseException | None) -> None:
+        if answer.resolved:  # timed out before this partition was durable
             return
-        exc = future.exception()
-        if exc is not None:
-            response["error_code"] = (
-                exc.code if isinstance(exc, KafkaError) else ErrorCode.kafka_storage_error
+        if error is not None:
+            waits[index][0]["error_code"] = (
+                error.code if isinstance(error, KafkaError) else ErrorCode.kafka_storage_error
             )
-        remaining -= 1
-        if remaining == 0:
-            finish()
+        pending.discard(index)
+        if not pending:
+            if timer is not None:
+                timer.cancel()
+            answer.resolve(body)
 
     def timed_out() -> None:
-        for (response, _, _), future in zip(waits, durable, strict=True):
-            if not future.done():
-                future.cancel()
-                response["error_code"] = ErrorCode.request_timed_out
-        finish()
+        for index in pending:
+            waits[index][0]["error_code"] = ErrorCode.request_timed_out
+        answer.resolve(body)
 
-    for response, tp, last_offset in waits:
-        future = replica_manager.wait_durable(tp, last_offset)
-        durable.append(future)
-        future.add_done_callback(lambda f, r=response: settled(r, f))
-    if remaining and timeout_s > 0:
-        timer = loop.call_later(timeout_s, timed_out)
-    # A cancelled answer (the connection closed) stops the timer; the flush itself runs on.
-    answer.add_done_callback(lambda _: timer.cancel() if timer is not None else None)
+    if timeout_s > 0:
+        timer = asyncio.get_running_loop().call_later(timeout_s, timed_out)
+    for index, (_, tp, last_offset) in enumerate(waits):
+        replica_manager.when_durable(tp, last_offset, lambda e, i=index: settled(i, e))
     return answer

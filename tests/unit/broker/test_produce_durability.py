@@ -6,7 +6,9 @@ import asyncio
 from typing import Any
 
 from moldau.broker.handlers.produce import _when_durable
+from moldau.broker.registry import Deferred
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.replica_manager import DurableCallback
 from moldau.types import TopicPartition
 
 DONE, STUCK, BROKEN = (
@@ -17,36 +19,46 @@ DONE, STUCK, BROKEN = (
 
 
 class _Replicas:
-    """wait_durable futures: done at once, never done, or failed with a storage error."""
+    """Durability at once, never (until `release`), or a failed flush."""
 
     def __init__(self) -> None:
-        self.waits: list[asyncio.Future[None]] = []
+        self.stuck: list[DurableCallback] = []
 
-    def wait_durable(self, tp: TopicPartition, offset: int) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def when_durable(self, tp: TopicPartition, offset: int, callback: DurableCallback) -> None:
         if tp == DONE:
-            future.set_result(None)
+            callback(None)
         elif tp == BROKEN:
-            future.set_exception(KafkaError(ErrorCode.kafka_storage_error, "disk gone"))
-        self.waits.append(future)
-        return future
+            callback(KafkaError(ErrorCode.kafka_storage_error, "disk gone"))
+        else:
+            self.stuck.append(callback)
+
+    def release(self) -> None:
+        for callback in self.stuck:
+            callback(None)
 
 
 def _waits(*tps: TopicPartition) -> list[tuple[dict[str, Any], TopicPartition, int]]:
     return [({"index": 0, "error_code": ErrorCode.none}, tp, 10) for tp in tps]
 
 
+async def _answer(deferred: Deferred) -> Any:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    deferred.then(future.set_result)
+    return await asyncio.wait_for(future, 5)
+
+
 def test_the_answer_waits_for_every_partition_and_reports_each_outcome() -> None:
     async def scenario() -> None:
         replicas = _Replicas()
-        waits = _waits(DONE, BROKEN)
+        waits = _waits(DONE, BROKEN, STUCK)
         body = {"responses": [w[0] for w in waits]}
-        answer = await asyncio.wait_for(_when_durable(replicas, waits, 30.0, body), 5)
-        assert answer is body
-        assert [w[0]["error_code"] for w in waits] == [
-            ErrorCode.none,
-            ErrorCode.kafka_storage_error,
-        ]
+        deferred = _when_durable(replicas, waits, 30.0, body)
+        assert not deferred.resolved
+        replicas.release()
+        assert deferred.resolved
+        assert await _answer(deferred) is body
+        codes = [w[0]["error_code"] for w in waits]
+        assert codes == [ErrorCode.none, ErrorCode.kafka_storage_error, ErrorCode.none]
 
     asyncio.run(scenario())
 
@@ -55,22 +67,20 @@ def test_partitions_not_durable_by_the_timeout_answer_request_timed_out() -> Non
     async def scenario() -> None:
         replicas = _Replicas()
         waits = _waits(DONE, STUCK)
-        answer = await asyncio.wait_for(_when_durable(replicas, waits, 0.05, {}), 5)
+        answer = await _answer(_when_durable(replicas, waits, 0.05, {}))
         assert answer == {}
-        assert [w[0]["error_code"] for w in waits] == [ErrorCode.none, ErrorCode.request_timed_out]
-        assert replicas.waits[1].cancelled()  # the waiter is dropped; the flush itself runs on
+        codes = [w[0]["error_code"] for w in waits]
+        assert codes == [ErrorCode.none, ErrorCode.request_timed_out]
+        replicas.release()  # durable after the answer went: nothing changes
+        assert waits[1][0]["error_code"] == ErrorCode.request_timed_out
 
     asyncio.run(scenario())
 
 
-def test_a_cancelled_answer_stops_its_timer() -> None:
+def test_partitions_already_durable_answer_at_once() -> None:
     async def scenario() -> None:
-        replicas = _Replicas()
-        waits = _waits(STUCK)
-        answer = _when_durable(replicas, waits, 0.05, {})
-        answer.cancel()
-        await asyncio.sleep(0.1)  # past the timeout: nothing may fire on the cancelled answer
-        assert waits[0][0]["error_code"] == ErrorCode.none
-        assert not replicas.waits[0].done()
+        deferred = _when_durable(_Replicas(), _waits(DONE, DONE), 30.0, {"ok": True})
+        assert deferred.resolved
+        assert await _answer(deferred) == {"ok": True}
 
     asyncio.run(scenario())
