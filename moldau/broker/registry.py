@@ -14,7 +14,6 @@ or a `Deferred` to answer later by callback (acks=all Produce).
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ class HandlerSpec:
     min_version: int
     max_version: int
     function: HandlerFunction
-    is_async: bool
     # Versions advertised in ApiVersions but refused when used (Produce v0-2, as Kafka 4 does).
     advertised_min_version: int
 
@@ -122,7 +120,6 @@ def handler(
             min_version=min_version,
             max_version=max_version,
             function=function,
-            is_async=inspect.iscoroutinefunction(function),
             advertised_min_version=(
                 min_version if advertised_min_version is None else advertised_min_version
             ),
