@@ -8,20 +8,19 @@ response has a top-level error code, and otherwise closes the connection.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.registry import (
-    Deferred,
     RequestContext,
     Response,
     handler_for,
     supported_versions,
 )
 from moldau.net.connection import CloseConnection, ConnectionInfo
+from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
     MalformedRequest,
     RequestHeader,
@@ -85,20 +84,31 @@ class Dispatcher:
             return self._finish_async(header, result)
         return self._encode(header, result)
 
-    def _finish_deferred(self, header: RequestHeader, deferred: Deferred) -> Any:
-        """The encoded response as a future the connection waits on, set from the handler's
-        callback chain (see `Deferred`)."""
-        encoded: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def _finish_deferred(self, header: RequestHeader, deferred: Deferred) -> Deferred:
+        """The encoded response, settled in the same call chain as the handler's `Deferred`:
+        the connection writes it with no loop iteration in between."""
+        encoded = Deferred()
 
         def resolved(body: Any) -> None:
-            if encoded.done():  # the connection closed meanwhile
+            try:
+                response = self._encode(header, body)
+            except Exception as failure:  # an encoder bug: the connection logs and closes
+                encoded.fail(failure)
+                return
+            encoded.resolve(response)
+
+        def failed(error: BaseException) -> None:
+            if not isinstance(error, Exception):
+                encoded.fail(error)
                 return
             try:
-                encoded.set_result(self._encode(header, body))
-            except Exception as failure:  # an encoder bug: the connection logs and closes
-                encoded.set_exception(failure)
+                response = self._failure(header, error)
+            except Exception as failure:  # CloseConnection, or no error_code to answer with
+                encoded.fail(failure)
+                return
+            encoded.resolve(response)
 
-        deferred.then(resolved)
+        deferred.then(resolved, failed)
         return encoded
 
     async def _finish_async(self, header: RequestHeader, pending: Any) -> Any:

@@ -8,7 +8,8 @@ Handler shape: `async def handle_<api>(ctx: RequestContext, request) -> dict | R
 that not every version has with `getattr(request, "x", default)`. The returned dict uses the newest
 version's field names; the adapter builds the response of the request's version. Return `None` to
 send no response (Produce with acks=0). Return a `Response` for bodies made of raw chunks (Fetch),
-or a `Deferred` to answer later by callback (acks=all Produce).
+or a `moldau.net.deferred.Deferred` to answer later by callback (acks=all Produce, a Fetch
+waiting for data).
 """
 
 from __future__ import annotations
@@ -43,40 +44,6 @@ class Response:
     """A response body made of chunks: bytes, and file regions sent with zero copy."""
 
     chunks: list[Any]
-
-
-class Deferred:
-    """A response a handler completes later through `resolve(body)`, with no task or future.
-
-    Each asyncio future a result passes through costs a loop iteration before its callbacks run,
-    and on a busy broker an iteration is every request that arrived meanwhile. acks=all Produce
-    answers this way: flush completion, handler and response encoding run as one call chain.
-    """
-
-    __slots__ = ("_body", "_callback", "_resolved")
-
-    def __init__(self) -> None:
-        self._callback: Callable[[Any], None] | None = None
-        self._body: Any = None
-        self._resolved = False
-
-    @property
-    def resolved(self) -> bool:
-        return self._resolved
-
-    def resolve(self, body: Any) -> None:
-        """Answer with `body` (the first call wins)."""
-        if self._resolved:
-            return
-        self._resolved, self._body = True, body
-        if self._callback is not None:
-            self._callback(body)
-
-    def then(self, callback: Callable[[Any], None]) -> None:
-        """Call `callback(body)` on resolution (at once if already resolved); one callback."""
-        self._callback = callback
-        if self._resolved:
-            callback(self._body)
 
 
 @dataclass(slots=True)

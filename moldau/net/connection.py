@@ -2,7 +2,7 @@
 
 `KafkaConnection` is an `asyncio.Protocol` (Streams cost ~2x per request). Each complete frame is
 given to the processor, which answers at once (bytes, or chunks of bytes and file regions) or
-later (an awaitable). Requests may complete out of order; responses leave strictly in request
+later (a `Deferred`, or an awaitable). Requests may complete out of order; responses leave strictly in request
 order, and every response ready after one read is joined into one write.
 
 File regions are sent with `os.sendfile` on a duplicate of the socket's descriptor once the
@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from moldau.net.deferred import Deferred
 from moldau.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrameSize
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class ConnectionInfo:
 
 
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
-# or an awaitable of either.
+# or either later: a `Deferred` (written in the call that settles it) or an awaitable.
 Outcome = Any
 Processor = Callable[[bytes | memoryview, ConnectionInfo], Outcome]
 
@@ -126,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._closing:
             return
         self._touch()
+        self._reading = True
         try:
             for frame in self._decoder.feed(data):
                 self._accept(frame)
@@ -135,6 +137,8 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing connection from %s: %s", self._peer(), exc)
             self.close()
             return
+        finally:
+            self._reading = False
         self._flush_ready()
         self._maybe_pause_reading()
 
@@ -186,7 +190,12 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing connection from %s: %s", self._peer(), exc)
             self.close()
             return
-        if isinstance(outcome, Awaitable):
+        if isinstance(outcome, Deferred):
+            outcome.then(
+                lambda value, s=slot: self._settled(s, value),  # type: ignore[misc]
+                self._failed,
+            )
+        elif isinstance(outcome, Awaitable):
             future = asyncio.ensure_future(outcome)
             self._tasks.add(future)
             future.add_done_callback(lambda f, s=slot: self._completed(s, f))
@@ -200,14 +209,26 @@ class KafkaConnection(asyncio.Protocol):
             return
         exc = future.exception()
         if exc is not None:
-            if not isinstance(exc, CloseConnection):
-                log.error("request from %s failed", self._peer(), exc_info=exc)
-            self.close()
+            self._failed(exc)
+            return
+        self._settled(slot, future.result())
+
+    def _settled(self, slot: _Slot, value: Any) -> None:
+        if self._closing:
             return
         slot.done = True
-        slot.value = future.result()
+        slot.value = value
+        if self._reading:  # answered within the read that carried it: joined at its end
+            return
         self._flush_ready()
         self._maybe_resume_reading()
+
+    def _failed(self, exc: BaseException) -> None:
+        if self._closing:
+            return
+        if not isinstance(exc, CloseConnection):
+            log.error("request from %s failed", self._peer(), exc_info=exc)
+        self.close()
 
     def _flush_ready(self) -> None:
         slots = self._slots

@@ -1,9 +1,9 @@
 """The partitions this broker hosts, and the produce/fetch paths through them (Kafka's ReplicaManager).
 
 It turns metadata changes into partition roles (`apply_metadata`), appends produced batches to
-leaders (`append_records`), answers acks=all once the batch is durable (`wait_durable`: group
-commit — one fsync covers every append before it), and reads partitions for fetches, parking
-them in the purgatory until `min_bytes` are ready or `max_wait_ms` passes.
+leaders (`append_records`), answers acks=all once the batch is durable (`when_durable`: group
+commit — one fsync covers every append before it), and parks fetches in the purgatory until
+`min_bytes` are ready or `max_wait_ms` passes (`watch_for_data`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,15 @@ log = logging.getLogger(__name__)
 # core on a busy machine, then a wait for the GIL) — the handoff was most of acks=all latency.
 # Larger flushes go to a worker thread so the loop keeps serving while the disk writes.
 INLINE_FLUSH_MAX_BYTES: Final = 256 * 1024
-# An inline fsync slower than this (a slow disk right now) sends every flush to the thread for
-# the next INLINE_FLUSH_BACKOFF_S seconds, so a stalling disk cannot stall the whole broker.
-INLINE_FLUSH_MAX_S: Final = 0.002
+# A disk that is slow right now sends every flush to the thread for the next
+# INLINE_FLUSH_BACKOFF_S seconds, so it cannot stall the whole broker: slow is one inline fsync
+# above INLINE_FLUSH_STALL_S, or their moving average (weight INLINE_FLUSH_EWMA_WEIGHT) above
+# INLINE_FLUSH_SLOW_S. One fsync of a few ms now and then is not enough: the thread costs every
+# flush ~2 ms more on a busy 2-core machine (the handoffs and the GIL), far more than it saves.
+INLINE_FLUSH_STALL_S: Final = 0.020
+INLINE_FLUSH_SLOW_S: Final = 0.002
+INLINE_FLUSH_EWMA_WEIGHT: Final = 0.1
 INLINE_FLUSH_BACKOFF_S: Final = 5.0
-
 
 DurableCallback = Callable[[BaseException | None], None]
 """Told None once the offsets it waits for are fsynced, or the error the flush failed with."""
@@ -65,7 +69,8 @@ class ReplicaManager:
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
         self._flushing: set[TopicPartition] = set()
         self._durable_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
-        self._threaded_flushes_until = 0.0  # loop time; see INLINE_FLUSH_MAX_S
+        self._threaded_flushes_until = 0.0  # loop time; see INLINE_FLUSH_SLOW_S
+        self._inline_flush_average_s = 0.0
 
     # --- metadata ------------------------------------------------------------------------------
 
@@ -187,8 +192,13 @@ class ReplicaManager:
             partition_log.flush()
         except Exception as exc:  # reported to the waiters
             error = exc
-        if loop.time() - started > INLINE_FLUSH_MAX_S:
+        took = loop.time() - started
+        average = self._inline_flush_average_s
+        average += (took - average) * INLINE_FLUSH_EWMA_WEIGHT
+        if took > INLINE_FLUSH_STALL_S or average > INLINE_FLUSH_SLOW_S:
             self._threaded_flushes_until = loop.time() + INLINE_FLUSH_BACKOFF_S
+            average = 0.0  # measured afresh when the backoff ends
+        self._inline_flush_average_s = average
         self._flushed(tp, partition_log, error)
 
     def _flushed(
@@ -221,17 +231,19 @@ class ReplicaManager:
             return partition.log.last_stable_offset
         return partition.log.high_watermark
 
-    async def wait_for_data(
+    def watch_for_data(
         self,
         keys: Iterable[TopicPartition],
-        ready: Any,
+        ready: Callable[[], bool],
         max_wait_ms: int,
-    ) -> bool:
-        return await self.fetch_purgatory.wait(keys, ready, max_wait_ms / 1000.0)
+        on_done: Callable[[bool], None],
+    ) -> None:
+        """Park a fetch until `ready()` after an append to one of `keys`, or `max_wait_ms`."""
+        self.fetch_purgatory.watch(keys, ready, max_wait_ms / 1000.0, on_done)
 
     def logs(self) -> Mapping[TopicPartition, Partition]:
         return self.partitions
 
     def shutdown(self) -> None:
-        self.fetch_purgatory.wake_all()
+        self.fetch_purgatory.expire_all()
         self._flush_executor.shutdown(wait=True)

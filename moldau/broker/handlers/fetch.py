@@ -6,7 +6,9 @@ current_leader_epoch; v11 rack and preferred read replica; v12 flexible, divergi
 topic ids; v15 replica state; v16 node endpoints (KIP-951); v17 replica directory id.
 
 Record data goes to the socket from the segment files (`sendfile`); the response is encoded by
-hand (`protocol.fetch_response`) because of that. At least one batch is returned for the first
+hand (`protocol.fetch_response`) because of that. The handler is a plain function: a fetch with
+enough data answers at once, and one that must wait returns a `Deferred` completed by the append
+that makes it ready (or by its `max_wait_ms` timer), with no task and no future in between. At least one batch is returned for the first
 partition with data even if it exceeds the byte limits, as Kafka does (KIP-74).
 """
 
@@ -16,6 +18,7 @@ import uuid
 from typing import Any
 
 from moldau.broker.registry import RequestContext, Response, handler
+from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -43,7 +46,7 @@ class _PartitionFetch:
 
 
 @handler(ApiKey.FETCH, 4, 17)
-async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
+def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
     node = ctx.node
     image = node.metadata_image
     version = ctx.api_version
@@ -94,26 +97,38 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
             result.append(FetchTopicData(topic_data.name, topic_data.topic_id, partitions))
         return result, total, errors
 
-    result, total, errors = collect()
-    if total < min_bytes and not errors and max_wait_ms > 0:
-        keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
-
-        def ready() -> bool:
-            return _bytes_available(replica_manager, topics, isolation_level) >= min_bytes
-
-        await replica_manager.wait_for_data(keys, ready, max_wait_ms)
-        result, total, errors = collect()
-
-    if not ctx.zero_copy:
-        for topic_data in result:
-            for partition in topic_data.partitions:
-                if isinstance(partition.records, list):
-                    partition.records = b"".join(r.read_bytes() for r in partition.records)
-    return Response(
-        encode_fetch_response(
-            version, throttle_time_ms=0, error_code=0, session_id=0, topics=result
+    def respond(result: list[FetchTopicData]) -> Response:
+        if not ctx.zero_copy:
+            for topic_data in result:
+                for partition in topic_data.partitions:
+                    if isinstance(partition.records, list):
+                        partition.records = b"".join(r.read_bytes() for r in partition.records)
+        return Response(
+            encode_fetch_response(
+                version, throttle_time_ms=0, error_code=0, session_id=0, topics=result
+            )
         )
-    )
+
+    result, total, errors = collect()
+    if total >= min_bytes or errors or max_wait_ms <= 0:
+        return respond(result)
+
+    # Not enough yet: park until an append makes `min_bytes` ready or `max_wait_ms` passes. The
+    # answer is read and sent from the appending request's call chain (see Purgatory).
+    answer = Deferred()
+
+    def done(_ready: bool) -> None:
+        try:
+            answer.resolve(respond(collect()[0]))
+        except Exception as exc:  # answered by the dispatcher (UNKNOWN_SERVER_ERROR or close)
+            answer.fail(exc)
+
+    def ready() -> bool:
+        return bool(_bytes_available(replica_manager, topics, isolation_level) >= min_bytes)
+
+    keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
+    replica_manager.watch_for_data(keys, ready, max_wait_ms, done)
+    return answer
 
 
 def _size(records: Any) -> int:

@@ -19,7 +19,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from moldau.broker.registry import Deferred, RequestContext, handler
+from moldau.broker.registry import RequestContext, handler
+from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError

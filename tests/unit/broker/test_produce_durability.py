@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from moldau.broker.handlers.produce import _when_durable
-from moldau.broker.registry import Deferred
+from moldau.net.deferred import Deferred
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import DurableCallback
 from moldau.types import TopicPartition

@@ -168,10 +168,9 @@ def test_a_small_flush_runs_on_the_loop_after_the_appends_read_with_it() -> None
     asyncio.run(scenario())
 
 
-def test_a_slow_inline_flush_sends_the_next_ones_to_the_worker_thread() -> None:
+def test_a_stalled_inline_flush_sends_the_next_ones_to_the_worker_thread() -> None:
     async def scenario() -> None:
-        slow_s = replica_manager_module.INLINE_FLUSH_MAX_S * 5
-        log = _SmallLog(duration_s=slow_s)
+        log = _SmallLog(duration_s=replica_manager_module.INLINE_FLUSH_STALL_S * 1.5)
         manager = ReplicaManager(None, node_id=1)  # type: ignore[arg-type]
         manager.partitions[TP] = Partition(TP, log)  # type: ignore[arg-type]
         await asyncio.wait_for(manager.wait_durable(TP, log.append(1)), 5)
@@ -179,6 +178,29 @@ def test_a_slow_inline_flush_sends_the_next_ones_to_the_worker_thread() -> None:
         loop_thread = threading.get_ident()
         assert log.flush_threads[0] == loop_thread
         assert log.flush_threads[1] != loop_thread
+        manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_inline_flushes_stay_inline_through_one_slowish_fsync_but_not_a_slow_disk() -> None:
+    async def scenario() -> None:
+        slowish_s = replica_manager_module.INLINE_FLUSH_SLOW_S * 3  # above the average's limit
+        log = _SmallLog(duration_s=slowish_s)
+        manager = ReplicaManager(None, node_id=1)  # type: ignore[arg-type]
+        manager.partitions[TP] = Partition(TP, log)  # type: ignore[arg-type]
+        loop_thread = threading.get_ident()
+        await asyncio.wait_for(manager.wait_durable(TP, log.append(1)), 5)
+        log.duration_s = 0.0
+        await asyncio.wait_for(manager.wait_durable(TP, log.append(1)), 5)
+        assert log.flush_threads == [loop_thread, loop_thread]  # one slow fsync: still inline
+        log.duration_s = slowish_s  # the disk stays slow: the average crosses the limit
+        for _ in range(30):
+            await asyncio.wait_for(manager.wait_durable(TP, log.append(1)), 5)
+            if log.flush_threads[-1] != loop_thread:
+                break
+        assert log.flush_threads[-1] != loop_thread
+        assert 3 <= log.flush_threads.count(loop_thread) < len(log.flush_threads)
         manager.shutdown()
 
     asyncio.run(scenario())
