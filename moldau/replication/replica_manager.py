@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 # A group commit of at most this many bytes fsyncs on the event loop: on a fast disk that takes
 # ~0.2 ms, less than handing the work to a thread and back (two wake-ups, each a wait for a free
 # core on a busy machine, then a wait for the GIL) — the handoff was most of acks=all latency.
-# Larger flushes go to a worker thread so the loop keeps serving while the disk writes.
+# Larger flushes go to a worker thread so the loop keeps serving while the disk writes, and so do
+# small ones when several partitions need one in the same loop iteration (they overlap there).
 INLINE_FLUSH_MAX_BYTES: Final = 256 * 1024
 # A disk that is slow right now sends every flush to the thread for the next
 # INLINE_FLUSH_BACKOFF_S seconds, so it cannot stall the whole broker: slow is one inline fsync
@@ -68,6 +70,7 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
         self._flushing: set[TopicPartition] = set()
+        self._small_flushes: list[tuple[TopicPartition, PartitionLog]] = []  # run next iteration
         self._durable_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self._threaded_flushes_until = 0.0  # loop time; see INLINE_FLUSH_SLOW_S
         self._inline_flush_average_s = 0.0
@@ -179,20 +182,36 @@ class ReplicaManager:
             and loop.time() >= self._threaded_flushes_until
         ):
             # Soon, not now: requests read in this loop iteration append first and share it.
-            loop.call_soon(self._flush_inline, tp, partition_log)
+            if not self._small_flushes:
+                loop.call_soon(self._run_small_flushes)
+            self._small_flushes.append((tp, partition_log))
             return
+        self._flush_in_thread(tp, partition_log)
+
+    def _flush_in_thread(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
+        loop = asyncio.get_running_loop()
         flush = loop.run_in_executor(self._flush_executor, partition_log.flush)
         flush.add_done_callback(lambda done: self._flushed(tp, partition_log, _flush_error(done)))
 
+    def _run_small_flushes(self) -> None:
+        """One partition's small flush runs on the loop. Several partitions' go to the threads:
+        fsyncs of different files overlap there, and the loop serves meanwhile."""
+        flushes, self._small_flushes = self._small_flushes, []
+        if len(flushes) == 1:
+            self._flush_inline(*flushes[0])
+            return
+        for tp, partition_log in flushes:
+            self._flush_in_thread(tp, partition_log)
+
     def _flush_inline(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = time.perf_counter()  # loop.time() is in whole ms under uvloop
         error: BaseException | None = None
         try:
             partition_log.flush()
         except Exception as exc:  # reported to the waiters
             error = exc
-        took = loop.time() - started
+        took = time.perf_counter() - started
         average = self._inline_flush_average_s
         average += (took - average) * INLINE_FLUSH_EWMA_WEIGHT
         if took > INLINE_FLUSH_STALL_S or average > INLINE_FLUSH_SLOW_S:

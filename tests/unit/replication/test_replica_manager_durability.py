@@ -204,3 +204,25 @@ def test_inline_flushes_stay_inline_through_one_slowish_fsync_but_not_a_slow_dis
         manager.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_small_flushes_of_several_partitions_in_one_iteration_go_to_the_threads() -> None:
+    async def scenario() -> None:
+        other = TopicPartition("other", 0)
+        first, second = _SmallLog(), _SmallLog()
+        manager = ReplicaManager(None, node_id=1)  # type: ignore[arg-type]
+        manager.partitions[TP] = Partition(TP, first)  # type: ignore[arg-type]
+        manager.partitions[other] = Partition(other, second)  # type: ignore[arg-type]
+        waits = [
+            manager.wait_durable(TP, first.append(1)),
+            manager.wait_durable(other, second.append(1)),
+        ]
+        await asyncio.wait_for(asyncio.gather(*waits), 5)
+        loop_thread = threading.get_ident()
+        assert len(first.flush_threads) == len(second.flush_threads) == 1
+        assert loop_thread not in first.flush_threads + second.flush_threads
+        await asyncio.wait_for(manager.wait_durable(TP, first.append(1)), 5)
+        assert first.flush_threads[-1] == loop_thread  # alone again: on the loop
+        manager.shutdown()
+
+    asyncio.run(scenario())
