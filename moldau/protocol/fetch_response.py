@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.protocol.wire import tagged_fields, uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")
@@ -47,28 +49,12 @@ class FetchTopicData:
     partitions: list[FetchPartitionData] = field(default_factory=list)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _records_size(records: Any) -> int:
     if records is None:
         return -1
     if isinstance(records, bytes | bytearray | memoryview):
         return len(records)
     return sum(region.length for region in records)
-
-
-def _tagged(fields: list[tuple[int, bytes]]) -> bytes:
-    out = bytearray(_uvarint(len(fields)))
-    for tag, payload in fields:
-        out += _uvarint(tag) + _uvarint(len(payload)) + payload
-    return bytes(out)
 
 
 def encode_fetch_response(
@@ -85,15 +71,15 @@ def encode_fetch_response(
     head = bytearray(_I32.pack(throttle_time_ms))
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for topic in topics:
         if version >= 13:
             head += topic.topic_id.bytes
         else:
             name = topic.name.encode()
-            head += _uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
+            head += uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
         partitions = topic.partitions
-        head += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        head += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for partition in partitions:
             head += _PARTITION_HEAD.pack(
                 partition.partition_index,
@@ -107,7 +93,7 @@ def encode_fetch_response(
             if aborted is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
-                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for producer_id, first_offset in aborted:
                     head += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -116,7 +102,7 @@ def encode_fetch_response(
                 head += _I32.pack(partition.preferred_read_replica)
             size = _records_size(partition.records)
             if flexible:
-                head += _uvarint(size + 1)  # null is 0
+                head += uvarint(size + 1)  # null is 0
             else:
                 head += _I32.pack(size)
             if size > 0:
@@ -134,7 +120,7 @@ def encode_fetch_response(
                 if partition.current_leader is not None:
                     leader_id, leader_epoch = partition.current_leader
                     tags.append((1, _I32.pack(leader_id) + _I32.pack(leader_epoch) + b"\x00"))
-                head += _tagged(tags)
+                head += tagged_fields(tags)
         if flexible:
             head += b"\x00"
     if flexible:

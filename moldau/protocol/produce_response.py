@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from moldau.protocol.wire import tagged_fields, uvarint
+
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _PARTITION_HEAD: Final = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
@@ -48,24 +50,15 @@ class _Unknown(Exception):
     """The data holds something this encoder does not write."""
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else b"\xff\xff"
     data = value.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def _array_length(count: int, flexible: bool) -> bytes:
-    return _uvarint(count + 1) if flexible else _I32.pack(count)
+    return uvarint(count + 1) if flexible else _I32.pack(count)
 
 
 def _millis(value: Any) -> int:
@@ -85,10 +78,6 @@ def _check(data: Any, known: frozenset[str]) -> Mapping[str, Any]:
     if not isinstance(data, Mapping) or not known.issuperset(data):
         raise _Unknown
     return data
-
-
-def _tag(tag: int, payload: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(payload)) + payload
 
 
 def _partition(out: bytearray, data: Mapping[str, Any], version: int, flexible: bool) -> None:
@@ -117,13 +106,13 @@ def _partition(out: bytearray, data: Mapping[str, Any], version: int, flexible: 
             leader_id = int(_field(leader, "leader_id", -1))
             leader_epoch = int(_field(leader, "leader_epoch", -1))
             if (leader_id, leader_epoch) != (-1, -1):
-                out += b"\x01" + _tag(0, _LEADER.pack(leader_id, leader_epoch) + b"\x00")
+                out += tagged_fields([(0, _LEADER.pack(leader_id, leader_epoch) + b"\x00")])
                 return
         out += b"\x00"
 
 
 def _node_endpoints(endpoints: Sequence[Any]) -> bytes:
-    out = bytearray(_uvarint(len(endpoints) + 1))
+    out = bytearray(uvarint(len(endpoints) + 1))
     for endpoint in endpoints:
         node = _check(endpoint, frozenset({"node_id", "host", "port", "rack"}))
         out += _I32.pack(int(_field(node, "node_id", 0)))
@@ -161,7 +150,7 @@ def encode_produce_response(version: int, data: Mapping[str, Any]) -> bytes | No
         if flexible:
             endpoints: Sequence[Any] = _field(top, "node_endpoints", ())
             if endpoints and version >= 10:
-                out += b"\x01" + _tag(0, _node_endpoints(endpoints))
+                out += tagged_fields([(0, _node_endpoints(endpoints))])
             else:
                 out += b"\x00"
     except (_Unknown, TypeError, ValueError):
