@@ -8,19 +8,17 @@ partitioner picks, whichever of the two tools wrote them.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 
 import pytest
 
 from moldau.client.partitioner import partition_for_key
 
 from .support import now_ms, unique_topic, wait_until
-from .test_cli_support import moldau, run_tool
+from .test_cli_support import moldau, moldau_process, run_tool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -132,10 +130,9 @@ def test_produce_sends_each_line_before_stdin_closes(server) -> None:  # type: i
     b = server.bootstrap_servers
     topic = unique_topic("cli-live")
     moldau("topic", "create", topic, "-p", "1", bootstrap=b)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
-    producer = subprocess.Popen(
-        [sys.executable, "-m", "moldau", "produce", topic, "-b", b],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment,
+    producer = moldau_process(
+        "produce", topic, bootstrap=b,
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert producer.stdin is not None
     try:
@@ -199,15 +196,13 @@ def test_produce_and_consume_keep_going_across_a_broker_restart(start_server) ->
     b = server.bootstrap_servers
     topic = unique_topic("cli-restart")
     moldau("topic", "create", topic, "-p", "1", bootstrap=b)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
-    producer = subprocess.Popen(
-        [sys.executable, "-m", "moldau", "produce", topic, "-b", b],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment,
+    producer = moldau_process(
+        "produce", topic, bootstrap=b,
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    consumer = subprocess.Popen(
-        [sys.executable, "-m", "moldau", "consume", topic, "-f", "%s\\n", "-b", b],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
-    )  # fmt: skip
+    consumer = moldau_process(
+        "consume", topic, "-f", "%s\\n", bootstrap=b, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert producer.stdin is not None and consumer.stdout is not None
     try:
         producer.stdin.write(b"before\n")

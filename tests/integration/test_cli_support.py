@@ -30,6 +30,23 @@ class CliResult:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
+def _command(arguments: tuple[str, ...], bootstrap: str | None) -> list[str]:
+    command = [sys.executable, "-m", "moldau", *arguments]
+    return [*command, "-b", bootstrap] if bootstrap is not None else command
+
+
+def _environment() -> dict[str, str]:
+    """This environment without MOLDAU_* settings, and wide enough for tables not to wrap."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+    environment["COLUMNS"] = "200"
+    return environment
+
+
+def moldau_process(*arguments: str, bootstrap: str | None, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start the CLI and leave it running (the caller stops it); `popen` goes to Popen."""
+    return subprocess.Popen(_command(arguments, bootstrap), env=_environment(), **popen)
+
+
 def moldau(
     *arguments: str,
     bootstrap: str | None,
@@ -38,17 +55,12 @@ def moldau(
     timeout: float = CLI_TIMEOUT_S,
 ) -> CliResult:
     """Run the CLI; with `expect` set, fail unless it exits with that code."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
-    environment["COLUMNS"] = "200"
-    command = [sys.executable, "-m", "moldau", *arguments]
-    if bootstrap is not None:
-        command += ["-b", bootstrap]
     completed = subprocess.run(
-        command,
+        _command(arguments, bootstrap),
         input=stdin,
         capture_output=True,
         timeout=timeout,
-        env=environment,
+        env=_environment(),
         check=False,
     )
     result = CliResult(
