@@ -13,6 +13,7 @@ last entry (as Kafka). Suffixes `.deleted` (waiting for `file.delete.delay.ms`),
 from __future__ import annotations
 
 import posixpath
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,12 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _RECOVERY_CHUNK = 1 << 20
 _INT32_MAX = 2**31 - 1
+# find_batch scans from an index entry to the batch it wants: at most about index.interval.bytes
+# of batches, read with one pread of this size (bounded for large configured intervals).
+_SCAN_CHUNK_MAX = 1 << 20
+_BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -100,6 +107,9 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.last_modified_ms = now_ms
         self.bytes_since_last_index = 0
+        # (position, first offset it can hold) of the last batch appended to the active segment:
+        # a consumer at the end of the log fetches exactly there, found without a scan.
+        self._tail: tuple[int, int] | None = None
         self.closed = False
         self.indexes_synced = True  # False from a roll until the final indexes are fsynced
         self.replaced = False  # compaction swapped new files in under our names
@@ -149,6 +159,7 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.transaction_index.reset()
+        self._tail = None
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
@@ -238,7 +249,10 @@ class LogSegment:
         self.log.pwritev(buffers, position, size)
         self.size = position + size
         interval = self.index_interval_bytes
+        first_offset = self.next_offset
         for relative_position, last_offset, max_timestamp, batch_size in placements:
+            self._tail = (position + relative_position, first_offset)
+            first_offset = last_offset + 1
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp = max_timestamp
                 self.offset_of_max_timestamp = last_offset
@@ -260,6 +274,7 @@ class LogSegment:
         position = self.size
         self.log.pwrite(data, position)
         self.size = position + size
+        self._tail = (position, self.next_offset)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
@@ -301,14 +316,30 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset`: (position, header)."""
-        _indexed, position = self.offset_index.lookup(offset)
-        while True:
-            header = self.header_at(position)
-            if header is None:
+        tail = self._tail
+        if tail is not None and offset >= tail[1]:  # every earlier batch ends below `offset`
+            header = self.header_at(tail[0])
+            if header is None or header.base_offset + header.last_offset_delta < offset:
                 return None
-            if header.base_offset + header.last_offset_delta >= offset:
-                return position, header
-            position += header.batch_length + LOG_OVERHEAD
+            return tail[0], header
+        _indexed, position = self.offset_index.lookup(offset)
+        size = self.size
+        chunk_size = min(self.index_interval_bytes + HEADER_SIZE, _SCAN_CHUNK_MAX)
+        while position + HEADER_SIZE <= size:
+            chunk = self.log.pread(min(chunk_size, size - position), position)
+            scanned = 0
+            while scanned + HEADER_SIZE <= len(chunk):
+                base_offset, length = _BASE_OFFSET_AND_LENGTH.unpack_from(chunk, scanned)
+                (delta,) = _LAST_OFFSET_DELTA.unpack_from(chunk, scanned + _LAST_OFFSET_DELTA_AT)
+                if base_offset + delta >= offset:
+                    return position + scanned, BatchHeader._make(HEADER.unpack_from(chunk, scanned))
+                if length + LOG_OVERHEAD < HEADER_SIZE:
+                    return None  # not a batch: the log is corrupt from here
+                scanned += length + LOG_OVERHEAD
+            if scanned == 0:
+                return None  # a short read: the file is shorter than `size`
+            position += scanned
+        return None
 
     def position_of(self, offset: int) -> int:
         """Start of the first batch holding an offset >= `offset`, or the segment size."""
@@ -379,6 +410,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
+        self._tail = None
         self.offset_index.truncate_to(offset)  # entries name a batch's last offset
         self.time_index.truncate_to(found[1].base_offset)
         self.transaction_index.truncate_to(found[1].base_offset)
@@ -407,6 +439,7 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Called when the segment rolls: final time-index entry, trimmed index files."""
         self.indexes_synced = False
+        self._tail = None  # compaction may rewrite an inactive segment's files
         if self.max_timestamp >= 0:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()

@@ -1,0 +1,93 @@
+"""LogSegment.find_batch: the remembered last batch and the chunked scan from an index entry
+answer exactly what a batch-by-batch scan of the file answers."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from moldau.protocol.records import iter_batches
+from moldau.storage.config import LogConfig
+from moldau.storage.segment import LogSegment
+
+from .helpers import batch, open_log
+
+
+def _expected(segment: LogSegment, offset: int) -> tuple[int, int] | None:
+    """(position, base offset) of the first batch whose last offset is >= `offset`, by reading
+    every batch of the file."""
+    data = segment.log.pread(segment.size, 0)
+    position = 0
+    for found in iter_batches(data):
+        if found.header.last_offset >= offset:
+            return position, found.header.base_offset
+        position += found.header.size
+    return None
+
+
+def _found(segment: LogSegment, offset: int) -> tuple[int, int] | None:
+    result = segment.find_batch(offset)
+    return None if result is None else (result[0], result[1].base_offset)
+
+
+def _check_every_offset(segment: LogSegment) -> None:
+    for offset in range(segment.base_offset, segment.next_offset + 3):
+        assert _found(segment, offset) == _expected(segment, offset), offset
+
+
+@pytest.mark.parametrize("index_interval_bytes", [1, 300, 4096])
+def test_lookup_matches_a_full_scan_for_batches_of_mixed_sizes(
+    filesystem, clock, index_interval_bytes
+) -> None:
+    rng = random.Random(index_interval_bytes)
+    log = open_log(filesystem, clock, LogConfig(index_interval_bytes=index_interval_bytes))
+    for _ in range(120):
+        values = [b"v" * rng.choice([1, 50, 900, 6000]) for _ in range(rng.randint(1, 4))]
+        log.append_as_leader(batch(*values), leader_epoch=0)
+    _check_every_offset(log.active_segment)
+
+
+def test_lookup_when_the_batch_is_larger_than_the_scan_chunk(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, LogConfig(index_interval_bytes=100))
+    for size in (10, 5000, 10, 20_000, 10, 10):
+        log.append_as_leader(batch(b"x" * size, b"y"), leader_epoch=0)
+    _check_every_offset(log.active_segment)
+
+
+def test_lookup_after_truncation_reopen_and_roll(filesystem, clock) -> None:
+    config = LogConfig(index_interval_bytes=500)
+    log = open_log(filesystem, clock, config)
+    for index in range(40):
+        log.append_as_leader(batch(b"%03d" % index, b"second"), leader_epoch=0)
+    segment = log.active_segment
+    _check_every_offset(segment)
+
+    log.truncate_to(61)  # inside a batch of two records: the whole batch goes
+    assert segment.next_offset == 60
+    _check_every_offset(segment)
+    log.append_as_leader(batch(b"after truncation"), leader_epoch=0)
+    _check_every_offset(segment)
+    assert _found(segment, 60) == _expected(segment, 60) != None  # noqa: E711
+
+    log.close()
+    reopened = open_log(filesystem, clock, config)
+    _check_every_offset(reopened.active_segment)
+
+    reopened.roll()
+    reopened.append_as_leader(batch(b"new segment"), leader_epoch=0)
+    for segment in reopened.segments:
+        _check_every_offset(segment)
+
+
+def test_a_corrupt_length_ends_the_scan_instead_of_looping(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, LogConfig(index_interval_bytes=1 << 20))
+    for index in range(3):
+        log.append_as_leader(batch(b"%d" % index), leader_epoch=0)
+    segment = log.active_segment
+    second = _expected(segment, 1)
+    assert second is not None
+    segment.log.pwrite(b"\xff\xff\xff\xf0", second[0] + 8)  # batch length -16
+    segment._tail = None  # a segment loaded from disk has no remembered last batch
+    assert segment.find_batch(2) is None
+    assert _found(segment, 0) == (0, 0)
