@@ -63,25 +63,15 @@ class Dispatcher:
             request = decode_request(header, frame)
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
-        context = RequestContext(
-            header=header,
-            node=self._node,
-            client_host=info.client_host,
-            client_port=info.client_port,
-            principal=info.principal,
-            listener_name=info.listener_name,
-            security_protocol=info.security_protocol,
-            zero_copy=info.zero_copy,
-            extras=info.state if info.state is not None else {},
-        )
         try:
-            result = spec.function(context, request)
+            result = spec.function(RequestContext(header, self._node, info), request)
         except Exception as exc:
             return self._failure(header, exc)
-        if isinstance(result, Deferred):
-            return self._finish_deferred(header, result)
-        if inspect.isawaitable(result):
-            return self._finish_async(header, result)
+        if type(result) is not dict:  # the common answer first: a dict to encode
+            if isinstance(result, Deferred):
+                return self._finish_deferred(header, result)
+            if inspect.isawaitable(result):
+                return self._finish_async(header, result)
         return self._encode(header, result)
 
     def _finish_deferred(self, header: RequestHeader, deferred: Deferred) -> Deferred:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from moldau.net.connection import ConnectionInfo
 from moldau.protocol.adapter import RequestHeader
 
 if TYPE_CHECKING:
@@ -46,17 +47,25 @@ class Response:
     chunks: list[Any]
 
 
+def _local_connection() -> ConnectionInfo:
+    return ConnectionInfo(
+        client_host="127.0.0.1",
+        client_port=0,
+        listener_name="PLAINTEXT",
+        security_protocol="PLAINTEXT",
+        zero_copy=True,
+        state={},
+    )
+
+
 @dataclass(slots=True)
 class RequestContext:
+    """One request: its header, the node, and the connection it came on (shared, not copied:
+    a context is built for every request)."""
+
     header: RequestHeader
     node: Node
-    client_host: str = "127.0.0.1"
-    client_port: int = 0
-    principal: str = "User:ANONYMOUS"
-    listener_name: str = "PLAINTEXT"
-    security_protocol: str = "PLAINTEXT"
-    zero_copy: bool = True
-    extras: dict[str, Any] = field(default_factory=dict)
+    connection: ConnectionInfo = field(default_factory=_local_connection)
 
     @property
     def api_version(self) -> int:
@@ -65,6 +74,37 @@ class RequestContext:
     @property
     def client_id(self) -> str:
         return self.header.client_id or ""
+
+    @property
+    def client_host(self) -> str:
+        return self.connection.client_host
+
+    @property
+    def client_port(self) -> int:
+        return self.connection.client_port
+
+    @property
+    def principal(self) -> str:
+        return self.connection.principal
+
+    @property
+    def listener_name(self) -> str:
+        return self.connection.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.connection.security_protocol
+
+    @property
+    def zero_copy(self) -> bool:
+        return self.connection.zero_copy
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """Per-connection state kept between requests (e.g. the client's software name)."""
+        if self.connection.state is None:
+            self.connection.state = {}
+        return self.connection.state
 
 
 _HANDLERS: dict[int, HandlerSpec] = {}

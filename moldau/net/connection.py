@@ -197,7 +197,11 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing connection from %s: %s", self._peer(), exc)
             self.close()
             return
-        if isinstance(outcome, Deferred):
+        kind = type(outcome)
+        if kind is bytes or kind is list or outcome is None:  # answered now: the common case
+            slot.done = True
+            slot.value = outcome
+        elif isinstance(outcome, Deferred):
             outcome.then(
                 lambda value, s=slot: self._settled(s, value),  # type: ignore[misc]
                 self._failed,
@@ -244,11 +248,11 @@ class KafkaConnection(asyncio.Protocol):
             value = slots.popleft().value
             if value is None:
                 continue
-            if isinstance(value, bytes | bytearray | memoryview):
+            if type(value) is bytes or isinstance(value, bytearray | memoryview):
                 joined.append(bytes(value))
                 continue
             for chunk in value:  # list of chunks: bytes and file regions
-                if isinstance(chunk, bytes | bytearray | memoryview):
+                if type(chunk) is bytes or isinstance(chunk, bytearray | memoryview):
                     joined.append(bytes(chunk))
                 elif chunk.length <= COPY_REGION_MAX_BYTES:
                     data = chunk.read_bytes()

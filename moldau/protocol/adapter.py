@@ -160,10 +160,13 @@ class _FieldPlan:
     default: Any
 
 
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
 def millis(value: datetime.timedelta | int) -> int:
     """Milliseconds of a kio timedelta field (or an int already in ms)."""
     if isinstance(value, datetime.timedelta):
-        return round(value.total_seconds() * 1000)
+        return value // _ONE_MS  # exact: kio's timedeltas are whole milliseconds
     return int(value)
 
 

@@ -107,9 +107,10 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.last_modified_ms = now_ms
         self.bytes_since_last_index = 0
-        # (position, first offset it can hold) of the last batch appended to the active segment:
-        # a consumer at the end of the log fetches exactly there, found without a scan.
-        self._tail: tuple[int, int] | None = None
+        # (position, first offset it can hold, header if known) of the last batch appended to the
+        # active segment: a consumer at the end of the log fetches exactly there, found without
+        # a scan (and, after a one-batch append, without a read).
+        self._tail: tuple[int, int, BatchHeader | None] | None = None
         self.closed = False
         self.indexes_synced = True  # False from a roll until the final indexes are fsynced
         self.replaced = False  # compaction swapped new files in under our names
@@ -251,7 +252,7 @@ class LogSegment:
         interval = self.index_interval_bytes
         first_offset = self.next_offset
         for relative_position, last_offset, max_timestamp, batch_size in placements:
-            self._tail = (position + relative_position, first_offset)
+            self._tail = (position + relative_position, first_offset, None)
             first_offset = last_offset + 1
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp = max_timestamp
@@ -274,7 +275,7 @@ class LogSegment:
         position = self.size
         self.log.pwrite(data, position)
         self.size = position + size
-        self._tail = (position, self.next_offset)
+        self._tail = (position, self.next_offset, BatchHeader._make(HEADER.unpack_from(data)))
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
@@ -318,7 +319,7 @@ class LogSegment:
         """The first batch whose last offset is >= `offset`: (position, header)."""
         tail = self._tail
         if tail is not None and offset >= tail[1]:  # every earlier batch ends below `offset`
-            header = self.header_at(tail[0])
+            header = tail[2] or self.header_at(tail[0])
             if header is None or header.base_offset + header.last_offset_delta < offset:
                 return None
             return tail[0], header
