@@ -42,6 +42,25 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def machine_cpu_ticks() -> list[int]:
+    """The machine's CPU time by kind (first line of /proc/stat: user nice system idle iowait irq
+    softirq steal), in clock ticks since boot."""
+    with open("/proc/stat") as stat:
+        return [int(field) for field in stat.readline().split()[1:9]]
+
+
+def describe_machine_cpu(before: list[int], after: list[int]) -> str:
+    """Busy and stolen shares of the machine's CPU time between two `machine_cpu_ticks()`.
+
+    Steal is time the hypervisor ran something else while this VM wanted a CPU: every ms of it
+    lands in some latency figure, and nothing in the broker can win it back.
+    """
+    spent = [later - earlier for earlier, later in zip(before, after, strict=True)]
+    total = sum(spent) or 1
+    idle = spent[3] + spent[4]
+    return f"machine CPU busy {100 * (total - idle - spent[7]) / total:.0f} %, steal {100 * spent[7] / total:.1f} %"
+
+
 def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime

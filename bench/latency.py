@@ -5,7 +5,8 @@
 For each acks setting a fresh `moldau server` gets a one-partition topic; a confluent-kafka
 consumer process waits at its start, then a confluent-kafka producer process sends 100-byte
 records at `--rate` per second (linger.ms=0, Nagle off on both clients), each stamped with the
-machine's monotonic clock. Prints p50/p99/p99.9/max of produce → consume and produce → ack, and
+machine's monotonic clock. Prints p50/p99/p99.9/max of produce → consume and produce → ack, the
+machine's busy and stolen CPU share while each ran (steal: the hypervisor running others), and
 in the same run the p50/p99/p99.9 of a 1 KB write + fsync on the data directory (what one group
 commit costs): acks=all latency is read against it.
 """
@@ -19,10 +20,18 @@ import sys
 import tempfile
 
 import ceilings
-from _harness import BENCH_DIR, Broker, create_topic, header, percentile
+from _harness import (
+    BENCH_DIR,
+    Broker,
+    create_topic,
+    describe_machine_cpu,
+    header,
+    machine_cpu_ticks,
+    percentile,
+)
 
 
-def run_latency(acks: str, rate: int, seconds: float) -> dict[str, list[float]]:
+def run_latency(acks: str, rate: int, seconds: float) -> tuple[dict[str, list[float]], str]:
     with Broker() as broker:
         create_topic(broker.bootstrap, "latency")
         records = int(rate * seconds)
@@ -36,12 +45,14 @@ def run_latency(acks: str, rate: int, seconds: float) -> dict[str, list[float]]:
             for line in consumer.stderr:
                 if line.startswith("ready"):
                     break
+            ticks = machine_cpu_ticks()
             produced = subprocess.run(
                 [sys.executable, str(BENCH_DIR / "_latency.py"), "produce", broker.bootstrap,
                  "latency", "--rate", str(rate), "--seconds", str(seconds), "--acks", acks],
                 check=True, capture_output=True, text=True, timeout=seconds * 3 + 60,
             )  # fmt: skip
             output, _ = consumer.communicate(timeout=120)
+            machine = describe_machine_cpu(ticks, machine_cpu_ticks())
         finally:
             if consumer.poll() is None:
                 consumer.kill()
@@ -50,7 +61,11 @@ def run_latency(acks: str, rate: int, seconds: float) -> dict[str, list[float]]:
         acked = json.loads(produced.stdout.strip().splitlines()[-1])
         if consumed["records"] < records:
             print(f"(consumer saw {consumed['records']} of {records} records)")
-        return {"produce → consume": consumed["consumed_ms"], "produce → ack": acked["acked_ms"]}
+        latencies = {
+            "produce → consume": consumed["consumed_ms"],
+            "produce → ack": acked["acked_ms"],
+        }
+        return latencies, machine
 
 
 def describe(samples: list[float]) -> str:
@@ -66,9 +81,11 @@ def main() -> None:
     header(f"latency at {args.rate:,} records/s for {args.seconds:g} s, 100-byte records (ms)")
     p99s = {}
     for acks in ("1", "all"):
-        for name, samples in run_latency(acks, args.rate, args.seconds).items():
+        latencies, machine = run_latency(acks, args.rate, args.seconds)
+        for name, samples in latencies.items():
             print(f"acks={acks:3} {name:18} {describe(samples)}  ({len(samples):,} records)")
             p99s[acks, name] = percentile(samples, 0.99)
+        print(f"acks={acks:3} while it ran: {machine}")
     with tempfile.TemporaryDirectory() as directory:
         p50, p99, p999 = ceilings.fsync_latency(directory)
     print(f"same-run 1 KB write + fsync: p50 {p50:.2f}  p99 {p99:.2f}  p99.9 {p999:.2f}")
