@@ -206,6 +206,8 @@ class PartitionLog(LogMaintenance):
             offset = self._log_end_offset
             last_offset = offset + values[6]
             segment = self.segments[-1]
+            # The header as written: a consumer at the log end is answered without reading it.
+            header = _new_tuple(BatchHeader, (offset, values[1], leader_epoch, *values[3:]))
             try:
                 if segment.should_roll(size, last_offset, now):
                     segment = self._roll(offset, now)
@@ -215,10 +217,11 @@ class PartitionLog(LogMaintenance):
                         [(0, last_offset, values[8], size)],
                         size=size,
                         now_ms=now,
+                        last_header=header,
                     )
                 else:  # the caller handed us its buffer: rewrite in place, one contiguous write
                     _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
-                    segment.append_batch(view, size, last_offset, values[8], now)
+                    segment.append_batch(view, size, last_offset, values[8], now, header)
             except OSError as error:
                 raise storage_error(self.topic_partition, error) from error
             self._log_end_offset = last_offset + 1

@@ -242,17 +242,18 @@ class LogSegment:
         *,
         size: int,
         now_ms: int,
+        last_header: BatchHeader | None = None,
     ) -> int:
         """Write `buffers` (whole batches, `size` bytes) at the end. `placements` are per batch
-        (position relative to the write, last offset, max timestamp, size). Returns the position
-        the data starts at."""
+        (position relative to the write, last offset, max timestamp, size); `last_header`, if
+        given, is the last batch's header as written. Returns the position the data starts at."""
         position = self.size
         self.log.pwritev(buffers, position, size)
         self.size = position + size
         interval = self.index_interval_bytes
         first_offset = self.next_offset
         for relative_position, last_offset, max_timestamp, batch_size in placements:
-            self._tail = (position + relative_position, first_offset, None)
+            self._tail = (position + relative_position, first_offset, last_header)
             first_offset = last_offset + 1
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp = max_timestamp
@@ -268,14 +269,24 @@ class LogSegment:
         return position
 
     def append_batch(
-        self, data: Buffer, size: int, last_offset: int, max_timestamp: int, now_ms: int
+        self,
+        data: Buffer,
+        size: int,
+        last_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+        header: BatchHeader | None = None,
     ) -> int:
         """`append` for one contiguous batch (the produce fast path, hence the inlined index
         updates: they are `OffsetIndex.append` and `TimeIndex.append`)."""
         position = self.size
         self.log.pwrite(data, position)
         self.size = position + size
-        self._tail = (position, self.next_offset, BatchHeader._make(HEADER.unpack_from(data)))
+        self._tail = (
+            position,
+            self.next_offset,
+            header or BatchHeader._make(HEADER.unpack_from(data)),
+        )
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset

@@ -7,28 +7,27 @@ import random
 
 import pytest
 
-from moldau.protocol.records import iter_batches
+from moldau.protocol.records import BatchHeader, iter_batches
 from moldau.storage.config import LogConfig
 from moldau.storage.segment import LogSegment
 
 from .helpers import batch, open_log
 
 
-def _expected(segment: LogSegment, offset: int) -> tuple[int, int] | None:
-    """(position, base offset) of the first batch whose last offset is >= `offset`, by reading
-    every batch of the file."""
+def _expected(segment: LogSegment, offset: int) -> tuple[int, BatchHeader] | None:
+    """(position, header) of the first batch whose last offset is >= `offset`, by reading every
+    batch of the file."""
     data = segment.log.pread(segment.size, 0)
     position = 0
     for found in iter_batches(data):
         if found.header.last_offset >= offset:
-            return position, found.header.base_offset
+            return position, found.header
         position += found.header.size
     return None
 
 
-def _found(segment: LogSegment, offset: int) -> tuple[int, int] | None:
-    result = segment.find_batch(offset)
-    return None if result is None else (result[0], result[1].base_offset)
+def _found(segment: LogSegment, offset: int) -> tuple[int, BatchHeader] | None:
+    return segment.find_batch(offset)
 
 
 def _check_every_offset(segment: LogSegment) -> None:
@@ -42,9 +41,11 @@ def test_lookup_matches_a_full_scan_for_batches_of_mixed_sizes(
 ) -> None:
     rng = random.Random(index_interval_bytes)
     log = open_log(filesystem, clock, LogConfig(index_interval_bytes=index_interval_bytes))
-    for _ in range(120):
+    for index in range(120):
         values = [b"v" * rng.choice([1, 50, 900, 6000]) for _ in range(rng.randint(1, 4))]
-        log.append_as_leader(batch(*values), leader_epoch=0)
+        raw = batch(*values)
+        # bytes are written with a new prefix; a bytearray is rewritten in place
+        log.append_as_leader(raw if index % 2 else bytearray(raw), leader_epoch=index // 7)
     _check_every_offset(log.active_segment)
 
 
@@ -68,7 +69,7 @@ def test_lookup_after_truncation_reopen_and_roll(filesystem, clock) -> None:
     _check_every_offset(segment)
     log.append_as_leader(batch(b"after truncation"), leader_epoch=0)
     _check_every_offset(segment)
-    assert _found(segment, 60) == _expected(segment, 60) != None  # noqa: E711
+    assert _found(segment, 60) == _expected(segment, 60) is not None
 
     log.close()
     reopened = open_log(filesystem, clock, config)
@@ -90,4 +91,4 @@ def test_a_corrupt_length_ends_the_scan_instead_of_looping(filesystem, clock) ->
     segment.log.pwrite(b"\xff\xff\xff\xf0", second[0] + 8)  # batch length -16
     segment._tail = None  # a segment loaded from disk has no remembered last batch
     assert segment.find_batch(2) is None
-    assert _found(segment, 0) == (0, 0)
+    assert _found(segment, 0) == _expected(segment, 0)

@@ -355,6 +355,7 @@ def test_disk_errors_are_kafka_storage_errors(filesystem, clock, monkeypatch, bu
 
     log = open_log(filesystem, clock)
     log.append_as_leader(batch(b"ok"), leader_epoch=0)
+    log.append_as_leader(batch(b"ok too"), leader_epoch=0)  # the last batch is found unread
 
     def failing(*args: object, **kwargs: object) -> int:
         raise OSError(5, "I/O error")
@@ -366,6 +367,6 @@ def test_disk_errors_are_kafka_storage_errors(filesystem, clock, monkeypatch, bu
         log.append_as_leader(buffer_type(batch(b"x")), leader_epoch=0)
     assert caught.value.code is ErrorCode.kafka_storage_error
     with pytest.raises(KafkaError) as caught:
-        log.read(0, max_bytes=100, max_offset=1)
+        log.read(0, max_bytes=100, max_offset=2)
     assert caught.value.code is ErrorCode.kafka_storage_error
-    assert log.log_end_offset == 1
+    assert log.log_end_offset == 2
