@@ -13,12 +13,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from moldau.broker.registry import (
-    RequestContext,
-    Response,
-    handler_for,
-    supported_versions,
-)
+from moldau.broker.registry import RequestContext, Response, handler_for, supported_versions
 from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (

@@ -106,6 +106,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closing = False
+        self._reading = False  # inside data_received: answers settled now join its one write
         self._tasks: set[asyncio.Future[Any]] = set()
         self._idle_timeout_s = idle_timeout_s
         self._idle_handle: asyncio.TimerHandle | None = None

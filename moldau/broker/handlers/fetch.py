@@ -8,8 +8,9 @@ topic ids; v15 replica state; v16 node endpoints (KIP-951); v17 replica director
 Record data goes to the socket from the segment files (`sendfile`); the response is encoded by
 hand (`protocol.fetch_response`) because of that. The handler is a plain function: a fetch with
 enough data answers at once, and one that must wait returns a `Deferred` completed by the append
-that makes it ready (or by its `max_wait_ms` timer), with no task and no future in between. At least one batch is returned for the first
-partition with data even if it exceeds the byte limits, as Kafka does (KIP-74).
+that makes it ready (or by its `max_wait_ms` timer), with no task and no future in between. At
+least one batch is returned for the first partition with data even if it exceeds the byte
+limits, as Kafka does (KIP-74).
 """
 
 from __future__ import annotations
