@@ -184,3 +184,19 @@ def test_a_parked_fetch_answers_an_error_when_its_topic_is_deleted(server) -> No
         ErrorCode.not_leader_or_follower,
     )
     assert waited < 10, f"answered {waited:.1f} s after the delete"
+
+
+def test_a_fetch_at_the_end_with_a_newer_leader_epoch_is_answered_at_once(server) -> None:
+    topic = unique_topic("fetch-wait-epoch")
+    _create_topic(server, topic)
+    with _connect(server) as sock:
+        metadata = _call(sock, 3, 12, {"topics": [{"name": topic}]})
+        leader_epoch = metadata.topics[0].partitions[0].leader_epoch
+        request = _fetch_request(topic, 0, max_wait_ms=20_000, min_bytes=1)
+        request["topics"][0]["partitions"][0]["current_leader_epoch"] = leader_epoch + 1
+        started = time.monotonic()
+        response = _call(sock, 1, FETCH_VERSION, request)
+        waited = time.monotonic() - started
+    partition = response.responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.unknown_leader_epoch
+    assert waited < 10, f"answered after {waited:.1f} s: the fetch was parked"
