@@ -80,7 +80,35 @@ def _check(data: Any, known: frozenset[str]) -> Mapping[str, Any]:
     return data
 
 
+# What a Produce handler answers for a partition that took its records (or failed with only an
+# error code): all ints, so the partition is one pack plus the version's fixed tail of empty
+# record_errors, null error_message and no tagged fields.
+_COMMON_FIELDS: Final = frozenset(
+    {"index", "error_code", "base_offset", "log_append_time", "log_start_offset"}
+)
+_COMMON_HEAD: Final = struct.Struct(">ihqqq")
+_COMMON_TAIL: Final = {
+    **dict.fromkeys(range(5, 8), b""),
+    8: _I32.pack(0) + _I16.pack(-1),
+    **dict.fromkeys(range(9, 14), b"\x01\x00\x00"),
+}
+
+
 def _partition(out: bytearray, data: Mapping[str, Any], version: int, flexible: bool) -> None:
+    if version >= 5 and data.keys() == _COMMON_FIELDS:
+        try:
+            out += _COMMON_HEAD.pack(
+                data["index"],
+                data["error_code"],
+                data["base_offset"],
+                data["log_append_time"],
+                data["log_start_offset"],
+            )
+        except struct.error:  # not all ints (a datetime append time): the general path below
+            pass
+        else:
+            out += _COMMON_TAIL[version]
+            return
     out += _PARTITION_HEAD.pack(
         int(_field(data, "index", 0)),
         int(_field(data, "error_code", 0)),

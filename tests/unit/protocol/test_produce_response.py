@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
@@ -51,6 +52,10 @@ CASES = {
         "node_endpoints": [{"node_id": 2, "host": "localhost", "port": 9093, "rack": None}],
     },
     "empty": {"responses": [], "throttle_time": 0},
+    "append time": _response(log_append_time=1_700_000_000_123),
+    "append time as datetime": _response(
+        log_append_time=datetime.datetime(2026, 11, 22, 4, 0, 0, 123000, tzinfo=datetime.UTC)
+    ),
 }
 
 
