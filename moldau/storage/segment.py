@@ -51,6 +51,10 @@ _SCAN_CHUNK_MAX = 1 << 20
 _BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
+# The last batch appended, if at most this size, is also kept in memory: a consumer at the end of
+# the log is answered from it without a read (what a tailing consumer fetches, at most this much
+# memory per partition).
+TAIL_BYTES_MAX = 4096
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -64,12 +68,14 @@ class FileRegion:
     file: FileHandle
     position: int
     length: int
+    data: bytes | None = None  # the same bytes, when the segment still has them in memory
 
     def fileno(self) -> int:
         return self.file.fileno()
 
     def read_bytes(self) -> bytes:
-        return self.file.pread(self.length, self.position)
+        data = self.data
+        return self.file.pread(self.length, self.position) if data is None else data
 
 
 class LogSegment:
@@ -107,10 +113,10 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.last_modified_ms = now_ms
         self.bytes_since_last_index = 0
-        # (position, first offset it can hold, header if known) of the last batch appended to the
-        # active segment: a consumer at the end of the log fetches exactly there, found without
-        # a scan (and, after a one-batch append, without a read).
-        self._tail: tuple[int, int, BatchHeader | None] | None = None
+        # (position, first offset it can hold, header if known, bytes if small) of the last batch
+        # appended to the active segment: a consumer at the end of the log fetches exactly there,
+        # found without a scan (and, after a one-batch append, answered without a read).
+        self._tail: tuple[int, int, BatchHeader | None, bytes | None] | None = None
         self.closed = False
         self.indexes_synced = True  # False from a roll until the final indexes are fsynced
         self.replaced = False  # compaction swapped new files in under our names
@@ -252,8 +258,9 @@ class LogSegment:
         self.size = position + size
         interval = self.index_interval_bytes
         first_offset = self.next_offset
+        data = b"".join(buffers) if len(placements) == 1 and size <= TAIL_BYTES_MAX else None
         for relative_position, last_offset, max_timestamp, batch_size in placements:
-            self._tail = (position + relative_position, first_offset, last_header)
+            self._tail = (position + relative_position, first_offset, last_header, data)
             first_offset = last_offset + 1
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp = max_timestamp
@@ -286,6 +293,7 @@ class LogSegment:
             position,
             self.next_offset,
             header or BatchHeader._make(HEADER.unpack_from(data)),
+            bytes(data) if size <= TAIL_BYTES_MAX else None,
         )
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
@@ -398,7 +406,9 @@ class LogSegment:
         if end <= start:
             return None, fetch_offset, False
         if end == self.size:
-            return FileRegion(self.log, start, end - start), self.next_offset, True
+            tail = self._tail
+            data = tail[3] if tail is not None and tail[0] == start else None
+            return FileRegion(self.log, start, end - start, data), self.next_offset, True
         following = self.header_at(end)
         next_offset = self.next_offset if following is None else following.base_offset
         return FileRegion(self.log, start, end - start), next_offset, False

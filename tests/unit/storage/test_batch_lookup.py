@@ -1,5 +1,6 @@
 """LogSegment.find_batch: the remembered last batch and the chunked scan from an index entry
-answer exactly what a batch-by-batch scan of the file answers."""
+answer exactly what a batch-by-batch scan of the file answers; a read of a small last batch,
+answered from memory, returns the bytes of the file."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from moldau.protocol.records import BatchHeader, iter_batches
 from moldau.storage.config import LogConfig
-from moldau.storage.segment import LogSegment
+from moldau.storage.segment import TAIL_BYTES_MAX, LogSegment
 
 from .helpers import batch, open_log
 
@@ -92,3 +93,42 @@ def test_a_corrupt_length_ends_the_scan_instead_of_looping(filesystem, clock) ->
     segment._tail = None  # a segment loaded from disk has no remembered last batch
     assert segment.find_batch(2) is None
     assert _found(segment, 0) == _expected(segment, 0)
+
+
+def _read_from(log, offset: int):  # type: ignore[no-untyped-def]
+    return log.read(offset, max_bytes=1 << 20, max_offset=log.log_end_offset)
+
+
+def test_a_read_of_the_last_small_batch_has_the_file_bytes_without_reading(
+    filesystem, clock
+) -> None:
+    log = open_log(filesystem, clock, LogConfig(index_interval_bytes=100))
+    for index, size in enumerate((10, 300, TAIL_BYTES_MAX, 10, TAIL_BYTES_MAX + 1, 10)):
+        raw = batch(b"x" * size, b"%d" % index)
+        appended = log.append_as_leader(raw if index % 2 else bytearray(raw), leader_epoch=0)
+        (region,) = _read_from(log, appended.first_offset).regions
+        on_disk = log.active_segment.log.pread(region.length, region.position)
+        assert region.read_bytes() == on_disk
+        batch_size = len(raw)
+        assert (region.data is not None) == (batch_size <= TAIL_BYTES_MAX), size
+        assert region.data is None or region.data == on_disk
+    # A read from an earlier offset spans several batches: read from the file.
+    (region,) = _read_from(log, 0).regions
+    assert region.data is None
+    assert region.read_bytes() == log.active_segment.log.pread(log.active_segment.size, 0)
+
+    end = log.log_end_offset
+    log.truncate_to(end - 2)  # drops the last batch (two records)
+    assert log.active_segment.find_batch(end - 2) is None
+    appended = log.append_as_leader(batch(b"written where the last batch was"), leader_epoch=0)
+    (region,) = _read_from(log, appended.first_offset).regions
+    assert region.data == log.active_segment.log.pread(region.length, region.position)
+    assert b"written where" in region.data
+
+    log.roll()
+    appended = log.append_as_leader(batch(b"in the new segment"), leader_epoch=0)
+    (region,) = _read_from(log, appended.first_offset).regions
+    assert region.data is not None
+    assert region.data == log.active_segment.log.pread(region.length, region.position)
+    (old,) = _read_from(log, appended.first_offset - 1).regions[:1]
+    assert old.data is None  # the rolled segment forgot its last batch
