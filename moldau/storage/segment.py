@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -51,10 +52,9 @@ _SCAN_CHUNK_MAX = 1 << 20
 _BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
-# The last batch appended, if at most this size, is also kept in memory: a consumer at the end of
-# the log is answered from it without a read (what a tailing consumer fetches, at most this much
-# memory per partition).
-TAIL_BYTES_MAX = 4096
+# The active segment keeps the batches appended last, up to this many bytes, in memory as well:
+# consumers at or near the end of the log are answered from them without a read.
+RECENT_BYTES_MAX = 8192
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -63,12 +63,13 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class FileRegion:
-    """Bytes [position, position + length) of a segment file: whole batches, never copied."""
+    """Bytes [position, position + length) of a segment file: whole batches, sent from the file
+    (`sendfile`) unless the segment still had them in memory."""
 
     file: FileHandle
     position: int
     length: int
-    data: bytes | None = None  # the same bytes, when the segment still has them in memory
+    data: bytes | None = None  # the same bytes, when the segment had them in memory
 
     def fileno(self) -> int:
         return self.file.fileno()
@@ -113,10 +114,11 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.last_modified_ms = now_ms
         self.bytes_since_last_index = 0
-        # (position, first offset it can hold, header if known, bytes if small) of the last batch
-        # appended to the active segment: a consumer at the end of the log fetches exactly there,
-        # found without a scan (and, after a one-batch append, answered without a read).
-        self._tail: tuple[int, int, BatchHeader | None, bytes | None] | None = None
+        # (position, first offset it can hold, header if known) of the last batch appended to the
+        # active segment: a consumer at the end of the log fetches exactly there, found without
+        # a scan (and, after a one-batch append, without parsing).
+        self._tail: tuple[int, int, BatchHeader | None] | None = None
+        self._recent: _RecentBatches | None = None  # only while active, from the first append
         self.closed = False
         self.indexes_synced = True  # False from a roll until the final indexes are fsynced
         self.replaced = False  # compaction swapped new files in under our names
@@ -167,6 +169,7 @@ class LogSegment:
         self.time_index.reset()
         self.transaction_index.reset()
         self._tail = None
+        self._recent = None
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
@@ -258,9 +261,14 @@ class LogSegment:
         self.size = position + size
         interval = self.index_interval_bytes
         first_offset = self.next_offset
-        data = b"".join(buffers) if len(placements) == 1 and size <= TAIL_BYTES_MAX else None
+        recent = self._remember(position, size)
+        if recent is not None:
+            for buffer in buffers:
+                recent.data += buffer
         for relative_position, last_offset, max_timestamp, batch_size in placements:
-            self._tail = (position + relative_position, first_offset, last_header, data)
+            self._tail = (position + relative_position, first_offset, last_header)
+            if recent is not None:
+                recent.add(position + relative_position, first_offset)
             first_offset = last_offset + 1
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp = max_timestamp
@@ -293,8 +301,11 @@ class LogSegment:
             position,
             self.next_offset,
             header or BatchHeader._make(HEADER.unpack_from(data)),
-            bytes(data) if size <= TAIL_BYTES_MAX else None,
         )
+        recent = self._remember(position, size)
+        if recent is not None:
+            recent.data += data
+            recent.add(position, self.next_offset)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
@@ -317,6 +328,19 @@ class LogSegment:
         self.last_modified_ms = now_ms
         return position
 
+    def _remember(self, position: int, size: int) -> _RecentBatches | None:
+        """Make room for `size` appended bytes at `position` among the recent batches; None if
+        they are too many to keep (the window restarts after them)."""
+        recent = self._recent
+        if recent is None or recent.end != position or size > RECENT_BYTES_MAX:
+            recent = self._recent = _RecentBatches(position)
+            if size > RECENT_BYTES_MAX:
+                recent.start = recent.end = position + size
+                return None
+        recent.make_room(size)
+        recent.end = position + size
+        return recent
+
     def _index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
@@ -332,6 +356,9 @@ class LogSegment:
     def header_at(self, position: int) -> BatchHeader | None:
         if position + HEADER_SIZE > self.size:
             return None
+        recent = self._recent
+        if recent is not None and position >= recent.start:
+            return BatchHeader._make(HEADER.unpack_from(recent.data, position - recent.start))
         return BatchHeader._make(HEADER.unpack_from(self.log.pread(HEADER_SIZE, position)))
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
@@ -342,6 +369,14 @@ class LogSegment:
             if header is None or header.base_offset + header.last_offset_delta < offset:
                 return None
             return tail[0], header
+        recent = self._recent
+        if recent is not None and recent.first_offsets and offset >= recent.first_offsets[0]:
+            # the batch before the next one that could hold `offset` ends at or after it
+            position = recent.positions[bisect_right(recent.first_offsets, offset) - 1]
+            header = BatchHeader._make(HEADER.unpack_from(recent.data, position - recent.start))
+            if header.base_offset + header.last_offset_delta < offset:
+                return None
+            return position, header
         _indexed, position = self.offset_index.lookup(offset)
         size = self.size
         chunk_size = min(self.index_interval_bytes + HEADER_SIZE, _SCAN_CHUNK_MAX)
@@ -405,13 +440,15 @@ class LogSegment:
                 end = self.boundary_at_or_below(start + max_bytes, start)
         if end <= start:
             return None, fetch_offset, False
+        recent = self._recent
+        data = None
+        if recent is not None and start >= recent.start:
+            data = bytes(recent.data[start - recent.start : end - recent.start])
         if end == self.size:
-            tail = self._tail
-            data = tail[3] if tail is not None and tail[0] == start else None
             return FileRegion(self.log, start, end - start, data), self.next_offset, True
         following = self.header_at(end)
         next_offset = self.next_offset if following is None else following.base_offset
-        return FileRegion(self.log, start, end - start), next_offset, False
+        return FileRegion(self.log, start, end - start, data), next_offset, False
 
     def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, RecordBatch] | None:
         """The first batch (position-ordered) whose max timestamp is >= `timestamp`."""
@@ -433,6 +470,7 @@ class LogSegment:
         position = found[0]
         removed = self.size - position
         self._tail = None
+        self._recent = None
         self.offset_index.truncate_to(offset)  # entries name a batch's last offset
         self.time_index.truncate_to(found[1].base_offset)
         self.transaction_index.truncate_to(found[1].base_offset)
@@ -462,6 +500,7 @@ class LogSegment:
         """Called when the segment rolls: final time-index entry, trimmed index files."""
         self.indexes_synced = False
         self._tail = None  # compaction may rewrite an inactive segment's files
+        self._recent = None
         if self.max_timestamp >= 0:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
@@ -505,3 +544,37 @@ class LogSegment:
             return
         for file_suffix in SEGMENT_SUFFIXES:
             self.filesystem.remove(self.path(file_suffix))
+
+
+class _RecentBatches:
+    """The batches appended last to an active segment, as in the file: the bytes from `start` to
+    `end` (the segment's size), each batch's position and the first offset it can hold (one
+    more than the last offset of the batch before it)."""
+
+    __slots__ = ("data", "end", "first_offsets", "positions", "start")
+
+    def __init__(self, start: int) -> None:
+        self.start = self.end = start
+        self.data = bytearray()
+        self.positions: list[int] = []
+        self.first_offsets: list[int] = []
+
+    def add(self, position: int, first_offset: int) -> None:
+        self.positions.append(position)
+        self.first_offsets.append(first_offset)
+
+    def make_room(self, size: int) -> None:
+        """Forget the oldest batches until `size` more bytes fit in RECENT_BYTES_MAX."""
+        limit = self.end + size - RECENT_BYTES_MAX
+        if self.start >= limit:
+            return
+        positions = self.positions
+        keep = bisect_left(positions, limit)  # the first batch starting at or after the limit
+        if keep < len(positions):
+            new_start = positions[keep]
+        else:
+            new_start = self.end
+        del self.data[: new_start - self.start]
+        del positions[:keep]
+        del self.first_offsets[:keep]
+        self.start = new_start

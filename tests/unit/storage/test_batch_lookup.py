@@ -1,6 +1,6 @@
 """LogSegment.find_batch: the remembered last batch and the chunked scan from an index entry
-answer exactly what a batch-by-batch scan of the file answers; a read of a small last batch,
-answered from memory, returns the bytes of the file."""
+answer exactly what a batch-by-batch scan of the file answers; reads answered from the recent
+batches kept in memory return the bytes of the file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from moldau.protocol.records import BatchHeader, iter_batches
 from moldau.storage.config import LogConfig
-from moldau.storage.segment import TAIL_BYTES_MAX, LogSegment
+from moldau.storage.segment import RECENT_BYTES_MAX, LogSegment
 
 from .helpers import batch, open_log
 
@@ -34,6 +34,14 @@ def _found(segment: LogSegment, offset: int) -> tuple[int, BatchHeader] | None:
 def _check_every_offset(segment: LogSegment) -> None:
     for offset in range(segment.base_offset, segment.next_offset + 3):
         assert _found(segment, offset) == _expected(segment, offset), offset
+    for offset in range(segment.base_offset, segment.next_offset):
+        for max_bytes in (1, 700, 1 << 20):
+            region, _next, _go_on = segment.read(
+                offset, max_offset=segment.next_offset, max_bytes=max_bytes, min_one_message=True
+            )
+            assert region is not None, offset
+            on_disk = segment.log.pread(region.length, region.position)
+            assert region.read_bytes() == on_disk, (offset, max_bytes)
 
 
 @pytest.mark.parametrize("index_interval_bytes", [1, 300, 4096])
@@ -90,7 +98,7 @@ def test_a_corrupt_length_ends_the_scan_instead_of_looping(filesystem, clock) ->
     second = _expected(segment, 1)
     assert second is not None
     segment.log.pwrite(b"\xff\xff\xff\xf0", second[0] + 8)  # batch length -16
-    segment._tail = None  # a segment loaded from disk has no remembered last batch
+    segment._tail = segment._recent = None  # as loaded from disk: nothing remembered
     assert segment.find_batch(2) is None
     assert _found(segment, 0) == _expected(segment, 0)
 
@@ -103,14 +111,14 @@ def test_a_read_of_the_last_small_batch_has_the_file_bytes_without_reading(
     filesystem, clock
 ) -> None:
     log = open_log(filesystem, clock, LogConfig(index_interval_bytes=100))
-    for index, size in enumerate((10, 300, TAIL_BYTES_MAX, 10, TAIL_BYTES_MAX + 1, 10)):
+    for index, size in enumerate((10, 300, RECENT_BYTES_MAX, 10, RECENT_BYTES_MAX + 1, 10)):
         raw = batch(b"x" * size, b"%d" % index)
         appended = log.append_as_leader(raw if index % 2 else bytearray(raw), leader_epoch=0)
         (region,) = _read_from(log, appended.first_offset).regions
         on_disk = log.active_segment.log.pread(region.length, region.position)
         assert region.read_bytes() == on_disk
         batch_size = len(raw)
-        assert (region.data is not None) == (batch_size <= TAIL_BYTES_MAX), size
+        assert (region.data is not None) == (batch_size <= RECENT_BYTES_MAX), size
         assert region.data is None or region.data == on_disk
     # A read from an earlier offset spans several batches: read from the file.
     (region,) = _read_from(log, 0).regions
@@ -132,3 +140,14 @@ def test_a_read_of_the_last_small_batch_has_the_file_bytes_without_reading(
     assert region.data == log.active_segment.log.pread(region.length, region.position)
     (old,) = _read_from(log, appended.first_offset - 1).regions[:1]
     assert old.data is None  # the rolled segment forgot its last batch
+
+
+def test_the_recent_batches_kept_in_memory_stay_within_their_bound(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, LogConfig(index_interval_bytes=100))
+    for index in range(300):
+        log.append_as_leader(batch(b"r" * (index % 97 * 13)), leader_epoch=0)
+        recent = log.active_segment._recent
+        assert recent is not None
+        assert len(recent.data) <= RECENT_BYTES_MAX
+        assert recent.start + len(recent.data) == recent.end == log.active_segment.size
+    _check_every_offset(log.active_segment)

@@ -355,7 +355,8 @@ def test_disk_errors_are_kafka_storage_errors(filesystem, clock, monkeypatch, bu
 
     log = open_log(filesystem, clock)
     log.append_as_leader(batch(b"ok"), leader_epoch=0)
-    log.append_as_leader(batch(b"ok too"), leader_epoch=0)  # the last batch is found unread
+    log.append_as_leader(batch(b"ok too"), leader_epoch=0)
+    log.roll()  # a rolled segment is read from its file (the active one keeps recent batches)
 
     def failing(*args: object, **kwargs: object) -> int:
         raise OSError(5, "I/O error")
