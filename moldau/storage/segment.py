@@ -329,16 +329,15 @@ class LogSegment:
         return position
 
     def _remember(self, position: int, size: int) -> _RecentBatches | None:
-        """Make room for `size` appended bytes at `position` among the recent batches; None if
-        they are too many to keep (the window restarts after them)."""
+        """The recent batches, with room made for `size` bytes appended at `position`; None if
+        they are too many to keep (the window starts again after them)."""
+        if size > RECENT_BYTES_MAX:
+            self._recent = _RecentBatches(position + size)
+            return None
         recent = self._recent
-        if recent is None or recent.end != position or size > RECENT_BYTES_MAX:
+        if recent is None or recent.end != position:
             recent = self._recent = _RecentBatches(position)
-            if size > RECENT_BYTES_MAX:
-                recent.start = recent.end = position + size
-                return None
         recent.make_room(size)
-        recent.end = position + size
         return recent
 
     def _index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:
@@ -548,16 +547,20 @@ class LogSegment:
 
 class _RecentBatches:
     """The batches appended last to an active segment, as in the file: the bytes from `start` to
-    `end` (the segment's size), each batch's position and the first offset it can hold (one
-    more than the last offset of the batch before it)."""
+    the segment's end, each batch's position and the first offset it can hold (one more than the
+    last offset of the batch before it)."""
 
-    __slots__ = ("data", "end", "first_offsets", "positions", "start")
+    __slots__ = ("data", "first_offsets", "positions", "start")
 
     def __init__(self, start: int) -> None:
-        self.start = self.end = start
+        self.start = start
         self.data = bytearray()
         self.positions: list[int] = []
         self.first_offsets: list[int] = []
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.data)
 
     def add(self, position: int, first_offset: int) -> None:
         self.positions.append(position)
