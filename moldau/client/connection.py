@@ -21,6 +21,7 @@ from typing import Any, Final
 from kio.schema.index import api_key_map, schema_name_map
 
 from moldau.client.errors import ErrorCode, KafkaException
+from moldau.client.tasks import stop_task
 from moldau.protocol.adapter import decode_response, encode_request
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.framing import FrameDecoder
@@ -278,9 +279,8 @@ class BrokerConnection:
 
     async def close(self) -> None:
         if self._read_task is not None:
-            self._read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._read_task
+            with contextlib.suppress(Exception):
+                await stop_task(self._read_task)
             self._read_task = None
         if self._writer is not None:
             self._writer.close()

@@ -26,6 +26,7 @@ from moldau.client.consumer_protocol import (
     encode_subscription,
 )
 from moldau.client.errors import ErrorCode, KafkaException, check_error, error_code_of
+from moldau.client.tasks import stop_task
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
@@ -181,9 +182,7 @@ class GroupMembership:
     async def stop_heartbeats(self) -> None:
         task, self._heartbeat_task = self._heartbeat_task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         try:

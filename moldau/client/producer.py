@@ -30,6 +30,7 @@ from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.partitioner import partition_for_key
 from moldau.client.sync import SyncFacade
+from moldau.client.tasks import stop_task
 from moldau.client.transactions import (
     FatalTransactionError,
     TransactionManager,
@@ -261,15 +262,12 @@ class Producer(ClientBase):
         self._closed = True
         self._wakeup.set()
         if self._sender is not None:
-            self._sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sender
+            await stop_task(self._sender)
             self._sender = None
         for task in list(self._requests):
             task.cancel()
         for task in list(self._requests):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)
         await self.cluster.close()
 
     # --- sending -----------------------------------------------------------------------------
