@@ -1,10 +1,19 @@
-"""Suite-wide pytest hooks: the header names the Kafka clients the integration tests drive."""
+"""Suite-wide pytest hooks: the header names the Kafka clients the integration tests drive, and
+the processes the tests start can be interrupted."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import shutil
+import signal
 import subprocess
+
+# Tests stop CLI processes with SIGINT, as Ctrl-C would. A suite started in the background by a
+# non-interactive shell inherits SIGINT ignored, and an ignored signal stays ignored across
+# fork and exec, so every CLI it started would ignore the SIGINT too and never stop. A handled
+# signal goes back to its default in the exec'd child: handle it here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _tool_version(command: list[str]) -> str:
