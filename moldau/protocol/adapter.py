@@ -34,7 +34,10 @@ from kio.serial._introspect import (
     classify_field,
 )
 
+from moldau.protocol.shape import MalformedRequest, check_shape
+
 __all__ = [
+    "MalformedRequest",
     "RequestHeader",
     "build_entity",
     "decode_request",
@@ -55,10 +58,6 @@ _HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _ZERO_UUID = uuid.UUID(int=0)
-
-
-class MalformedRequest(ValueError):
-    """The bytes do not form a request of the version they claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +138,13 @@ def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview) -> Any:
-    """Decode the body of a request; raise MalformedRequest if it does not parse."""
+    """Decode the body of a request; raise MalformedRequest if it does not parse.
+
+    The body's shape is checked first (`shape.py`): kio's decoder trusts claimed lengths."""
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise MalformedRequest(f"unknown api {header.api_key} v{header.api_version}")
+    check_shape(schema, frame, header.body_offset)
     try:
         value, _size = entity_reader(schema)(frame, header.body_offset)
     except Exception as exc:
@@ -371,12 +373,21 @@ def encode_request(
 
 
 def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
-    """Decode a response frame (without size prefix): (correlation_id, kio entity)."""
+    """Decode a response frame (without size prefix): (correlation_id, kio entity).
+
+    Raises MalformedRequest when the frame is not a response of that version (another node's
+    answers are checked as carefully as clients' requests)."""
+    if len(frame) < 4:
+        raise MalformedRequest("response frame shorter than its header")
     (correlation_id,) = _INT32.unpack_from(frame, 0)
     offset = 4
     flexible = api_key != API_VERSIONS_KEY and response_schema(api_key, version).__flexible__
     if flexible:
         offset = _skip_tagged_fields(frame, offset)
     schema = response_schema(api_key, version)
-    value, _size = entity_reader(schema)(frame, offset)
+    check_shape(schema, frame, offset)
+    try:
+        value, _size = entity_reader(schema)(frame, offset)
+    except Exception as exc:
+        raise MalformedRequest(f"cannot decode {schema.__name__}: {exc}") from exc
     return correlation_id, value
