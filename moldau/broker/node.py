@@ -30,6 +30,7 @@ from moldau.controller.operations import BrokerRegistration, NewTopic
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Endpoint, Listener
+from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage import LogConfig, LogManager
@@ -70,6 +71,9 @@ class Node:
         dispatcher = Dispatcher(self)
         max_frame = int(self.config.get("socket.request.max.bytes"))
         idle_ms = int(self.config.get("connections.max.idle.ms"))
+        request_timeout_ms = int(self.config.get("socket.request.timeout.ms"))
+        pool_bytes = int(self.config.get("queued.max.request.bytes"))
+        memory_pool = RequestMemoryPool(pool_bytes if pool_bytes >= 0 else None)
         protocol_map = _parse_protocol_map(self.config.get("listener.security.protocol.map"))
         for text in self.config.get("listeners"):
             endpoint = Endpoint.parse(text)
@@ -81,6 +85,8 @@ class Node:
                 security_protocol=protocol_map.get(endpoint.name, endpoint.name),
                 max_frame_size=max_frame,
                 idle_timeout_s=idle_ms / 1000.0 if idle_ms > 0 else None,
+                request_timeout_s=request_timeout_ms / 1000.0 if request_timeout_ms > 0 else None,
+                memory_pool=memory_pool,
             )
             await listener.start()
             self.listeners.append(listener)

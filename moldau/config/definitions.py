@@ -109,6 +109,25 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("socket.send.buffer.bytes", INT, 102400, read_only=True),
         _key("socket.receive.buffer.bytes", INT, 102400, read_only=True),
         _key("queued.max.requests", INT, 500, read_only=True),
+        _key(
+            "queued.max.request.bytes",
+            L,
+            268435456,
+            "Bytes of large requests (over 64 KiB) a node holds at once; a connection whose "
+            "request does not fit stops being read until memory is released. -1: no limit "
+            "(Kafka's default; Moldau bounds it by default).",
+            read_only=True,
+            minimum=-1,
+        ),
+        _key(
+            "socket.request.timeout.ms",
+            L,
+            30000,
+            "Moldau's own: a request must arrive whole within this time of its first byte, or "
+            "its connection is closed (clients that trickle bytes). -1: no limit.",
+            read_only=True,
+            minimum=-1,
+        ),
         _key("connections.max.idle.ms", L, 600000, read_only=True),
         _key("num.network.threads", INT, 3),
         _key("num.io.threads", INT, 8),

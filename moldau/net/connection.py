@@ -10,8 +10,17 @@ socket's descriptor once the transport's own buffer has drained; writability of 
 resumes a partial send. Regions of at most COPY_REGION_MAX_BYTES are read and joined into the
 response's write instead: one send, not three. TLS connections copy region bytes.
 
-Back-pressure: reading pauses while too many requests are in flight or the transport's buffer is
-above its high-water mark, so a client that never reads its responses cannot grow our memory.
+Limits, so that no client can exhaust memory or starve the others (Kafka mutes a channel for the
+same reasons):
+- at most FRAMES_PER_TURN frames are dispatched per turn of the event loop; the rest of a read
+  waits, unparsed, for the connection's next turn (scheduled behind every other ready callback);
+- no frame is dispatched while MAX_IN_FLIGHT requests are unanswered or the transport's buffer is
+  above its high-water mark (a client that never reads its answers); reading pauses meanwhile,
+  so what the connection holds is one read, its answers and its requests in flight;
+- a frame larger than SMALL_FRAME_BYTES needs a reservation of its whole size from the node's
+  `RequestMemoryPool` (`queued.max.request.bytes`) before its body is kept;
+- a frame must arrive whole within `request_timeout_s` of its first byte, and a connection with
+  nothing to do is closed after `idle_timeout_s` (`connections.max.idle.ms`).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from moldau.net.deferred import Deferred
+from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrameSize
 
 log = logging.getLogger(__name__)
@@ -64,7 +74,10 @@ class ConnectionInfo:
 Outcome = Any
 Processor = Callable[[bytes | memoryview, ConnectionInfo], Outcome]
 
-_MAX_IN_FLIGHT = 64
+MAX_IN_FLIGHT = 64
+FRAMES_PER_TURN = 16
+SMALL_FRAME_BYTES = 64 * 1024
+WRITE_HIGH_WATER = 1024 * 1024
 # File regions up to this size are read and joined into the response's one write: a pread and
 # a memcpy cost less than the extra send, sendfile and TCP segment (and the client's extra
 # wake-up) of sending header, records and trailer separately. Larger regions go zero-copy.
@@ -72,11 +85,12 @@ COPY_REGION_MAX_BYTES = 16 * 1024
 
 
 class _Slot:
-    __slots__ = ("done", "value")
+    __slots__ = ("done", "reserved", "value")
 
-    def __init__(self) -> None:
+    def __init__(self, reserved: int) -> None:
         self.done = False
         self.value: Any = None
+        self.reserved = reserved  # bytes of the memory pool held until the answer leaves
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -90,11 +104,19 @@ class KafkaConnection(asyncio.Protocol):
         max_frame_size_unauthenticated: int | None = None,
         on_close: Callable[[KafkaConnection], None] | None = None,
         idle_timeout_s: float | None = None,
+        request_timeout_s: float | None = None,
+        memory_pool: RequestMemoryPool | None = None,
     ) -> None:
         self._processor = processor
         self._listener_name = listener_name
         self._security_protocol = security_protocol
-        self._decoder = FrameDecoder(max_frame_size_unauthenticated or max_frame_size, views=True)
+        self._pool = memory_pool
+        self._decoder = FrameDecoder(
+            max_frame_size_unauthenticated or max_frame_size,
+            views=True,
+            reserve=memory_pool.try_reserve if memory_pool is not None else None,
+            small_frame_bytes=SMALL_FRAME_BYTES,
+        )
         self._max_frame_size = max_frame_size
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
@@ -108,9 +130,13 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = False
         self._reading = False  # inside data_received: answers settled now join its one write
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._turn: asyncio.Handle | None = None  # the next turn, when frames wait for it
         self._idle_timeout_s = idle_timeout_s
-        self._idle_handle: asyncio.TimerHandle | None = None
+        self._request_timeout_s = request_timeout_s
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
         self._last_active = 0.0  # time.monotonic() of the last read; checked when the timer fires
+        self._partial_since: float | None = None  # since when a frame waits for its bytes
         self.info: ConnectionInfo | None = None
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
@@ -128,27 +154,58 @@ class KafkaConnection(asyncio.Protocol):
             zero_copy=zero_copy,
             state={},
         )
-        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._touch()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         self._touch()
+        self._decoder.receive(data)
+        if self._turn is None:
+            self._process()
+
+    def _process(self) -> None:
+        """One turn: dispatch the frames that have arrived, as far as the limits allow."""
+        self._turn = None
+        if self._closing:
+            return
+        decoder = self._decoder
         self._reading = True
         try:
-            for frame in self._decoder.feed(data):
+            for _ in range(FRAMES_PER_TURN):
+                if self._held():
+                    break
+                frame = decoder.next_frame()
+                if frame is None:
+                    if decoder.awaiting_memory:
+                        assert self._pool is not None
+                        self._pool.wait(self._process)
+                    break
+                self._partial_since = None
                 self._accept(frame)
                 if self._closing:
                     return
+            else:
+                if decoder.buffered:  # the turn is spent: the others go first
+                    self._turn = asyncio.get_running_loop().call_soon(self._process)
         except (FrameTooLarge, InvalidFrameSize) as exc:
             log.info("closing connection from %s: %s", self._peer(), exc)
             self.close()
             return
         finally:
             self._reading = False
+        waiting_for_bytes = (
+            decoder.in_frame
+            and self._turn is None
+            and not self._held()
+            and not decoder.awaiting_memory
+        )
+        if waiting_for_bytes and self._partial_since is None:
+            self._partial_since = time.monotonic()
+            self._arm_timer()
         self._flush_ready()
-        self._maybe_pause_reading()
+        self._update_reading()
 
     def eof_received(self) -> bool | None:
         return None
@@ -158,6 +215,14 @@ class KafkaConnection(asyncio.Protocol):
         for task in list(self._tasks):
             task.cancel()
         self._tasks.clear()
+        if self._pool is not None:
+            held = self._decoder.reserved + sum(slot.reserved for slot in self._slots)
+            self._pool.forget(self._process)
+            if held:
+                self._pool.release(held)
+        if self._turn is not None:
+            self._turn.cancel()
+            self._turn = None
         self._slots.clear()
         self._out.clear()
         self._stop_waiting_writable()
@@ -165,19 +230,20 @@ class KafkaConnection(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 os.close(self._sendfile_fd)
             self._sendfile_fd = None
-        if self._idle_handle is not None:
-            self._idle_handle.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._on_close is not None:
             self._on_close(self)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
-        self._maybe_pause_reading()
+        self._update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._pump()
-        self._maybe_resume_reading()
+        self._after_progress()
 
     # --- requests --------------------------------------------------------------------------------
 
@@ -190,7 +256,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def _accept(self, frame: bytes | memoryview) -> None:
         assert self.info is not None
-        slot = _Slot()
+        reserved = len(frame) if self._pool is not None and len(frame) > SMALL_FRAME_BYTES else 0
+        slot = _Slot(reserved)
         self._slots.append(slot)
         try:
             outcome = self._processor(frame, self.info)
@@ -233,7 +300,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._reading:  # answered within the read that carried it: joined at its end
             return
         self._flush_ready()
-        self._maybe_resume_reading()
+        self._after_progress()
 
     def _failed(self, exc: BaseException) -> None:
         if self._closing:
@@ -245,8 +312,11 @@ class KafkaConnection(asyncio.Protocol):
     def _flush_ready(self) -> None:
         slots = self._slots
         joined: list[bytes] = []
+        released = 0
         while slots and slots[0].done:
-            value = slots.popleft().value
+            slot = slots.popleft()
+            released += slot.reserved
+            value = slot.value
             if value is None:
                 continue
             if type(value) is bytes or isinstance(value, bytearray | memoryview):
@@ -269,6 +339,9 @@ class KafkaConnection(asyncio.Protocol):
                     self._out.append(chunk)
         if joined:
             self._out.append(b"".join(joined))
+        if released:
+            assert self._pool is not None
+            self._pool.release(released)
         self._pump()
 
     # --- output ----------------------------------------------------------------------------------
@@ -343,45 +416,93 @@ class KafkaConnection(asyncio.Protocol):
     def _on_writable(self) -> None:
         self._stop_waiting_writable()
         self._pump()
-        self._maybe_resume_reading()
+        self._after_progress()
 
     # --- flow control ----------------------------------------------------------------------------
 
-    def _maybe_pause_reading(self) -> None:
-        if self._reading_paused or self._transport is None or self._closing:
+    def _held(self) -> bool:
+        """True while no further frame may be dispatched."""
+        return len(self._slots) >= MAX_IN_FLIGHT or self._writing_paused or len(self._out) > 8
+
+    def _update_reading(self) -> None:
+        """Read from the socket only while the frames it brings could be taken."""
+        if self._transport is None or self._closing:
             return
-        if len(self._slots) >= _MAX_IN_FLIGHT or self._writing_paused or len(self._out) > 8:
+        hold = self._held() or self._decoder.awaiting_memory or self._turn is not None
+        if hold and not self._reading_paused:
             self._transport.pause_reading()
             self._reading_paused = True
-
-    def _maybe_resume_reading(self) -> None:
-        if not self._reading_paused or self._transport is None or self._closing:
-            return
-        if len(self._slots) < _MAX_IN_FLIGHT // 2 and not self._writing_paused and not self._out:
+        elif not hold and self._reading_paused:
             self._transport.resume_reading()
             self._reading_paused = False
 
+    def _after_progress(self) -> None:
+        """An answer left or the socket drained: frames that waited may be taken now."""
+        if self._closing or self._held():
+            return
+        if self._decoder.buffered and self._turn is None and not self._decoder.awaiting_memory:
+            self._turn = asyncio.get_running_loop().call_soon(self._process)
+        self._update_reading()
+
+    # --- timers: idle connections, frames that never complete ------------------------------------
+
     def _touch(self) -> None:
-        """Note activity: a clock read per read. The one idle timer of the connection is re-armed
-        when it fires, not cancelled and created again on every read."""
+        """Note activity: a clock read per read. The connection's one timer is re-armed when it
+        fires, not cancelled and created again on every read."""
         if self._idle_timeout_s is None:
             return
         self._last_active = time.monotonic()
-        if self._idle_handle is None:
-            loop = asyncio.get_running_loop()
-            self._idle_handle = loop.call_later(self._idle_timeout_s, self._idle_expired)
+        if self._timer is None:
+            self._arm_timer()
 
-    def _idle_expired(self) -> None:
-        assert self._idle_timeout_s is not None
-        self._idle_handle = None
-        idle_for = time.monotonic() - self._last_active
-        if idle_for < self._idle_timeout_s or self._slots or self._out:
-            remaining = max(self._idle_timeout_s - idle_for, 0.0) or self._idle_timeout_s
-            loop = asyncio.get_running_loop()
-            self._idle_handle = loop.call_later(remaining, self._idle_expired)
+    def _arm_timer(self) -> None:
+        now = time.monotonic()
+        due = []
+        if self._idle_timeout_s is not None:
+            due.append(self._last_active + self._idle_timeout_s)
+        if self._request_timeout_s is not None and self._partial_since is not None:
+            due.append(self._partial_since + self._request_timeout_s)
+        if not due:
             return
-        log.debug("closing idle connection from %s", self._peer())
-        self.close()
+        when = min(due)
+        if self._timer is not None:
+            if self._timer_due <= when:
+                return
+            self._timer.cancel()
+        self._timer_due = when
+        self._timer = asyncio.get_running_loop().call_later(max(when - now, 0.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closing:
+            return
+        now = time.monotonic()
+        if self._reading_paused and self._partial_since is not None:
+            self._partial_since = now  # we are not reading: the client cannot be blamed
+        if (
+            self._request_timeout_s is not None
+            and self._partial_since is not None
+            and now - self._partial_since >= self._request_timeout_s
+        ):
+            log.info(
+                "closing connection from %s: a request did not arrive whole within %.0f ms",
+                self._peer(),
+                self._request_timeout_s * 1000,
+            )
+            self.close()
+            return
+        if (
+            self._idle_timeout_s is not None
+            and now - self._last_active >= self._idle_timeout_s
+            and not self._slots
+            and not self._out
+        ):
+            log.debug("closing idle connection from %s", self._peer())
+            self.close()
+            return
+        if self._idle_timeout_s is not None and now - self._last_active >= self._idle_timeout_s:
+            self._last_active = now  # busy answering: idle time starts when the answers left
+        self._arm_timer()
 
     def close(self) -> None:
         if self._transport is not None and not self._closing:

@@ -9,6 +9,7 @@ import ssl
 from dataclasses import dataclass
 
 from moldau.net.connection import KafkaConnection, Processor
+from moldau.net.memory_pool import RequestMemoryPool
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class Listener:
         ssl_context: ssl.SSLContext | None = None,
         require_authentication: bool = False,
         idle_timeout_s: float | None = None,
+        request_timeout_s: float | None = None,
+        memory_pool: RequestMemoryPool | None = None,
     ) -> None:
         self.endpoint = endpoint
         self._processor = processor
@@ -62,6 +65,8 @@ class Listener:
         self._ssl_context = ssl_context
         self._require_authentication = require_authentication
         self._idle_timeout_s = idle_timeout_s
+        self._request_timeout_s = request_timeout_s
+        self._memory_pool = memory_pool
         self._server: asyncio.Server | None = None
         self.connections: set[KafkaConnection] = set()
         self.bound_port: int = endpoint.port
@@ -77,6 +82,8 @@ class Listener:
             ),
             on_close=self.connections.discard,
             idle_timeout_s=self._idle_timeout_s,
+            request_timeout_s=self._request_timeout_s,
+            memory_pool=self._memory_pool,
         )
         self.connections.add(connection)
         return connection

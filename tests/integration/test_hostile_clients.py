@@ -5,8 +5,10 @@ answering a well-behaved client.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -186,3 +188,170 @@ def test_a_null_the_schema_allows_is_answered(server: MoldauServer) -> None:
     _, response = decode_response(3, 12, frame)
     assert response.brokers
     _no_tracebacks(server)
+
+
+# --- 3. pipelining without reading ---------------------------------------------------------------
+
+_METADATA = encode_request(3, 12, 1, "flood", {"topics": [], "allow_auto_topic_creation": False})
+
+
+class _Attack:
+    """Attackers in threads; `probe()` measures a healthy client meanwhile."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.sockets: list[socket.socket] = []
+        self.stop = threading.Event()
+
+    def start(self, target, count: int) -> None:
+        for index in range(count):
+            thread = threading.Thread(target=target, args=(index,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def close(self) -> None:
+        self.stop.set()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+        for thread in self.threads:
+            thread.join(10)
+
+
+def _send_until_blocked(sock: socket.socket, data: bytes, stop: threading.Event) -> int:
+    """Send `data` until the server stops reading (the send times out); bytes sent."""
+    sock.settimeout(0.5)
+    sent = 0
+    view = memoryview(data)
+    while sent < len(data) and not stop.is_set():
+        try:
+            sent += sock.send(view[sent : sent + 1024 * 1024])
+        except (TimeoutError, BlockingIOError):
+            continue
+        except OSError:
+            break
+    return sent
+
+
+def _worst_probe_s(server: MoldauServer, seconds: float, rss: list[float]) -> float:
+    worst = 0.0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        worst = max(worst, _healthy_round_trip_s(server))
+        rss.append(_rss_mb(server))
+        time.sleep(0.1)
+    return worst
+
+
+def test_one_connection_pipelining_100000_requests_does_not_delay_others(
+    server: MoldauServer,
+) -> None:
+    attack = _Attack()
+    flood = _METADATA * 100_000
+    sent: list[int] = []
+
+    def attacker(_index: int) -> None:
+        sock = _connect(server)
+        attack.sockets.append(sock)
+        sent.append(_send_until_blocked(sock, flood, attack.stop))
+
+    rss: list[float] = []
+    try:
+        attack.start(attacker, 1)
+        worst = _worst_probe_s(server, 3.0, rss)
+    finally:
+        attack.close()
+    assert worst < 1.0, f"a healthy client waited {worst:.2f} s"
+    assert _healthy_round_trip_s(server) < 1.0
+    _no_tracebacks(server)
+
+
+def test_fifty_connections_that_never_read_keep_memory_bounded(server: MoldauServer) -> None:
+    baseline = _rss_mb(server)
+    attack = _Attack()
+    flood = _METADATA * 20_000
+
+    def attacker(_index: int) -> None:
+        sock = _connect(server)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        attack.sockets.append(sock)
+        _send_until_blocked(sock, flood, attack.stop)
+
+    rss: list[float] = []
+    try:
+        attack.start(attacker, 50)
+        worst = _worst_probe_s(server, 4.0, rss)
+    finally:
+        attack.close()
+    grown = max(rss) - baseline
+    assert worst < 1.0, f"a healthy client waited {worst:.2f} s"
+    assert grown < 120, f"RSS grew by {grown:.0f} MB (from {baseline:.0f} MB)"
+    assert _healthy_round_trip_s(server) < 1.0
+    _no_tracebacks(server)
+
+
+# --- 4. partial frames ----------------------------------------------------------------------------
+
+
+def test_trickled_frames_cost_memory_by_the_bytes_that_arrived(server: MoldauServer) -> None:
+    baseline = _rss_mb(server)
+    attack = _Attack()
+    announce = struct.pack(">i", 100 * 1024 * 1024)
+
+    def trickler(_index: int) -> None:
+        try:
+            sock = _connect(server)
+        except OSError:
+            return
+        attack.sockets.append(sock)
+        with contextlib.suppress(OSError):
+            sock.sendall(announce)
+            while not attack.stop.wait(0.1):
+                sock.sendall(b"\x00" * 10)
+
+    rss: list[float] = []
+    try:
+        attack.start(trickler, 300)
+        worst = _worst_probe_s(server, 3.0, rss)
+    finally:
+        attack.close()
+    grown = max(rss) - baseline
+    assert worst < 1.0, f"a healthy client waited {worst:.2f} s"
+    assert grown < 40, f"RSS grew by {grown:.0f} MB for about 300 x 300 bytes received"
+    _no_tracebacks(server)
+
+
+def test_large_partial_frames_are_bounded_by_queued_max_request_bytes(start_server) -> None:
+    server = start_server(queued_max_request_bytes=str(64 * 1024 * 1024))
+    baseline = _rss_mb(server)
+    attack = _Attack()
+    size = 20 * 1024 * 1024
+    almost = struct.pack(">i", size) + b"\x00" * (size - 1024)
+
+    def holder(_index: int) -> None:
+        sock = _connect(server)
+        attack.sockets.append(sock)
+        _send_until_blocked(sock, almost, attack.stop)
+
+    rss: list[float] = []
+    try:
+        attack.start(holder, 30)  # 600 MB announced, 64 MB allowed
+        worst = _worst_probe_s(server, 5.0, rss)
+    finally:
+        attack.close()
+    grown = max(rss) - baseline
+    assert worst < 1.0, f"a healthy client waited {worst:.2f} s"
+    assert grown < 64 + 60, f"RSS grew by {grown:.0f} MB with a 64 MB request budget"
+    assert _healthy_round_trip_s(server) < 1.0
+    _no_tracebacks(server)
+
+
+def test_a_request_that_never_completes_closes_its_connection(start_server) -> None:
+    server = start_server(socket_request_timeout_ms="500")
+    frame = encode_request(18, 3, 1, "slow", {"client_software_name": "slow"})
+    with _connect(server) as sock:
+        started = time.monotonic()
+        sock.sendall(frame[:10])
+        assert _closed_by_server(sock)
+        assert time.monotonic() - started < 5
+    assert _healthy_round_trip_s(server) < 1.0

@@ -1,0 +1,140 @@
+"""KafkaConnection's limits, with a fake transport: turns, requests in flight, the memory pool."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from moldau.net.connection import FRAMES_PER_TURN, MAX_IN_FLIGHT, KafkaConnection
+from moldau.net.deferred import Deferred
+from moldau.net.memory_pool import RequestMemoryPool
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.reading = True
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 1234)}.get(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _connection(processor: Any, **kwargs: Any) -> tuple[KafkaConnection, FakeTransport]:
+    connection = KafkaConnection(
+        processor,
+        listener_name="PLAINTEXT",
+        security_protocol="PLAINTEXT",
+        max_frame_size=1 << 24,
+        **kwargs,
+    )
+    transport = FakeTransport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    return connection, transport
+
+
+async def _turns(count: int) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def test_a_flooding_connection_yields_to_others_after_each_turn() -> None:
+    async def scenario() -> None:
+        order: list[str] = []
+
+        def processor(name: str):
+            def process(frame: Any, info: Any) -> bytes:
+                order.append(name)
+                return b""
+
+            return process
+
+        flooder, flood_transport = _connection(processor("flood"))
+        polite, _ = _connection(processor("polite"))
+        flooder.data_received(_frame(b"x") * 10_000)
+        assert order.count("flood") == FRAMES_PER_TURN
+        assert not flood_transport.reading  # frames wait: reading more would only pile them up
+        polite.data_received(_frame(b"y"))
+        await _turns(3)
+        assert order.index("polite") <= 2 * FRAMES_PER_TURN
+        await _turns(10_000 // FRAMES_PER_TURN + 5)
+        assert order.count("flood") == 10_000
+        assert flood_transport.reading
+
+    asyncio.run(scenario())
+
+
+def test_no_frame_is_dispatched_beyond_the_requests_in_flight_limit() -> None:
+    async def scenario() -> None:
+        pending: list[Deferred] = []
+
+        def process(frame: Any, info: Any) -> Deferred:
+            deferred = Deferred()
+            pending.append(deferred)
+            return deferred
+
+        connection, transport = _connection(process)
+        connection.data_received(_frame(b"r") * (MAX_IN_FLIGHT * 3))
+        await _turns(MAX_IN_FLIGHT)
+        assert len(pending) == MAX_IN_FLIGHT
+        assert not transport.reading
+        for deferred in pending[:10]:
+            deferred.resolve(_frame(b"answer"))
+        await _turns(5)
+        assert len(pending) == MAX_IN_FLIGHT + 10
+        assert len(transport.written) >= 1
+
+    asyncio.run(scenario())
+
+
+def test_large_frames_wait_for_the_memory_pool_and_release_it_when_answered() -> None:
+    async def scenario() -> None:
+        pool = RequestMemoryPool(300_000)
+        answers: list[Deferred] = []
+
+        def process(frame: Any, info: Any) -> Deferred:
+            deferred = Deferred()
+            answers.append(deferred)
+            return deferred
+
+        first, _ = _connection(process, memory_pool=pool)
+        second, second_transport = _connection(process, memory_pool=pool)
+        big = _frame(b"b" * 200_000)
+        first.data_received(big)
+        assert pool.used == 200_000
+        second.data_received(big[:1000])  # its size is known: 200 KB more do not fit
+        assert pool.used == 200_000 and pool.waiting == 1
+        assert not second_transport.reading
+        answers[0].resolve(_frame(b"done"))
+        await _turns(3)
+        assert pool.used == 200_000  # the second frame holds the memory now
+        assert second_transport.reading
+        second.data_received(big[1000:])
+        assert len(answers) == 2
+        second.connection_lost(None)
+        assert pool.used == 0
+
+    asyncio.run(scenario())
