@@ -106,6 +106,15 @@ class Dispatcher:
         return self._encode(header, result)
 
     def _encode(self, header: RequestHeader, result: Any) -> Any:
+        try:
+            return self._encode_result(header, result)
+        except Exception as exc:  # a handler answered what its version cannot carry: a bug
+            log.exception(
+                "cannot encode the answer to API %s v%s", header.api_key, header.api_version
+            )
+            return self._failure(header, KafkaError(ErrorCode.unknown_server_error, str(exc)))
+
+    def _encode_result(self, header: RequestHeader, result: Any) -> Any:
         if result is None:
             return None
         if isinstance(result, Response):

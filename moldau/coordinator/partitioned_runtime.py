@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable
 from typing import Any, Generic, Protocol, TypeVar
 
 from moldau.clock import Clock
 from moldau.protocol.errors import KafkaError
+
+logger = logging.getLogger(__name__)
 
 
 class _Core(Protocol):
@@ -76,7 +79,10 @@ class PartitionedRuntime(Generic[P]):
         """Run in the background; `stop()` cancels what is still running."""
 
         async def run() -> None:
-            await coroutine
+            try:
+                await coroutine
+            except KafkaError as error:  # the partition moved or went away: nothing to redo
+                logger.info("coordinator background work stopped: %s", error)
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)

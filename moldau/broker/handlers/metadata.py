@@ -49,6 +49,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     for index, name in enumerate(names):
         if name is None:
             topic_id = getattr(requested[index], "topic_id", None) if requested else None
+            if ctx.api_version < 12:  # ids as keys came with v12; names are not nullable before
+                topics.append({"error_code": ErrorCode.invalid_request, "name": ""})
+                continue
             topics.append(
                 {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id}
             )
