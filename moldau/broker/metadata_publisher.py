@@ -33,7 +33,10 @@ class MetadataPublisher:
         node = self._node
         previous = self._previous
         replica_manager = node.replica_manager
-        if previous is None or previous.broker_configs is not image.broker_configs:
+        broker_configs_changed = (
+            previous is None or previous.broker_configs is not image.broker_configs
+        )
+        if broker_configs_changed:
             overrides = image.broker_config_overrides(node.node_id)
             removed = (
                 set(previous.broker_config_overrides(node.node_id)) - set(overrides)
@@ -50,6 +53,8 @@ class MetadataPublisher:
         for name, topic in image.topics.items():
             old_topic = previous.topics.get(name) if previous is not None else None
             if old_topic is topic:
+                if broker_configs_changed:  # cluster-wide or per-broker defaults reach every log
+                    self._update_configs(topic)
                 continue
             if old_topic is not None and old_topic.topic_id != topic.topic_id:
                 self._remove_topic(old_topic)
@@ -86,6 +91,15 @@ class MetadataPublisher:
         self._previous = image
         for listener in self.listeners:
             listener(previous, image)
+
+    def _update_configs(self, topic: Any) -> None:
+        """Re-derive the log config of this broker's replicas of `topic` (its own configs over
+        the broker's, dynamic ones included), as Kafka does when a broker default changes."""
+        node = self._node
+        config = node.log_config_for(topic.configs)
+        for index, partition in topic.partitions.items():
+            if node.node_id in partition.replicas:
+                node.replica_manager.update_config(TopicPartition(topic.name, index), config)
 
     def _remove_topic(self, topic: Any) -> None:
         for index in topic.partitions:
