@@ -27,6 +27,7 @@ def server_command(
     log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING")] = "INFO",
 ) -> None:
     """Start a Moldau node (a combined single-node cluster by default)."""
+    from moldau.config.cluster import ClusterLayout, check_properties
     from moldau.config.values import BrokerConfig, ConfigError
     from moldau.server import install_event_loop_policy, serve
 
@@ -39,6 +40,9 @@ def server_command(
         config = BrokerConfig.load(
             properties_file=str(config_file) if config_file else None, overrides=override or []
         )
+        for warning in check_properties(config):
+            logging.getLogger("moldau.config").warning("%s", warning)
+        ClusterLayout.from_config(config)
     except (ConfigError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

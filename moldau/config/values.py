@@ -200,6 +200,16 @@ class BrokerConfig:
     def is_set(self, name: str) -> bool:
         return name in self._dynamic or name in self._static
 
+    def explicit_names(self) -> list[str]:
+        """Every property given by a file, the environment or an override, known or not."""
+        return sorted({*self._static, *self._unknown})
+
+    def unknown_names(self) -> list[str]:
+        return sorted(self._unknown)
+
+    def raw_unknown(self, name: str) -> str | None:
+        return self._unknown.get(name)
+
     def entries(self) -> list[ConfigEntry]:
         return [self.entry(name) for name in sorted(BROKER_KEYS)]
 

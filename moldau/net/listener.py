@@ -6,8 +6,8 @@ import asyncio
 import logging
 import socket
 import ssl
-from dataclasses import dataclass
 
+from moldau.config.cluster import ListenerAddress as Endpoint
 from moldau.net.connection import KafkaConnection, Processor
 from moldau.net.memory_pool import RequestMemoryPool
 
@@ -15,31 +15,6 @@ log = logging.getLogger(__name__)
 
 # Before authentication a peer may not make us allocate more than this for one frame.
 MAX_FRAME_SIZE_BEFORE_AUTHENTICATION = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One entry of `listeners`: NAME://host:port."""
-
-    name: str
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str) -> Endpoint:
-        if "://" not in text:
-            raise ValueError(f"listener {text!r} must look like NAME://host:port")
-        name, rest = text.split("://", 1)
-        host, _, port = rest.rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if not port.isdigit():
-            raise ValueError(f"listener {text!r} has no valid port")
-        return cls(name=name.strip().upper(), host=host, port=int(port))
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.name}://{host}:{self.port}"
 
 
 class Listener:

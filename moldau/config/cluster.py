@@ -1,0 +1,292 @@
+"""A node's place in its cluster, read from Kafka's KRaft properties and checked at start.
+
+    process.roles                 broker | controller | broker,controller
+    node.id                       this node
+    controller.quorum.voters      id@host:port,... (the static voter set, KIP-595)
+    controller.listener.names     which entries of `listeners` the controllers listen on
+    inter.broker.listener.name    which listener brokers use to reach each other
+    broker.rack                   this broker's rack
+
+`ClusterLayout.from_config()` raises `ConfigError` with one line that says what is wrong and how
+to fix it, as Kafka's KafkaConfig does, so a misconfigured node never starts half-working:
+
+- a controller must be one of the voters, and must listen on a controller listener;
+- a broker-only node must not be a voter and must not listen on a controller listener;
+- the inter-broker listener must be a listener of this node and not a controller listener;
+- every listener name must be unique and have a security protocol.
+
+With no voters configured, a combined node is a cluster of one whose controller runs in-process
+(Moldau's zero-configuration start); it needs no controller listener.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from moldau.config.definitions import BROKER_KEYS
+from moldau.config.values import BrokerConfig, ConfigError
+
+BROKER_ROLE = "broker"
+CONTROLLER_ROLE = "controller"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerAddress:
+    """One entry of `listeners`: NAME://host:port (the net layer binds it)."""
+
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, *, setting: str = "listeners") -> ListenerAddress:
+        if "://" not in text:
+            raise ConfigError(f"{setting} entry {text!r} must look like NAME://host:port")
+        name, rest = text.split("://", 1)
+        host, _, port = rest.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not port.isdigit() or not name.strip():
+            raise ConfigError(f"{setting} entry {text!r} must look like NAME://host:port")
+        return cls(name=name.strip().upper(), host=host, port=int(port))
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    """One entry of `controller.quorum.voters`: id@host:port."""
+
+    node_id: int
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Voter:
+        node_part, at, address = text.partition("@")
+        host, _, port = address.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not at or not node_part.strip().isdigit() or not host or not port.isdigit():
+            raise ConfigError(
+                f"controller.quorum.voters entry {text!r} must look like id@host:port "
+                "(for example 1@localhost:9093)"
+            )
+        return cls(node_id=int(node_part), host=host, port=int(port))
+
+    def __str__(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterLayout:
+    node_id: int
+    roles: frozenset[str]
+    voters: tuple[Voter, ...]
+    listeners: tuple[ListenerAddress, ...]
+    controller_listener_names: tuple[str, ...]
+    inter_broker_listener_name: str | None
+    security_protocols: dict[str, str]
+    rack: str | None
+
+    @property
+    def is_broker(self) -> bool:
+        return BROKER_ROLE in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return CONTROLLER_ROLE in self.roles
+
+    @property
+    def is_voter(self) -> bool:
+        return any(voter.node_id == self.node_id for voter in self.voters)
+
+    @property
+    def standalone(self) -> bool:
+        """A cluster of one: no voters configured, or only this node."""
+        return not self.voters or (len(self.voters) == 1 and self.is_voter)
+
+    @property
+    def voter_ids(self) -> tuple[int, ...]:
+        return tuple(voter.node_id for voter in self.voters) or (self.node_id,)
+
+    @property
+    def controller_listeners(self) -> tuple[ListenerAddress, ...]:
+        return tuple(
+            listener
+            for listener in self.listeners
+            if listener.name in self.controller_listener_names
+        )
+
+    @property
+    def client_listeners(self) -> tuple[ListenerAddress, ...]:
+        return tuple(
+            listener
+            for listener in self.listeners
+            if listener.name not in self.controller_listener_names
+        )
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ClusterLayout:
+        node_id = config.node_id
+        if node_id < 0:
+            raise ConfigError(f"node.id must be 0 or more, not {node_id}")
+        roles = _roles(config.get("process.roles"))
+        voters = _voters(config.get("controller.quorum.voters") or [])
+        protocols = _protocol_map(config.get("listener.security.protocol.map") or [])
+        listeners = _listeners(config.get("listeners") or [], protocols)
+        controller_names = tuple(
+            name.strip().upper() for name in config.get("controller.listener.names") or []
+        )
+        layout = cls(
+            node_id=node_id,
+            roles=roles,
+            voters=voters,
+            listeners=listeners,
+            controller_listener_names=controller_names,
+            inter_broker_listener_name=_inter_broker_name(config, listeners, controller_names),
+            security_protocols=protocols,
+            rack=config.get("broker.rack"),
+        )
+        layout._check()
+        return layout
+
+    def _check(self) -> None:
+        ids = [voter.node_id for voter in self.voters]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"controller.quorum.voters names a node twice: {ids}")
+        controller_listeners = self.controller_listeners
+        if self.is_controller:
+            if self.voters and not self.is_voter:
+                raise ConfigError(
+                    f"node.id={self.node_id} has the controller role but is not one of "
+                    f"controller.quorum.voters ({', '.join(map(str, self.voters))}); "
+                    "add it or remove controller from process.roles"
+                )
+            if not self.standalone and not controller_listeners:
+                raise ConfigError(
+                    "a controller needs a listener named in controller.listener.names "
+                    f"({', '.join(self.controller_listener_names) or 'none'}) in listeners, "
+                    "for example CONTROLLER://127.0.0.1:9093"
+                )
+        else:
+            if self.is_voter:
+                raise ConfigError(
+                    f"node.id={self.node_id} is one of controller.quorum.voters but "
+                    "process.roles has no controller role; give it the controller role or "
+                    "remove it from the voters"
+                )
+            if controller_listeners:
+                raise ConfigError(
+                    "a broker-only node must not listen on a controller listener "
+                    f"({controller_listeners[0].name}); remove it from listeners"
+                )
+            if not self.voters:
+                raise ConfigError(
+                    "a broker-only node needs controller.quorum.voters to find the controllers"
+                )
+        if self.is_broker and not self.client_listeners:
+            raise ConfigError(
+                "a broker needs a listener that is not a controller listener in listeners, "
+                "for example PLAINTEXT://127.0.0.1:9092"
+            )
+        for name in self.controller_listener_names:
+            if name == self.inter_broker_listener_name:
+                raise ConfigError(
+                    f"the controller listener {name} cannot be inter.broker.listener.name"
+                )
+
+
+def _roles(raw: Any) -> frozenset[str]:
+    items = [raw] if isinstance(raw, str) else list(raw or [])
+    roles = frozenset(item.strip().lower() for item in items if item.strip())
+    if not roles or not roles <= {BROKER_ROLE, CONTROLLER_ROLE}:
+        raise ConfigError(
+            f"process.roles must be broker, controller or broker,controller, not {raw!r}"
+        )
+    return roles
+
+
+def _voters(items: list[str]) -> tuple[Voter, ...]:
+    return tuple(Voter.parse(item.strip()) for item in items if item.strip())
+
+
+def _protocol_map(items: list[str]) -> dict[str, str]:
+    protocols: dict[str, str] = {}
+    for item in items:
+        name, colon, protocol = item.partition(":")
+        if not colon or not name.strip() or not protocol.strip():
+            raise ConfigError(
+                f"listener.security.protocol.map entry {item!r} must look like NAME:PROTOCOL"
+            )
+        protocols[name.strip().upper()] = protocol.strip().upper()
+    return protocols
+
+
+def _listeners(items: list[str], protocols: dict[str, str]) -> tuple[ListenerAddress, ...]:
+    listeners = tuple(ListenerAddress.parse(item.strip()) for item in items if item.strip())
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"listeners names a listener twice: {', '.join(names)}")
+    for listener in listeners:
+        if listener.name not in protocols:
+            raise ConfigError(
+                f"listener {listener.name} has no security protocol in "
+                "listener.security.protocol.map"
+            )
+        if protocols[listener.name] != "PLAINTEXT":
+            raise ConfigError(
+                f"listener {listener.name} uses {protocols[listener.name]}, which Moldau does "
+                "not support yet; only PLAINTEXT listeners are available"
+            )
+    return listeners
+
+
+def _inter_broker_name(
+    config: BrokerConfig, listeners: tuple[ListenerAddress, ...], controller_names: tuple[str, ...]
+) -> str | None:
+    configured = config.get("inter.broker.listener.name")
+    if configured:
+        name = str(configured).strip().upper()
+        if name not in {listener.name for listener in listeners}:
+            raise ConfigError(
+                f"inter.broker.listener.name={name} is not one of the listeners "
+                f"({', '.join(listener.name for listener in listeners)})"
+            )
+        return name
+    for listener in listeners:
+        if listener.name not in controller_names:
+            return listener.name
+    return None
+
+
+# Properties Kafka has that Moldau refuses rather than ignore: a node configured for TLS, SASL or
+# an authorizer must not start and serve in the clear, or with everything allowed.
+_UNSUPPORTED_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+_UNSUPPORTED = {"authorizer.class.name", "security.inter.broker.protocol"}
+
+
+def check_properties(config: BrokerConfig) -> list[str]:
+    """Warnings for properties Moldau does not know (with the closest known name); raises
+    ConfigError for security settings it cannot honour yet."""
+    for name in config.explicit_names():
+        value = config.get(name) if name in BROKER_KEYS else config.raw_unknown(name)
+        if value in (None, "", []):
+            continue
+        if name in _UNSUPPORTED or name.startswith(_UNSUPPORTED_PREFIXES):
+            if name == "security.inter.broker.protocol" and str(value).upper() == "PLAINTEXT":
+                continue
+            raise ConfigError(
+                f"{name} is set, but Moldau does not support TLS, SASL or authorization yet; "
+                "remove it to run without them"
+            )
+    warnings = []
+    for name in config.unknown_names():
+        close = difflib.get_close_matches(name, BROKER_KEYS, n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        warnings.append(f"unknown configuration {name} is ignored{hint}")
+    return warnings

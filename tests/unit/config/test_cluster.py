@@ -1,0 +1,102 @@
+"""A node's place in its cluster: roles, voters and listeners, checked before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from moldau.config.cluster import ClusterLayout, Voter, check_properties
+from moldau.config.values import BrokerConfig, ConfigError
+
+VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
+
+
+def _layout(**properties: str) -> ClusterLayout:
+    return ClusterLayout.from_config(BrokerConfig(properties))
+
+
+def test_the_zero_configuration_node_is_a_standalone_combined_node() -> None:
+    layout = _layout()
+    assert layout.is_broker and layout.is_controller and layout.standalone
+    assert layout.voter_ids == (1,)
+    assert layout.inter_broker_listener_name == "PLAINTEXT"
+
+
+def test_a_combined_voter_of_three_listens_for_clients_and_controllers() -> None:
+    layout = _layout(
+        **{
+            "node.id": "2",
+            "controller.quorum.voters": VOTERS,
+            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9094",
+            "broker.rack": "rack-b",
+        }
+    )
+    assert not layout.standalone and layout.is_voter
+    assert [listener.port for listener in layout.controller_listeners] == [9094]
+    assert [listener.name for listener in layout.client_listeners] == ["PLAINTEXT"]
+    assert layout.voters[1] == Voter(node_id=2, host="127.0.0.1", port=9094)
+    assert layout.rack == "rack-b"
+
+
+def test_a_broker_only_node_is_an_observer() -> None:
+    layout = _layout(
+        **{"node.id": "4", "process.roles": "broker", "controller.quorum.voters": VOTERS}
+    )
+    assert layout.is_broker and not layout.is_controller and not layout.is_voter
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        ({"process.roles": "broker,leader"}, "process.roles must be"),
+        (
+            {"node.id": "7", "controller.quorum.voters": VOTERS},
+            "not one of controller.quorum.voters",
+        ),
+        (
+            {"node.id": "1", "controller.quorum.voters": VOTERS},
+            "needs a listener named in controller.listener.names",
+        ),
+        (
+            {"node.id": "1", "process.roles": "broker", "controller.quorum.voters": VOTERS},
+            "has no controller role",
+        ),
+        (
+            {
+                "node.id": "5",
+                "process.roles": "broker",
+                "controller.quorum.voters": VOTERS,
+                "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+            },
+            "must not listen on a controller listener",
+        ),
+        ({"node.id": "5", "process.roles": "broker"}, "needs controller.quorum.voters"),
+        ({"controller.quorum.voters": "1@host"}, "must look like id@host:port"),
+        ({"controller.quorum.voters": "1@a:1,1@b:2"}, "names a node twice"),
+        ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "names a listener twice"),
+        ({"listeners": "SECRET://:9092"}, "has no security protocol"),
+        ({"listeners": "SSL://:9093"}, "does not support yet"),
+        ({"inter.broker.listener.name": "INTERNAL"}, "is not one of the listeners"),
+    ],
+)
+def test_misconfiguration_stops_the_node_with_one_clear_line(
+    properties: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        _layout(**properties)
+    assert "\n" not in str(caught.value)
+
+
+def test_unknown_properties_are_reported_with_the_closest_known_name() -> None:
+    warnings = check_properties(BrokerConfig({"log.retension.ms": "5", "colour": "blue"}))
+    assert warnings == [
+        "unknown configuration colour is ignored",
+        "unknown configuration log.retension.ms is ignored (did you mean log.retention.ms?)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", ["ssl.keystore.location", "sasl.enabled.mechanisms", "authorizer.class.name"]
+)
+def test_security_settings_moldau_cannot_honour_stop_the_node(name: str) -> None:
+    with pytest.raises(ConfigError, match="does not support TLS, SASL or authorization"):
+        check_properties(BrokerConfig({name: "something"}))
