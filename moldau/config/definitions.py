@@ -81,6 +81,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("cluster.id", S, None, "Cluster id; generated at format time.", read_only=True),
         _key("controller.quorum.voters", LS, "", "id@host:port of each voter.", read_only=True),
         _key("controller.listener.names", LS, "CONTROLLER", read_only=True),
+        _key(
+            "broker.rack",
+            S,
+            None,
+            "The rack of this broker (rack-aware placement).",
+            read_only=True,
+        ),
+        _key(
+            "broker.session.timeout.ms",
+            INT,
+            9000,
+            "Fence a broker silent for this long.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key("broker.heartbeat.interval.ms", INT, 2000, read_only=True, minimum=1),
         _key("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
         _key("advertised.listeners", LS, None, read_only=True),
         _key(

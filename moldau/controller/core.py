@@ -16,9 +16,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
-from moldau.controller import config_control, partition_control, quota_control
+from moldau.controller import cluster_control, config_control, partition_control, quota_control
+from moldau.controller.cluster_control import BrokerHeartbeats
 from moldau.controller.operations import (
     AlterConfigsResource,
+    BrokerHeartbeat,
+    BrokerHeartbeatResult,
     BrokerRegistration,
     BrokerRegistrationResult,
     ClientQuotaAlteration,
@@ -38,7 +41,7 @@ from moldau.controller.operations import (
 )
 from moldau.controller.topic_names import find_collision, validate_topic_name
 from moldau.metadata.delta import MetadataDelta
-from moldau.metadata.image import BrokerImage, MetadataImage, TopicImage
+from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.metadata.records import (
     ZERO_UUID,
     ConfigRecord,
@@ -47,10 +50,8 @@ from moldau.metadata.records import (
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
-    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
-    UnfenceBrokerRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -72,6 +73,7 @@ class ControllerCore:
         self.config = config
         self._image = image if image is not None else MetadataImage.empty()
         self._uuid_factory = uuid_factory
+        self.heartbeats = BrokerHeartbeats(int(config.get("broker.session.timeout.ms")))
 
     @property
     def image(self) -> MetadataImage:
@@ -488,32 +490,30 @@ class ControllerCore:
 
     # Brokers and producer ids.
 
-    def register_broker(
-        self, registration: BrokerRegistration
-    ) -> tuple[list[MetadataRecord], BrokerRegistrationResult]:
-        """A new incarnation of a broker. Its epoch is above every epoch handed out before.
+    def activate(self, *, now_ms: int) -> None:
+        """This controller became the active one: start every broker's session now."""
+        self.heartbeats.activate(self._image, now_ms)
 
-        The broker is unfenced at once; heartbeat-driven unfencing (a broker catching up on
-        metadata first) belongs to the multi-node cluster."""
-        broker_epoch = self._image.offset + 1
-        previous: BrokerImage | None = self._image.brokers.get(registration.broker_id)
-        if previous is not None:
-            broker_epoch = max(broker_epoch, previous.broker_epoch + 1)
-        records: list[MetadataRecord] = [
-            RegisterBrokerRecord(
-                broker_id=registration.broker_id,
-                incarnation_id=registration.incarnation_id,
-                broker_epoch=broker_epoch,
-                endpoints=tuple(registration.endpoints),
-                rack=registration.rack,
-                fenced=True,
-                is_controller=registration.is_controller,
-            ),
-            UnfenceBrokerRecord(broker_id=registration.broker_id, broker_epoch=broker_epoch),
-        ]
-        return records, BrokerRegistrationResult(
-            broker_id=registration.broker_id, broker_epoch=broker_epoch
+    def register_broker(
+        self, registration: BrokerRegistration, *, now_ms: int = 0, unfence: bool = True
+    ) -> tuple[list[MetadataRecord], BrokerRegistrationResult]:
+        """A new incarnation of a broker; its epoch is above every epoch handed out before.
+        Fenced until it catches up, unless `unfence` (a standalone node's own broker)."""
+        return cluster_control.register_broker(
+            self._image, self.heartbeats, registration, now_ms=now_ms, unfence=unfence
         )
+
+    def broker_heartbeat(
+        self, heartbeat: BrokerHeartbeat, *, now_ms: int
+    ) -> tuple[list[MetadataRecord], BrokerHeartbeatResult]:
+        return cluster_control.broker_heartbeat(
+            self._image, self.heartbeats, heartbeat, now_ms=now_ms
+        )
+
+    def fence_expired_brokers(self, *, now_ms: int) -> tuple[list[MetadataRecord], None]:
+        return cluster_control.fence_expired_brokers(
+            self._image, self.heartbeats, now_ms=now_ms
+        ), None
 
     def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int = -1

@@ -114,6 +114,25 @@ class BrokerRegistration:
     endpoints: Sequence[BrokerEndpoint]
     rack: str | None = None
     is_controller: bool = False
+    cluster_id: str | None = None  # None: the broker runs inside the controller's own process
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerHeartbeat:
+    """BrokerHeartbeatRequest's fields (KIP-631)."""
+
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerHeartbeatResult:
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
