@@ -13,7 +13,14 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from moldau.broker.registry import RequestContext, Response, handler_for, supported_versions
+from moldau.broker.registry import (
+    BROKER,
+    RequestContext,
+    Response,
+    Scope,
+    handler_for,
+    supported_versions,
+)
 from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
@@ -37,20 +44,23 @@ _INT32 = struct.Struct(">i")
 
 
 class Dispatcher:
-    def __init__(self, node: Node) -> None:
+    """Serves one kind of listener: the broker's (clients) or the controller's (`scope`)."""
+
+    def __init__(self, node: Node, scope: Scope = BROKER) -> None:
         self._node = node
+        self.scope = scope
 
     def __call__(self, frame: bytes | memoryview, info: ConnectionInfo) -> Any:
         try:
             header = decode_request_header(frame)
         except MalformedRequest as exc:
             raise CloseConnection(f"malformed request header: {exc}") from None
-        spec = handler_for(header.api_key)
+        spec = handler_for(header.api_key, self.scope)
         if spec is None:
             raise CloseConnection(f"unknown API key {header.api_key}")
         if not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == ApiKey.API_VERSIONS:
-                return _unsupported_api_versions(header)
+                return _unsupported_api_versions(header, self.scope)
             raise CloseConnection(
                 f"unsupported version {header.api_version} of API {header.api_key}"
             )
@@ -59,7 +69,7 @@ class Dispatcher:
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
         try:
-            result = spec.function(RequestContext(header, self._node, info), request)
+            result = spec.function(RequestContext(header, self._node, info, self.scope), request)
         except Exception as exc:
             return self._failure(header, exc)
         if type(result) is not dict:  # the common answer first: a dict to encode
@@ -154,7 +164,7 @@ def _frame_chunks(header: RequestHeader, chunks: list[Any]) -> list[Any]:
     return [_INT32.pack(size) + response_header, *chunks]
 
 
-def _unsupported_api_versions(header: RequestHeader) -> bytes:
+def _unsupported_api_versions(header: RequestHeader, scope: Scope) -> bytes:
     return encode_response(
         ApiKey.API_VERSIONS,
         0,
@@ -163,7 +173,7 @@ def _unsupported_api_versions(header: RequestHeader) -> bytes:
             "error_code": ErrorCode.unsupported_version,
             "api_keys": [
                 {"api_key": key, "min_version": low, "max_version": high}
-                for key, low, high in supported_versions()
+                for key, low, high in supported_versions(scope)
             ],
         },
     )

@@ -3,6 +3,10 @@
 A handler module registers itself with `@handler(ApiKey.X, min_version, max_version)`; ApiVersions
 is built from this registry, so advertised versions can never drift from what is served.
 
+Each handler serves the broker listeners, the controller listeners, or both (Kafka's
+`ApiMessageType.listeners`): `@handler(..., scopes=(CONTROLLER,))`. One API key may have a
+handler per scope (Fetch: partition data on brokers, the metadata log on controllers).
+
 Handler shape: `async def handle_<api>(ctx: RequestContext, request) -> dict | Response | None`
 (or a plain `def`). `request` is kio's decoded dataclass for the version that arrived: read fields
 that not every version has with `getattr(request, "x", default)`. The returned dict uses the newest
@@ -28,6 +32,11 @@ if TYPE_CHECKING:
 
 HandlerResult = Any  # dict | Response | None
 HandlerFunction = Callable[["RequestContext", Any], HandlerResult | Awaitable[HandlerResult]]
+
+
+BROKER = "broker"
+CONTROLLER = "controller"
+Scope = str
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,7 @@ class RequestContext:
     header: RequestHeader
     node: Node
     connection: ConnectionInfo = field(default_factory=_local_connection)
+    scope: Scope = BROKER  # which kind of listener the request came on
 
     @property
     def api_version(self) -> int:
@@ -107,7 +117,7 @@ class RequestContext:
         return self.connection.state
 
 
-_HANDLERS: dict[int, HandlerSpec] = {}
+_HANDLERS: dict[Scope, dict[int, HandlerSpec]] = {BROKER: {}, CONTROLLER: {}}
 
 
 def handler(
@@ -116,13 +126,13 @@ def handler(
     max_version: int,
     *,
     advertised_min_version: int | None = None,
+    scopes: tuple[Scope, ...] = (BROKER,),
 ) -> Callable[[HandlerFunction], HandlerFunction]:
-    """Register the decorated function as the handler of `api_key` for these versions."""
+    """Register the decorated function as the handler of `api_key` for these versions, on the
+    listeners of `scopes`."""
 
     def register(function: HandlerFunction) -> HandlerFunction:
-        if api_key in _HANDLERS and _HANDLERS[api_key].function is not function:
-            raise RuntimeError(f"two handlers registered for API key {api_key}")
-        _HANDLERS[api_key] = HandlerSpec(
+        spec = HandlerSpec(
             api_key=int(api_key),
             min_version=min_version,
             max_version=max_version,
@@ -131,12 +141,17 @@ def handler(
                 min_version if advertised_min_version is None else advertised_min_version
             ),
         )
+        for scope in scopes:
+            existing = _HANDLERS[scope].get(api_key)
+            if existing is not None and existing.function is not function:
+                raise RuntimeError(f"two {scope} handlers registered for API key {api_key}")
+            _HANDLERS[scope][api_key] = spec
         return function
 
     return register
 
 
-def load_handlers() -> dict[int, HandlerSpec]:
+def load_handlers() -> dict[Scope, dict[int, HandlerSpec]]:
     """Import every module in `moldau.broker.handlers` so their decorators run."""
     from moldau.broker import handlers
 
@@ -146,12 +161,13 @@ def load_handlers() -> dict[int, HandlerSpec]:
     return _HANDLERS
 
 
-def handler_for(api_key: int) -> HandlerSpec | None:
-    return _HANDLERS.get(api_key)
+def handler_for(api_key: int, scope: Scope = BROKER) -> HandlerSpec | None:
+    return _HANDLERS[scope].get(api_key)
 
 
-def supported_versions() -> list[tuple[int, int, int]]:
-    """(api_key, advertised min, max) for ApiVersions, sorted by key."""
+def supported_versions(scope: Scope = BROKER) -> list[tuple[int, int, int]]:
+    """(api_key, advertised min, max) for ApiVersions on `scope`'s listeners, sorted by key."""
     return sorted(
-        (spec.api_key, spec.advertised_min_version, spec.max_version) for spec in _HANDLERS.values()
+        (spec.api_key, spec.advertised_min_version, spec.max_version)
+        for spec in _HANDLERS[scope].values()
     )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.registry import RequestContext, handler, supported_versions
+from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler, supported_versions
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.API_VERSIONS, 0, 4)
+@handler(ApiKey.API_VERSIONS, 0, 4, scopes=(BROKER, CONTROLLER))
 def handle_api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     name = getattr(request, "client_software_name", None)
     if ctx.api_version >= 3 and name is not None:
@@ -24,7 +24,7 @@ def handle_api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "error_code": ErrorCode.none,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
-            for key, low, high in supported_versions()
+            for key, low, high in supported_versions(ctx.scope)
         ],
         "throttle_time": 0,
         "finalized_features_epoch": -1,
