@@ -11,8 +11,8 @@ Directory `<metadata.log.dir>/__cluster_metadata-0/`, file `metadata.log`. Each 
     records      count x (size uint32, bytes)
 
 Recovery reads entries from the start and truncates the file at the first one that is short,
-fails its CRC or does not continue the offsets: a torn tail from a crash mid-append. Everything
-before it was written whole; whether it was committed is Raft's business (a single voter's
+fails its CRC or does not continue the offsets and epochs: a torn tail from a crash mid-append.
+Everything before it was written whole; whether it was committed is Raft's business (a single voter's
 whole surviving log commits once it appends in its new epoch).
 """
 
@@ -25,7 +25,7 @@ import threading
 import crc32c
 
 from moldau.raft._files import fsync_directory
-from moldau.raft.log import CachedEntries, LogEntry, check_appendable
+from moldau.raft.log import CachedEntries, LogEntry
 
 LOG_FILE_NAME = "metadata.log"
 _LENGTH = struct.Struct(">I")
@@ -62,6 +62,8 @@ def decode_entries(data: bytes) -> tuple[list[LogEntry], int]:
         if crc32c.crc32c(body[4:]) != crc:
             break
         if expected_offset is not None and base_offset != expected_offset:
+            break
+        if entries and epoch < entries[-1].epoch:
             break
         records = _decode_records(body, count)
         if records is None:
@@ -119,7 +121,8 @@ class FileReplicatedLog(CachedEntries):
             return
         with open(self.path, "rb") as handle:
             data = handle.read()
-        self._entries, valid_length = decode_entries(data)
+        entries, valid_length = decode_entries(data)
+        self._set_entries(entries)
         if valid_length < len(data):
             self.truncated_bytes = len(data) - valid_length
             with open(self.path, "r+b") as handle:
@@ -128,13 +131,13 @@ class FileReplicatedLog(CachedEntries):
                 os.fsync(handle.fileno())
 
     def append(self, entry: LogEntry) -> None:
-        check_appendable(self.end_offset, entry)
+        self._check_appendable(entry)
         data = encode_entry(entry)
         written = os.write(self._fd, data)
         if written != len(data):
             raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
         self._size += written
-        self._entries.append(entry)
+        self._add_entry(entry)
 
     def flush(self) -> int:
         # Read the end offset before fsync: every entry below it has been written already.
@@ -146,11 +149,11 @@ class FileReplicatedLog(CachedEntries):
 
     def truncate_to(self, offset: int) -> None:
         kept = self._entries_below(offset)
-        size = sum(len(encode_entry(e)) for e in kept)
+        size = sum(e.size_in_bytes for e in kept)  # the encoded length of each entry
         with self._flush_lock:
             os.ftruncate(self._fd, size)
             os.fsync(self._fd)
-            self._entries = kept
+            self._set_entries(kept)
             self._size = size
             self._flushed_offset = min(self._flushed_offset, self.end_offset)
 
