@@ -121,8 +121,10 @@ class SimulatedCluster:
         self.steps = 0
         self.delivering: RaftMessage | None = None  # the message the current step received
         self.sent: collections.Counter[tuple[int, str]] = collections.Counter()
-        self.trace: list[str] = []
-        self._trace_limit = trace_limit
+        # The last events, formatted only when a failure shows them.
+        self.trace: collections.deque[tuple[float, int | None, object]] = collections.deque(
+            maxlen=trace_limit
+        )
         if SimulatedCluster.created is not None:
             SimulatedCluster.created.append(self)
 
@@ -148,9 +150,14 @@ class SimulatedCluster:
         return self.run_until(self.now + duration, stop=stop)
 
     def note(self, text: str) -> None:
-        self.trace.append(f"{self.now:10.4f} {text}")
-        if len(self.trace) > self._trace_limit * 2:
-            del self.trace[: self._trace_limit]
+        self.trace.append((self.now, None, text))
+
+    def format_trace(self, last: int = 80) -> str:
+        lines = []
+        for now, node_id, what in list(self.trace)[-last:]:
+            where = f"node {node_id}: " if node_id is not None else ""
+            lines.append(f"{now:10.4f} {where}{what}")
+        return "\n".join(lines)
 
     # Nodes.
 
@@ -204,6 +211,7 @@ class SimulatedCluster:
         raft = node.raft
         assert raft is not None
         self.steps += 1
+        self.trace.append((self.now, node.node_id, event))
         actions = raft.step(event, self.now)
         self._execute(node, actions)
         self.checker.after_step(node, event, actions)

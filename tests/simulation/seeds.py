@@ -34,7 +34,7 @@ def run_seeds(test_name: str, default_count: int, run: Callable[[int], object]) 
         try:
             results.append(run(seed))
         except Exception as error:
-            trace = "\n".join(clusters[-1].trace[-60:]) if clusters else ""
+            trace = clusters[-1].format_trace() if clusters else ""
             raise AssertionError(
                 f"seed {seed} failed: {type(error).__name__}: {error}\n"
                 f"replay: MOLDAU_SIM_SEED={seed} pytest tests/simulation -k {test_name}\n"
