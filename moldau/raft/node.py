@@ -162,7 +162,9 @@ class RaftNode(VotingMixin, ReplicationMixin):
             case Role.PROSPECTIVE:
                 return self._election_deadline
             case Role.CANDIDATE:
-                return self._backoff_deadline or self._election_deadline
+                if self._backoff_deadline is not None:
+                    return self._backoff_deadline
+                return self._election_deadline
             case Role.FOLLOWER:
                 return self._fetch_deadline if self._may_stand() or not self.is_voter else None
             case Role.LEADER:
