@@ -9,6 +9,10 @@ order, on the loop; `append()` futures resolve at the same moment. The quorum-st
 written synchronously: it changes only on elections, and a vote must be durable before the
 response that grants it is sent.
 
+Snapshots: a follower writes the leader's snapshot into the `SnapshotStore` chunk by chunk and,
+once whole, replaces its log with it and hands it to the listener (`handle_snapshot`, if it has
+one); `create_snapshot` stores one the state machine made and drops the log entries it covers.
+
 After every step the driver arms one timer for the node's next deadline (`next_deadline()`) and
 steps a `Tick` when it fires. Messages leave through a `RaftTransport` and come in through
 `receive()`; the driver executes a step's actions completely before it steps the next event, so a
@@ -22,7 +26,7 @@ import collections
 import concurrent.futures
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from moldau.clock import Clock
 from moldau.raft.events import (
@@ -30,6 +34,7 @@ from moldau.raft.events import (
     ClientAppend,
     CommitUpTo,
     FlushLog,
+    InstallSnapshot,
     LeaderChanged,
     LogFlushed,
     PersistElectionState,
@@ -41,11 +46,13 @@ from moldau.raft.events import (
     Start,
     Tick,
     TruncateLog,
+    WriteSnapshotChunk,
 )
-from moldau.raft.log import LogEntry, ReplicatedLog
+from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog, end_after_truncation
 from moldau.raft.messages import RaftMessage
 from moldau.raft.node import NotLeaderError, RaftNode
 from moldau.raft.quorum_state import ElectionState
+from moldau.raft.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,14 @@ class RaftListener(Protocol):
         ...
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
+
+
+@runtime_checkable
+class SnapshotListener(Protocol):
+    """A listener that can load a snapshot: its state becomes the snapshot's, and committed
+    entries continue from the snapshot's end offset."""
+
+    def handle_snapshot(self, snapshot_id: OffsetAndEpoch, contents: bytes) -> None: ...
 
 
 class RaftTransport(Protocol):
@@ -85,6 +100,7 @@ class RaftDriver:
         clock: Clock,
         executor: concurrent.futures.Executor | None = None,
         transport: RaftTransport | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.node = node
         self.log = log
@@ -93,6 +109,7 @@ class RaftDriver:
         self.clock = clock
         self.executor = executor
         self.transport = transport
+        self.snapshots = snapshots
         self._loop: asyncio.AbstractEventLoop | None = None
         self._delivered_offset = 0  # the next offset to hand to the listener
         self._pending: collections.deque[tuple[int, asyncio.Future[int]]] = collections.deque()
@@ -110,6 +127,10 @@ class RaftDriver:
         found on disk."""
         self._loop = asyncio.get_running_loop()
         self._first_commit = self._loop.create_future()
+        self._delivered_offset = self.log.log_start.offset
+        latest = self.snapshots.latest_snapshot_id() if self.snapshots is not None else None
+        if latest is not None and latest.offset >= self._delivered_offset:
+            self._load_snapshot(latest, first_commit=False)
         self._step(
             Start(
                 election_state=self.quorum_state_store.read(),
@@ -134,6 +155,22 @@ class RaftDriver:
         self._pending.append((self.node.log_end_offset - 1, future))
         assert self.node.log_end_offset == before + len(records)
         return future
+
+    def create_snapshot(self, end_offset: int, contents: bytes) -> OffsetAndEpoch:
+        """Store a snapshot of the state machine as of `end_offset` (committed, and where an
+        entry ends) and drop the log entries below it; returns its id."""
+        if self.snapshots is None:
+            raise RuntimeError("this driver has no snapshot store")
+        if end_offset > self.node.high_watermark:
+            raise ValueError(
+                f"offset {end_offset} is not committed (high watermark {self.node.high_watermark})"
+            )
+        snapshot_id = end_after_truncation(self.log, end_offset)
+        if snapshot_id.offset != end_offset:
+            raise ValueError(f"no entry ends at offset {end_offset}")
+        self.snapshots.create(snapshot_id, contents)
+        self.log.delete_before_snapshot(snapshot_id)
+        return snapshot_id
 
     def receive(self, source_id: int, message: RaftMessage) -> None:
         """A message from node `source_id` arrived (the transport calls this, on the loop)."""
@@ -196,6 +233,14 @@ class RaftDriver:
                     self.log.append(action.entry)
                 case TruncateLog():
                     self.log.truncate_to(action.offset)
+                case WriteSnapshotChunk():
+                    self._snapshot_store().write_chunk(
+                        action.snapshot_id, action.position, action.data
+                    )
+                case InstallSnapshot():
+                    self._snapshot_store().complete(action.snapshot_id)
+                    self.log.truncate_to_snapshot(action.snapshot_id)
+                    self._load_snapshot(action.snapshot_id)
                 case FlushLog():
                     self._schedule_flush()
                 case CommitUpTo():
@@ -208,6 +253,19 @@ class RaftDriver:
                     if self.transport is None:
                         raise RuntimeError("a quorum of several nodes needs a transport")
                     self.transport.send(action.destination_id, action.message)
+
+    def _snapshot_store(self) -> SnapshotStore:
+        if self.snapshots is None:
+            raise RuntimeError("the leader sent a snapshot, and this driver has no store")
+        return self.snapshots
+
+    def _load_snapshot(self, snapshot_id: OffsetAndEpoch, *, first_commit: bool = True) -> None:
+        if isinstance(self.listener, SnapshotListener):
+            contents = self._snapshot_store().load(snapshot_id)
+            self.listener.handle_snapshot(snapshot_id, contents)
+        self._delivered_offset = snapshot_id.offset
+        if first_commit and self._first_commit is not None and not self._first_commit.done():
+            self._first_commit.set_result(None)
 
     # Timers.
 

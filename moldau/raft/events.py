@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moldau.raft.log import LogEntry
+from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import RaftMessage
 from moldau.raft.quorum_state import ElectionState
 
@@ -90,6 +90,24 @@ class FlushLog:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WriteSnapshotChunk:
+    """Add `data` at byte `position` of the partial snapshot being received (0 starts anew)."""
+
+    snapshot_id: OffsetAndEpoch
+    position: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallSnapshot:
+    """The partial snapshot is whole: complete it, replace the log with it
+    (`truncate_to_snapshot`), and have the state machine load it. Everything below its end
+    offset is committed."""
+
+    snapshot_id: OffsetAndEpoch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommitUpTo:
     """Every offset below `high_watermark` is committed: hand those entries to the listener."""
 
@@ -111,5 +129,13 @@ class Send:
 
 
 RaftAction = (
-    PersistElectionState | AppendToLog | TruncateLog | FlushLog | CommitUpTo | LeaderChanged | Send
+    PersistElectionState
+    | AppendToLog
+    | TruncateLog
+    | WriteSnapshotChunk
+    | InstallSnapshot
+    | FlushLog
+    | CommitUpTo
+    | LeaderChanged
+    | Send
 )

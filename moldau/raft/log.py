@@ -5,7 +5,9 @@ together, each record with its own offset: an entry at `base_offset` with n reco
 offsets base_offset .. base_offset + n - 1. Entries carry the leader epoch that wrote them;
 control entries (a leader change) belong to Raft itself and are not handed to the state machine.
 Epochs never decrease along the log; `end_offset_for_epoch` answers from an index of the offset
-where each epoch starts (Kafka's leader-epoch cache).
+where each epoch starts (Kafka's leader-epoch cache). A log may start after offset 0: the
+entries before `log_start` are in a snapshot (KIP-630), whose id is that offset and the epoch of
+the last entry it holds.
 
 Threading: `append`, `read` and `truncate_to` run on the owner's thread; `flush` may run in a
 worker thread at the same time as appends, and makes durable at least everything appended
@@ -57,13 +59,19 @@ class OffsetAndEpoch:
 
 class ReplicatedLog(Protocol):
     @property
+    def log_start(self) -> OffsetAndEpoch:
+        """Where the log starts, and the epoch of the entry before it (in the snapshot it
+        starts from); (0, 0) without a snapshot."""
+        ...
+
+    @property
     def end_offset(self) -> int:
         """The offset the next appended record will get."""
         ...
 
     @property
     def last_epoch(self) -> int:
-        """The epoch of the last entry, or 0 when the log is empty."""
+        """The epoch of the last entry, or the log start's when the log is empty."""
         ...
 
     @property
@@ -88,12 +96,22 @@ class ReplicatedLog(Protocol):
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch at or below `epoch` in the log and the offset where it ends (where
         a larger epoch starts, or the log end): Kafka's `endOffsetForEpoch`. When every entry
-        is of a larger epoch, `OffsetAndEpoch(epoch=0, offset=0)`."""
+        is of a larger epoch, the log start (as Kafka answers with its oldest snapshot)."""
         ...
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry holding an offset at or after `offset` (a follower's divergent
         tail), durably: a crash afterwards does not bring them back."""
+        ...
+
+    def truncate_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Drop every entry; the log now starts at the snapshot (a follower installed the
+        leader's). Durable."""
+        ...
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Drop the entries below the snapshot's end offset (an entry boundary at or below the
+        log end, whose previous entry has the snapshot's epoch); the log now starts there."""
         ...
 
     def close(self) -> None: ...
@@ -113,8 +131,9 @@ def check_appendable(log_end_offset: int, log_last_epoch: int, entry: LogEntry) 
 def end_after_truncation(log: ReplicatedLog, offset: int) -> OffsetAndEpoch:
     """Where `log.truncate_to(offset)` would leave the log: its end and last epoch. An entry
     that holds both `offset - 1` and `offset` goes whole, so the end may fall below `offset`."""
-    if offset <= 0:
-        return OffsetAndEpoch(epoch=0, offset=0)
+    start = log.log_start
+    if offset <= start.offset:
+        return start
     for entry in log.read(offset - 1):
         if entry.last_offset < offset:
             return OffsetAndEpoch(epoch=entry.epoch, offset=entry.next_offset)
@@ -128,18 +147,23 @@ class CachedEntries:
 
     def __init__(self) -> None:
         self._entries: list[LogEntry] = []
+        self._start = OffsetAndEpoch(epoch=0, offset=0)
         self._flushed_offset = 0
         # Parallel lists: epoch k starts at offset _epoch_starts[k]; epochs strictly increase.
         self._epochs: list[int] = []
         self._epoch_starts: list[int] = []
 
     @property
+    def log_start(self) -> OffsetAndEpoch:
+        return self._start
+
+    @property
     def end_offset(self) -> int:
-        return self._entries[-1].next_offset if self._entries else 0
+        return self._entries[-1].next_offset if self._entries else self._start.offset
 
     @property
     def last_epoch(self) -> int:
-        return self._entries[-1].epoch if self._entries else 0
+        return self._entries[-1].epoch if self._entries else self._start.epoch
 
     @property
     def flushed_offset(self) -> int:
@@ -164,7 +188,7 @@ class CachedEntries:
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         index = bisect.bisect_right(self._epochs, epoch) - 1
         if index < 0:
-            return OffsetAndEpoch(epoch=0, offset=0)
+            return self._start
         if index + 1 < len(self._epochs):
             return OffsetAndEpoch(epoch=self._epochs[index], offset=self._epoch_starts[index + 1])
         return OffsetAndEpoch(epoch=self._epochs[index], offset=self.end_offset)
@@ -184,6 +208,23 @@ class CachedEntries:
         self._epoch_starts = []
         for entry in entries:
             self._add_entry(entry)
+
+    def _check_snapshot_boundary(self, snapshot_id: OffsetAndEpoch) -> None:
+        if snapshot_id.offset < self._start.offset or snapshot_id.offset > self.end_offset:
+            raise ValueError(
+                f"snapshot {snapshot_id} is outside the log {self._start.offset}..{self.end_offset}"
+            )
+        ends = [
+            self._start,
+            *(OffsetAndEpoch(epoch=e.epoch, offset=e.next_offset) for e in self._entries),
+        ]
+        if snapshot_id not in ends:
+            raise ValueError(
+                f"snapshot {snapshot_id} does not end where an entry of its epoch ends"
+            )
+
+    def _entries_from(self, offset: int) -> list[LogEntry]:
+        return [e for e in self._entries if e.base_offset >= offset]
 
     def _entries_below(self, offset: int) -> list[LogEntry]:
         index = bisect.bisect_right(self._entries, offset, key=_base_offset)
@@ -231,6 +272,20 @@ class MemoryReplicatedLog(CachedEntries):
         with self._lock:
             self._set_entries(self._entries_below(offset))
             self._flushed_offset = min(self._flushed_offset, self.end_offset)
+
+    def truncate_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        with self._lock:
+            self._start = snapshot_id
+            self._set_entries([])
+            self._flushed_offset = snapshot_id.offset
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._check_snapshot_boundary(snapshot_id)
+        with self._lock:
+            kept = self._entries_from(snapshot_id.offset)
+            self._start = snapshot_id
+            self._set_entries(kept)
+            self._flushed_offset = max(self._flushed_offset, snapshot_id.offset)
 
     def crash(self) -> None:
         """Lose every entry that was not flushed."""

@@ -40,13 +40,13 @@ Elections are in `voting.py`, fetching in `replication.py`, the shared state and
 
 from __future__ import annotations
 
-from moldau.protocol.errors import ErrorCode
 from moldau.raft.description import QuorumDescription, ReplicaState, VoterState
 from moldau.raft.events import (
     AppendToLog,
     ClientAppend,
     CommitUpTo,
     FlushLog,
+    InstallSnapshot,
     LeaderChanged,
     LogFlushed,
     PersistElectionState,
@@ -58,6 +58,7 @@ from moldau.raft.events import (
     Start,
     Tick,
     TruncateLog,
+    WriteSnapshotChunk,
 )
 from moldau.raft.leader_state import ReplicaProgress
 from moldau.raft.messages import (
@@ -88,6 +89,7 @@ __all__ = [
     "ClientAppend",
     "CommitUpTo",
     "FlushLog",
+    "InstallSnapshot",
     "LeaderChanged",
     "LogFlushed",
     "NotLeaderError",
@@ -106,6 +108,7 @@ __all__ = [
     "Tick",
     "TruncateLog",
     "VoterState",
+    "WriteSnapshotChunk",
     "leader_change_payload",
 ]
 
@@ -176,6 +179,9 @@ class RaftNode(VotingMixin, ReplicationMixin):
         self._started = True
         self.log_end_offset = self.flushed_offset = event.log_end_offset
         self.last_epoch = event.last_epoch
+        if self._log is not None:
+            # What the log starts after is in a snapshot: committed.
+            self.high_watermark = self._log.log_start.offset
         stored = event.election_state
         self._persisted = stored
         stored_epoch = stored.epoch if stored else 0
@@ -300,7 +306,7 @@ class RaftNode(VotingMixin, ReplicationMixin):
             case FetchRequest():
                 reply = self._handle_fetch_request(source_id, message, now, actions)
             case FetchSnapshotRequest():
-                reply = self._handle_fetch_snapshot_request(message)
+                reply = self._handle_fetch_snapshot_request(source_id, message, now)
             case _:
                 request = self._requests.take(source_id, message.correlation_id)
                 if request is not None:
@@ -325,20 +331,10 @@ class RaftNode(VotingMixin, ReplicationMixin):
                 self._handle_end_quorum_epoch_response(source_id, request, response, now, actions)
             case FetchRequest(), FetchResponse():
                 self._handle_fetch_response(source_id, request, response, now, actions)
+            case FetchSnapshotRequest(), FetchSnapshotResponse():
+                self._handle_fetch_snapshot_response(source_id, request, response, now, actions)
             case _:
                 self._requests.back_off(source_id, now)  # an answer to another question
-
-    def _handle_fetch_snapshot_request(
-        self, request: FetchSnapshotRequest
-    ) -> FetchSnapshotResponse:
-        error = self._leader_only_error(request.current_leader_epoch)
-        return FetchSnapshotResponse(
-            correlation_id=request.correlation_id,
-            partition_error_code=error or ErrorCode.snapshot_not_found,
-            snapshot_id=request.snapshot_id,
-            current_leader_id=self.leader_id,
-            current_leader_epoch=self.epoch,
-        )
 
     # Describing.
 

@@ -29,11 +29,12 @@ from moldau.raft.events import (
     Send,
 )
 from moldau.raft.leader_state import LeaderState
-from moldau.raft.log import LogEntry, ReplicatedLog
+from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog
 from moldau.raft.messages import FetchRequest, FetchResponse, RaftRequest
 from moldau.raft.quorum_config import QuorumConfig, VoterSet
 from moldau.raft.quorum_state import ElectionState
 from moldau.raft.request_manager import RequestManager
+from moldau.raft.snapshots import SnapshotStore
 
 RequestBuilder = Callable[[int, int], RaftRequest]  # (destination id, correlation id)
 
@@ -76,6 +77,7 @@ class NodeState:
         rng: random.Random | None = None,
         cluster_id: str | None = None,
         log: ReplicatedLog | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.node_id = node_id
         self.voter_set = VoterSet.of(voters)
@@ -83,6 +85,7 @@ class NodeState:
         self.cluster_id = cluster_id
         self._random = rng or random.Random()
         self._log = log
+        self._snapshots = snapshots
         self.role = Role.UNATTACHED
         self.epoch = 0
         self.leader_id: int | None = None
@@ -106,6 +109,10 @@ class NodeState:
         self._fetch_deadline: float | None = None
         self._heard_from_leader = False
         self._fetch_target: int | None = None
+        # The leader's snapshot this follower is fetching, and how much of it it has.
+        self._fetching_snapshot: OffsetAndEpoch | None = None
+        self._snapshot_position = 0
+        self._installed_log_start = 0
         self._unacknowledged_resignation: set[int] = set()
         self._successors: tuple[int, ...] = ()
         self._persisted: ElectionState | None = None
@@ -143,6 +150,10 @@ class NodeState:
         actions: list[RaftAction],
     ) -> None:
         parked = self._leader.parked if self._leader is not None else {}
+        if epoch != self.epoch or leader_id != self.leader_id:
+            # Another leader's snapshot need not be the same bytes: a transfer starts over.
+            # Through a pre-vote round and back to the same leader, it goes on.
+            self._fetching_snapshot = None
         if role is not Role.RESIGNED:
             self._leader = None  # a resigned leader keeps committing what its own flushes allow
         elif self._leader is not None:

@@ -7,15 +7,34 @@ epoch at or below the fetcher's and where it ends) and the fetcher truncates the
 again. A matching fetch tells the leader that every record below the offset is durable on the
 fetcher, which may move the high watermark. A fetch with nothing new is held for up to
 `fetch_max_wait_ms`, and answered sooner when the log grows or the high watermark moves.
+
+Snapshots (KIP-630): a fetch from below the leader's log start, or diverging at or below it, is
+answered with the id of the leader's newest snapshot; the follower reads it in chunks with
+FetchSnapshot, installs it in place of its log, and fetches on from its end offset.
 """
 
 from __future__ import annotations
 
 from moldau.protocol.errors import ErrorCode
-from moldau.raft.events import AppendToLog, CommitUpTo, FlushLog, RaftAction, Send, TruncateLog
+from moldau.raft.events import (
+    AppendToLog,
+    CommitUpTo,
+    FlushLog,
+    InstallSnapshot,
+    RaftAction,
+    Send,
+    TruncateLog,
+    WriteSnapshotChunk,
+)
 from moldau.raft.leader_state import ParkedFetch
 from moldau.raft.log import LogEntry, OffsetAndEpoch, end_after_truncation
-from moldau.raft.messages import NO_ERROR, FetchRequest, FetchResponse
+from moldau.raft.messages import (
+    NO_ERROR,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+)
 from moldau.raft.node_state import NodeState, RaftSafetyError, Role
 
 
@@ -34,8 +53,17 @@ class ReplicationMixin(NodeState):
             target = self._random.choice(self.voters)
         else:
             return
-        if target is not None and target != self.node_id:
+        if target is None or target == self.node_id:
+            return
+        if self._fetching_snapshot is not None:
+            self._send_request(target, self._fetch_snapshot_request, now, actions)
+        else:
             self._send_request(target, self._fetch_request, now, actions)
+
+    def _log_start_offset(self) -> int:
+        # A snapshot installed in this step is not in the log yet: the node's own figure then.
+        in_log = self._log.log_start.offset if self._log is not None else 0
+        return max(in_log, self._installed_log_start)
 
     def _fetch_request(self, destination_id: int, correlation_id: int) -> FetchRequest:
         return FetchRequest(
@@ -47,9 +75,23 @@ class ReplicationMixin(NodeState):
             current_leader_epoch=self.epoch,
             fetch_offset=self.log_end_offset,
             last_fetched_epoch=self.last_epoch,
-            log_start_offset=0,
+            log_start_offset=self._log_start_offset(),
             partition_max_bytes=self.config.fetch_max_bytes,
             high_watermark=self.high_watermark,
+        )
+
+    def _fetch_snapshot_request(
+        self, destination_id: int, correlation_id: int
+    ) -> FetchSnapshotRequest:
+        assert self._fetching_snapshot is not None
+        return FetchSnapshotRequest(
+            correlation_id=correlation_id,
+            cluster_id=self.cluster_id,
+            replica_id=self.node_id,
+            max_bytes=self.config.snapshot_chunk_bytes,
+            current_leader_epoch=self.epoch,
+            snapshot_id=self._fetching_snapshot,
+            position=self._snapshot_position,
         )
 
     def _handle_fetch_response(
@@ -67,10 +109,7 @@ class ReplicationMixin(NodeState):
         if self._learned_from_response(leader_id, epoch, now, actions):
             return
         if response.partition_error_code != NO_ERROR:
-            if self.role is Role.FOLLOWER and self.leader_id not in (None, source_id):
-                self._fetch_target = self.leader_id  # the voter we asked named the leader
-            else:
-                self._requests.back_off(source_id, now)
+            self._fetch_refused(source_id, now)
             return
         if (
             self.role is not Role.FOLLOWER
@@ -86,6 +125,10 @@ class ReplicationMixin(NodeState):
         if response.diverging_epoch is not None:
             self._truncate_to_diverging(response.diverging_epoch, actions)
             return
+        if response.snapshot_id is not None:
+            self._fetching_snapshot = response.snapshot_id
+            self._snapshot_position = 0
+            return
         self._append_fetched(response.records, actions)
         # Never past what the leader committed, nor past our own log (which matches the
         # leader's up to its end now).
@@ -93,6 +136,12 @@ class ReplicationMixin(NodeState):
         if high_watermark > self.high_watermark:
             self.high_watermark = high_watermark
             actions.append(CommitUpTo(high_watermark=high_watermark))
+
+    def _fetch_refused(self, source_id: int, now: float) -> None:
+        if self.role is Role.FOLLOWER and self.leader_id not in (None, source_id):
+            self._fetch_target = self.leader_id  # the voter we asked named the leader
+        else:
+            self._requests.back_off(source_id, now)
 
     def _truncate_to_diverging(self, diverging: OffsetAndEpoch, actions: list[RaftAction]) -> None:
         log = self._read_log()
@@ -159,15 +208,29 @@ class ReplicationMixin(NodeState):
             leader.record_voter_fetch(replica_id, now)
             leader.acknowledge(replica_id)
         log = self._read_log()
+        start = log.log_start
         divergence = log.end_offset_for_epoch(request.last_fetched_epoch)
-        if (
+        diverged = (
             divergence.epoch != request.last_fetched_epoch
             or divergence.offset < request.fetch_offset
+        )
+        if start.offset > 0 and (
+            request.fetch_offset < start.offset or (diverged and divergence.offset <= start.offset)
         ):
+            # What the fetcher needs, or where its log parts from ours, is in our snapshot.
             return FetchResponse(
                 correlation_id=request.correlation_id,
                 high_watermark=self.high_watermark,
-                log_start_offset=0,
+                log_start_offset=start.offset,
+                current_leader_id=self.node_id,
+                current_leader_epoch=self.epoch,
+                snapshot_id=self._latest_snapshot_id(),
+            )
+        if diverged:
+            return FetchResponse(
+                correlation_id=request.correlation_id,
+                high_watermark=self.high_watermark,
+                log_start_offset=start.offset,
                 diverging_epoch=divergence,
                 current_leader_id=self.node_id,
                 current_leader_epoch=self.epoch,
@@ -196,11 +259,17 @@ class ReplicationMixin(NodeState):
         return FetchResponse(
             correlation_id=request.correlation_id,
             high_watermark=self.high_watermark,
-            log_start_offset=0,
+            log_start_offset=self._log_start_offset(),
             current_leader_id=self.node_id,
             current_leader_epoch=self.epoch,
             records=tuple(e for e in entries if e.base_offset >= request.fetch_offset),
         )
+
+    def _latest_snapshot_id(self) -> OffsetAndEpoch:
+        snapshot_id = self._snapshots.latest_snapshot_id() if self._snapshots else None
+        if snapshot_id is None or snapshot_id.offset < self._read_log().log_start.offset:
+            raise RaftSafetyError(f"node {self.node_id}'s log starts after its newest snapshot")
+        return snapshot_id
 
     def _advance_high_watermark(self, now: float, actions: list[RaftAction]) -> None:
         leader = self._leader
@@ -230,3 +299,101 @@ class ReplicationMixin(NodeState):
             ):
                 del leader.parked[source_id]
                 actions.append(Send(destination_id=source_id, message=self._fetch_records(request)))
+
+    # Snapshots.
+
+    def _handle_fetch_snapshot_request(
+        self, source_id: int, request: FetchSnapshotRequest, now: float
+    ) -> FetchSnapshotResponse:
+        def answer(
+            *,
+            error: ErrorCode = NO_ERROR,
+            partition_error: ErrorCode = NO_ERROR,
+            size: int = -1,
+            data: bytes = b"",
+        ) -> FetchSnapshotResponse:
+            return FetchSnapshotResponse(
+                correlation_id=request.correlation_id,
+                error_code=error,
+                partition_error_code=partition_error,
+                snapshot_id=request.snapshot_id,
+                current_leader_id=self.leader_id,
+                current_leader_epoch=self.epoch,
+                size=size,
+                position=request.position,
+                unaligned_records=data,
+            )
+
+        if not self._cluster_id_matches(request.cluster_id):
+            return answer(error=ErrorCode.inconsistent_cluster_id)
+        error = self._leader_only_error(request.current_leader_epoch)
+        if error is not None or self._leader is None:
+            return answer(partition_error=error or ErrorCode.not_leader_or_follower)
+        if request.replica_id in self.voter_set:
+            self._leader.record_voter_fetch(request.replica_id, now)
+            self._leader.acknowledge(request.replica_id)
+        size = self._snapshots.size(request.snapshot_id) if self._snapshots else None
+        if size is None:
+            return answer(partition_error=ErrorCode.snapshot_not_found)
+        if not 0 <= request.position <= size:
+            return answer(partition_error=ErrorCode.position_out_of_range)
+        assert self._snapshots is not None
+        limit = max(1, min(request.max_bytes, self.config.snapshot_chunk_bytes))
+        data = self._snapshots.read(request.snapshot_id, request.position, limit)
+        return answer(size=size, data=data)
+
+    def _handle_fetch_snapshot_response(
+        self,
+        source_id: int,
+        request: FetchSnapshotRequest,
+        response: FetchSnapshotResponse,
+        now: float,
+        actions: list[RaftAction],
+    ) -> None:
+        if response.error_code != NO_ERROR:
+            self._requests.back_off(source_id, now)
+            return
+        leader_id, epoch = response.current_leader_id, response.current_leader_epoch
+        if self._learned_from_response(leader_id, epoch, now, actions):
+            return
+        if response.partition_error_code in (
+            ErrorCode.snapshot_not_found,
+            ErrorCode.position_out_of_range,
+        ):
+            self._fetching_snapshot = None  # the leader moved on: fetch to learn its newest
+            return
+        if response.partition_error_code != NO_ERROR:
+            self._fetch_refused(source_id, now)
+            return
+        snapshot_id = self._fetching_snapshot
+        if (
+            self.role is not Role.FOLLOWER
+            or source_id != self.leader_id
+            or request.current_leader_epoch != self.epoch
+            or snapshot_id is None
+            or request.snapshot_id != snapshot_id
+            or response.snapshot_id != snapshot_id
+            or request.position != self._snapshot_position
+            or response.position != self._snapshot_position
+        ):
+            return
+        self._heard_from_leader = True
+        self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
+        data = response.unaligned_records
+        end = self._snapshot_position + len(data)
+        if end > response.size or (not data and end < response.size):
+            self._fetching_snapshot = None  # a chunk that does not fit: start over
+            return
+        actions.append(
+            WriteSnapshotChunk(snapshot_id=snapshot_id, position=self._snapshot_position, data=data)
+        )
+        self._snapshot_position = end
+        if end < response.size:
+            return
+        actions.append(InstallSnapshot(snapshot_id=snapshot_id))
+        self._fetching_snapshot = None
+        self._installed_log_start = snapshot_id.offset
+        self.log_end_offset = self.flushed_offset = snapshot_id.offset
+        self.last_epoch = snapshot_id.epoch
+        # A snapshot holds only committed entries: its end is committed.
+        self.high_watermark = max(self.high_watermark, snapshot_id.offset)

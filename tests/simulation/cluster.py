@@ -15,6 +15,7 @@ is written synchronously, so it survives.
 
 from __future__ import annotations
 
+import ast
 import collections
 import heapq
 import random
@@ -26,6 +27,7 @@ from moldau.raft.events import (
     ClientAppend,
     CommitUpTo,
     FlushLog,
+    InstallSnapshot,
     LeaderChanged,
     LogFlushed,
     PersistElectionState,
@@ -37,12 +39,14 @@ from moldau.raft.events import (
     Start,
     Tick,
     TruncateLog,
+    WriteSnapshotChunk,
 )
-from moldau.raft.log import LogEntry, MemoryReplicatedLog
+from moldau.raft.log import LogEntry, MemoryReplicatedLog, OffsetAndEpoch
 from moldau.raft.messages import RaftMessage, RaftRequest
 from moldau.raft.node import NotLeaderError, RaftNode, Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import MemoryQuorumStateStore
+from moldau.raft.snapshots import MemorySnapshotStore
 from tests.simulation.invariants import InvariantChecker
 
 REQUEST_TYPES = tuple(RaftRequest.__args__)  # type: ignore[attr-defined]
@@ -76,6 +80,7 @@ class SimulatedNode:
         self.node_id = node_id
         self.disk = MemoryReplicatedLog()
         self.store = MemoryQuorumStateStore()
+        self.snapshots = MemorySnapshotStore()
         self.raft: RaftNode | None = None
         self.incarnation = 0
         self.alive = False
@@ -121,6 +126,7 @@ class SimulatedCluster:
         self.steps = 0
         self.delivering: RaftMessage | None = None  # the message the current step received
         self.sent: collections.Counter[tuple[int, str]] = collections.Counter()
+        self.snapshots_installed = 0
         # The last events, formatted only when a failure shows them.
         self.trace: collections.deque[tuple[float, int | None, object]] = collections.deque(
             maxlen=trace_limit
@@ -173,7 +179,11 @@ class SimulatedCluster:
         node.tick_at = None
         node.applied = []
         node.applied_offset = 0
-        node.high_watermark = 0
+        latest = node.snapshots.latest_snapshot_id()
+        if latest is not None:  # the state machine starts from its newest snapshot
+            node.applied = decode_snapshot(node.snapshots.load(latest))
+            node.applied_offset = latest.offset
+        node.high_watermark = node.disk.log_start.offset
         node.raft = self.node_factory(
             node_id=node_id,
             voters=self.voters,
@@ -181,6 +191,7 @@ class SimulatedCluster:
             rng=random.Random(self.random.getrandbits(64)),
             cluster_id="simulated",
             log=node.disk,
+            snapshots=node.snapshots,
         )
         self.note(f"start {node_id} (incarnation {node.incarnation})")
         self.checker.node_started(node)
@@ -200,6 +211,7 @@ class SimulatedCluster:
         node.alive = False
         node.raft = None
         node.disk.crash()
+        node.snapshots.crash()
         self.note(f"crash {node_id}: log end {node.disk.end_offset}")
         self.checker.node_crashed(node)
 
@@ -246,6 +258,14 @@ class SimulatedCluster:
                 case TruncateLog():
                     self.checker.before_truncate(node, action.offset)
                     node.disk.truncate_to(action.offset)
+                case WriteSnapshotChunk():
+                    node.snapshots.write_chunk(action.snapshot_id, action.position, action.data)
+                case InstallSnapshot():
+                    self.snapshots_installed += 1
+                    node.snapshots.complete(action.snapshot_id)
+                    node.disk.truncate_to_snapshot(action.snapshot_id)
+                    contents = node.snapshots.load(action.snapshot_id)
+                    self.checker.on_install(node, action.snapshot_id, decode_snapshot(contents))
                 case FlushLog():
                     self._start_flush(node)
                 case CommitUpTo():
@@ -349,6 +369,18 @@ class SimulatedCluster:
     def heal(self) -> None:
         self.cut_links.clear()
 
+    def take_snapshot(self, node_id: int) -> OffsetAndEpoch | None:
+        """The node's state machine snapshots what it applied; its log drops what that covers
+        (as `RaftDriver.create_snapshot` does)."""
+        node = self.nodes[node_id]
+        if not node.alive or not node.applied or node.applied_offset <= node.disk.log_start.offset:
+            return None
+        snapshot_id = OffsetAndEpoch(epoch=node.applied[-1].epoch, offset=node.applied_offset)
+        node.snapshots.create(snapshot_id, encode_snapshot(node.applied))
+        node.disk.delete_before_snapshot(snapshot_id)
+        self.note(f"snapshot of node {node_id} at {snapshot_id}")
+        return snapshot_id
+
     # Clients and questions.
 
     def client_append(self, node_id: int | None = None) -> tuple[int, int, int] | None:
@@ -401,3 +433,15 @@ class SimulatedCluster:
                 f"{raft.high_watermark}"
             )
         return "\n".join(lines)
+
+
+def encode_snapshot(entries: list[LogEntry]) -> bytes:
+    """The simulated state machine's snapshot: every entry it applied."""
+    return repr([(e.base_offset, e.epoch, e.records, e.is_control) for e in entries]).encode()
+
+
+def decode_snapshot(contents: bytes) -> list[LogEntry]:
+    return [
+        LogEntry(base_offset=offset, epoch=epoch, records=records, is_control=control)
+        for offset, epoch, records, control in ast.literal_eval(contents.decode())
+    ]

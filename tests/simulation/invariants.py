@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.raft.events import RaftAction, RaftEvent, Send
-from moldau.raft.log import LogEntry
+from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import VoteRequest, VoteResponse
 from moldau.raft.node import Role
 from moldau.raft.quorum_state import ElectionState
@@ -120,6 +120,24 @@ class InvariantChecker:
             node.applied.append(entry)
             node.applied_offset = entry.next_offset
 
+    def on_install(
+        self, node: SimulatedNode, snapshot_id: OffsetAndEpoch, entries: list[LogEntry]
+    ) -> None:
+        """A follower installed the leader's snapshot: its state is now that snapshot's."""
+        if snapshot_id.offset < node.high_watermark:
+            self.fail(
+                f"node {node.node_id} installed snapshot {snapshot_id} below its high "
+                f"watermark {node.high_watermark}"
+            )
+        end = entries[-1].next_offset if entries else 0
+        if end != snapshot_id.offset or (entries and entries[-1].epoch != snapshot_id.epoch):
+            self.fail(f"snapshot {snapshot_id} holds entries up to {end}")
+        for entry in entries:
+            self._register(node, entry)
+        node.applied = list(entries)
+        node.applied_offset = snapshot_id.offset
+        node.high_watermark = snapshot_id.offset
+
     def _register(self, node: SimulatedNode, entry: LogEntry) -> None:
         index = self.committed_index.get(entry.base_offset)
         if index is None:
@@ -165,8 +183,14 @@ class InvariantChecker:
             self.fail(f"node {node.node_id} left a timer in the past ({deadline})")
 
     def _check_leader_completeness(self, node: SimulatedNode) -> None:
-        entries = list(node.disk.read(0))
-        for index, committed in enumerate(self.committed):
+        """Every committed entry is in the new leader's log, or in the snapshot it starts from
+        (which holds what its state machine applied, each checked then)."""
+        start = node.disk.log_start.offset
+        if start > node.applied_offset:
+            self.fail(f"node {node.node_id}'s log starts at {start}, past what it applied")
+        entries = list(node.disk.read(start))
+        first = self.committed_index.get(start, len(self.committed))
+        for index, committed in enumerate(self.committed[first:]):
             if index >= len(entries) or entries[index] != committed:
                 self.fail(
                     f"node {node.node_id} leads without the committed entry {committed} "

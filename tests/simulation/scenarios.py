@@ -26,6 +26,7 @@ class RunResult:
     steps: int
     committed: int
     leaders: int
+    snapshots_installed: int
     recovery_time: float
 
 
@@ -40,6 +41,7 @@ def run_with_faults(
     observers: tuple[int, ...] = (),
     duration: float = 15.0,
     append_interval: float = 0.1,
+    snapshots: bool = True,
     node_factory: Callable[..., RaftNode] = RaftNode,
 ) -> RunResult:
     conditions = random.Random(seed * 7919 + 1)
@@ -52,7 +54,10 @@ def run_with_faults(
     disk = DiskConditions(max_flush=conditions.choice([0.001, 0.01, 0.05]))
     # Small fetches take entries one or two at a time, which opens windows (a new leader's
     # older entries on a majority before its own first entry) that large ones close.
-    config = QuorumConfig(fetch_max_bytes=conditions.choice([8 * 1024 * 1024, 100]))
+    config = QuorumConfig(
+        fetch_max_bytes=conditions.choice([8 * 1024 * 1024, 100]),
+        snapshot_chunk_bytes=conditions.choice([1024 * 1024, 200]),
+    )
     cluster = SimulatedCluster(
         seed=seed,
         voters=voters,
@@ -62,10 +67,12 @@ def run_with_faults(
         disk=disk,
         node_factory=node_factory,
     )
-    cluster.note(f"network {network}, disk {disk}, fetch_max_bytes {config.fetch_max_bytes}")
+    cluster.note(f"network {network}, disk {disk}, {config}")
     nemesis = Nemesis(cluster)
     cluster.start_all()
     _keep_appending(cluster, until=duration, interval=append_interval)
+    if snapshots:
+        _keep_snapshotting(cluster, until=duration)
     nemesis.schedule_faults(until=duration)
     cluster.run_until(duration)
     recovery_time = recover(cluster)
@@ -75,6 +82,7 @@ def run_with_faults(
         steps=cluster.steps,
         committed=cluster.checker.committed_end,
         leaders=len(cluster.checker.leaders),
+        snapshots_installed=cluster.snapshots_installed,
         recovery_time=recovery_time,
     )
 
@@ -90,6 +98,19 @@ def _keep_appending(cluster: SimulatedCluster, *, until: float, interval: float)
         cluster.schedule(cluster.random.uniform(0.0, 2 * interval), append)
 
     cluster.schedule(cluster.random.uniform(0.0, 0.2), append)
+
+
+def _keep_snapshotting(cluster: SimulatedCluster, *, until: float) -> None:
+    """Now and then a node's state machine snapshots what it applied and its log drops that
+    prefix, so nodes that fall behind must catch up from a snapshot."""
+
+    def snapshot() -> None:
+        if cluster.now >= until:
+            return
+        cluster.take_snapshot(cluster.random.choice(list(cluster.nodes)))
+        cluster.schedule(cluster.random.uniform(0.2, 2.0), snapshot)
+
+    cluster.schedule(cluster.random.uniform(0.5, 2.0), snapshot)
 
 
 class Nemesis:

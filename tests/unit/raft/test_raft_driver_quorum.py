@@ -9,11 +9,12 @@ import random
 import pytest
 
 from moldau.raft.driver import RaftDriver
-from moldau.raft.log import LogEntry, MemoryReplicatedLog
+from moldau.raft.log import LogEntry, MemoryReplicatedLog, OffsetAndEpoch
 from moldau.raft.messages import RaftMessage
 from moldau.raft.node import NotLeaderError, RaftNode, Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import MemoryQuorumStateStore
+from moldau.raft.snapshots import MemorySnapshotStore
 
 FAST = QuorumConfig(
     election_timeout_ms=40,
@@ -39,6 +40,10 @@ class RecordingListener:
     def __init__(self) -> None:
         self.committed: list[LogEntry] = []
         self.leaders: list[tuple[int | None, int]] = []
+        self.snapshots: list[tuple[OffsetAndEpoch, bytes]] = []
+
+    def handle_snapshot(self, snapshot_id, contents):
+        self.snapshots.append((snapshot_id, contents))
 
     def handle_commit(self, entries):
         self.committed.extend(entries)
@@ -86,6 +91,7 @@ class Quorum:
         self.listeners: dict[int, RecordingListener] = {}
         for node_id in (*voters, *observers):
             log = MemoryReplicatedLog()
+            snapshots = MemorySnapshotStore()
             listener = RecordingListener()
             driver = RaftDriver(
                 node=RaftNode(
@@ -95,12 +101,14 @@ class Quorum:
                     rng=random.Random(node_id),
                     cluster_id="quorum-test",
                     log=log,
+                    snapshots=snapshots,
                 ),
                 log=log,
                 quorum_state_store=MemoryQuorumStateStore(),
                 listener=listener,
                 clock=LoopClock(),
                 transport=self.network.transport(node_id),
+                snapshots=snapshots,
             )
             self.network.drivers[node_id] = driver
             self.listeners[node_id] = listener
@@ -210,6 +218,34 @@ def test_an_isolated_leader_is_replaced_and_its_uncommitted_append_fails():
             what="the old leader catching up without its lost record",
         )
         assert quorum.drivers[old].node.role is Role.FOLLOWER
+        await quorum.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_that_fell_behind_the_leaders_snapshot_installs_it():
+    async def scenario():
+        quorum = Quorum()
+        await quorum.start()
+        leader = await elected(quorum)
+        lagging = next(n for n in quorum.drivers if n != leader)
+        quorum.network.disconnected.add(lagging)
+        driver = quorum.drivers[leader]
+        await asyncio.wait_for(
+            asyncio.gather(*(driver.append([b"r%d" % i]) for i in range(5))), timeout=10
+        )
+        snapshot_id = driver.create_snapshot(driver.node.high_watermark, b"state after r4")
+        assert driver.log.log_start == snapshot_id
+        await driver.append([b"r5"])
+        quorum.network.disconnected.clear()
+        behind = quorum.listeners[lagging]
+        await eventually(
+            lambda: (
+                behind.snapshots == [(snapshot_id, b"state after r4")] and behind.records == [b"r5"]
+            ),
+            what="the lagging follower installing the snapshot and fetching on",
+        )
+        assert quorum.drivers[lagging].log.log_start == snapshot_id
         await quorum.stop()
 
     asyncio.run(scenario())

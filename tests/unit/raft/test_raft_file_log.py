@@ -222,3 +222,65 @@ def test_recovery_stops_at_an_entry_of_an_earlier_epoch(tmp_path):
         handle.write(encode_entry(entry(0, b"a", epoch=3)) + encode_entry(entry(1, b"b", epoch=2)))
     log = FileReplicatedLog(directory)
     assert [e.base_offset for e in log.read()] == [0]
+
+
+def test_a_log_can_start_after_a_snapshot(make_log):
+    log = epochs_log(make_log)  # offsets 0-5, epochs 1, 1, 3, 3, 3, 4
+    log.flush()
+    with pytest.raises(ValueError):
+        log.delete_before_snapshot(OffsetAndEpoch(epoch=3, offset=3))  # inside an entry
+    with pytest.raises(ValueError):
+        log.delete_before_snapshot(OffsetAndEpoch(epoch=1, offset=4))  # the wrong epoch
+    log.delete_before_snapshot(OffsetAndEpoch(epoch=3, offset=4))
+    assert log.log_start == OffsetAndEpoch(epoch=3, offset=4)
+    assert [e.base_offset for e in log.read(0)] == [4, 5]
+    assert (log.end_offset, log.last_epoch) == (6, 4)
+    assert log.end_offset_for_epoch(2) == OffsetAndEpoch(epoch=3, offset=4)  # the log start
+    assert log.end_offset_for_epoch(3) == OffsetAndEpoch(epoch=3, offset=5)
+    assert end_after_truncation(log, 4) == OffsetAndEpoch(epoch=3, offset=4)
+    log.truncate_to_snapshot(OffsetAndEpoch(epoch=7, offset=20))
+    assert list(log.read(0)) == []
+    assert (log.end_offset, log.last_epoch, log.flushed_offset) == (20, 7, 20)
+    with pytest.raises(ValueError):
+        log.append(entry(0, b"too early"))
+    log.append(entry(20, b"next", epoch=7))
+    assert log.end_offset == 21
+
+
+def test_a_reopened_file_log_starts_where_its_snapshot_ends(tmp_path):
+    directory = str(tmp_path / "m")
+    log = epochs_log(lambda: FileReplicatedLog(directory))
+    log.flush()
+    log.delete_before_snapshot(OffsetAndEpoch(epoch=3, offset=5))
+    log.append(entry(6, b"g", epoch=4))
+    log.flush()
+    log.close()
+    reopened = FileReplicatedLog(directory)
+    assert reopened.log_start == OffsetAndEpoch(epoch=3, offset=5)
+    assert [e.base_offset for e in reopened.read()] == [5, 6]
+    reopened.truncate_to_snapshot(OffsetAndEpoch(epoch=9, offset=40))
+    reopened.close()
+    again = FileReplicatedLog(directory)
+    assert (again.log_start, again.end_offset, list(again.read())) == (
+        OffsetAndEpoch(epoch=9, offset=40),
+        40,
+        [],
+    )
+
+
+def test_recovery_finishes_a_snapshot_cut_that_a_crash_interrupted(tmp_path):
+    directory = str(tmp_path / "m")
+    log = epochs_log(lambda: FileReplicatedLog(directory))
+    log.flush()
+    log.close()
+    # The crash came after log-start was written and before the file was rewritten.
+    with open(os.path.join(directory, "log-start"), "w") as handle:
+        handle.write('{"offset": 2, "epoch": 1}')
+    recovered = FileReplicatedLog(directory)
+    assert [e.base_offset for e in recovered.read()] == [2, 4, 5]
+    assert os.path.getsize(os.path.join(directory, LOG_FILE_NAME)) == sum(
+        e.size_in_bytes for e in recovered.read()
+    )
+    recovered.truncate_to(4)
+    recovered.close()
+    assert [e.base_offset for e in FileReplicatedLog(directory).read()] == [2]
