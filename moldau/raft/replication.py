@@ -102,14 +102,7 @@ class ReplicationMixin(NodeState):
         now: float,
         actions: list[RaftAction],
     ) -> None:
-        if response.error_code != NO_ERROR:
-            self._requests.back_off(source_id, now)
-            return
-        leader_id, epoch = response.current_leader_id, response.current_leader_epoch
-        if self._learned_from_response(leader_id, epoch, now, actions):
-            return
-        if response.partition_error_code != NO_ERROR:
-            self._fetch_refused(source_id, now)
+        if self._fetch_answer_settled(source_id, response, now, actions):
             return
         if (
             self.role is not Role.FOLLOWER
@@ -137,11 +130,27 @@ class ReplicationMixin(NodeState):
             self.high_watermark = high_watermark
             actions.append(CommitUpTo(high_watermark=high_watermark))
 
-    def _fetch_refused(self, source_id: int, now: float) -> None:
+    def _fetch_answer_settled(
+        self,
+        source_id: int,
+        response: FetchResponse | FetchSnapshotResponse,
+        now: float,
+        actions: list[RaftAction],
+    ) -> bool:
+        """Errors, and what the answer says of the leader; True when nothing is left to do."""
+        if response.error_code != NO_ERROR:
+            self._requests.back_off(source_id, now)
+            return True
+        leader_id, epoch = response.current_leader_id, response.current_leader_epoch
+        if self._learned_from_response(leader_id, epoch, now, actions):
+            return True
+        if response.partition_error_code == NO_ERROR:
+            return False
         if self.role is Role.FOLLOWER and self.leader_id not in (None, source_id):
             self._fetch_target = self.leader_id  # the voter we asked named the leader
         else:
             self._requests.back_off(source_id, now)
+        return True
 
     def _truncate_to_diverging(self, diverging: OffsetAndEpoch, actions: list[RaftAction]) -> None:
         log = self._read_log()
@@ -350,20 +359,13 @@ class ReplicationMixin(NodeState):
         now: float,
         actions: list[RaftAction],
     ) -> None:
-        if response.error_code != NO_ERROR:
-            self._requests.back_off(source_id, now)
-            return
-        leader_id, epoch = response.current_leader_id, response.current_leader_epoch
-        if self._learned_from_response(leader_id, epoch, now, actions):
-            return
         if response.partition_error_code in (
             ErrorCode.snapshot_not_found,
             ErrorCode.position_out_of_range,
         ):
             self._fetching_snapshot = None  # the leader moved on: fetch to learn its newest
             return
-        if response.partition_error_code != NO_ERROR:
-            self._fetch_refused(source_id, now)
+        if self._fetch_answer_settled(source_id, response, now, actions):
             return
         snapshot_id = self._fetching_snapshot
         if (

@@ -155,21 +155,11 @@ class VotingMixin(NodeState):
     def _handle_begin_quorum_epoch_request(
         self, request: BeginQuorumEpochRequest, now: float, actions: list[RaftAction]
     ) -> BeginQuorumEpochResponse:
-        error_code, partition_error = NO_ERROR, NO_ERROR
-        if not self._cluster_id_matches(request.cluster_id):
-            error_code = ErrorCode.inconsistent_cluster_id
-        else:
-            error = self._voter_only_error(
-                request.leader_id, request.leader_epoch, request.voter_id
-            )
-            if error is not None:
-                partition_error = error
-            else:
-                self._learn(request.leader_id, request.leader_epoch, now, actions, from_leader=True)
+        errors = self._accept_from_leader(request, request.voter_id, now, actions)
         return BeginQuorumEpochResponse(
             correlation_id=request.correlation_id,
-            error_code=error_code,
-            partition_error_code=partition_error,
+            error_code=errors[0],
+            partition_error_code=errors[1],
             leader_id=self.leader_id,
             leader_epoch=self.epoch,
         )
@@ -177,23 +167,33 @@ class VotingMixin(NodeState):
     def _handle_end_quorum_epoch_request(
         self, request: EndQuorumEpochRequest, now: float, actions: list[RaftAction]
     ) -> EndQuorumEpochResponse:
-        error_code, partition_error = NO_ERROR, NO_ERROR
-        if not self._cluster_id_matches(request.cluster_id):
-            error_code = ErrorCode.inconsistent_cluster_id
-        else:
-            error = self._voter_only_error(request.leader_id, request.leader_epoch, None)
-            if error is not None:
-                partition_error = error
-            else:
-                self._learn(request.leader_id, request.leader_epoch, now, actions, from_leader=True)
-                self._shorten_fetch_timeout(request, now)
+        errors = self._accept_from_leader(request, None, now, actions)
+        if errors == (NO_ERROR, NO_ERROR):
+            self._shorten_fetch_timeout(request, now)
         return EndQuorumEpochResponse(
             correlation_id=request.correlation_id,
-            error_code=error_code,
-            partition_error_code=partition_error,
+            error_code=errors[0],
+            partition_error_code=errors[1],
             leader_id=self.leader_id,
             leader_epoch=self.epoch,
         )
+
+    def _accept_from_leader(
+        self,
+        request: BeginQuorumEpochRequest | EndQuorumEpochRequest,
+        receiver_id: int | None,
+        now: float,
+        actions: list[RaftAction],
+    ) -> tuple[ErrorCode, ErrorCode]:
+        """Check a leader's announcement and learn from it; the top-level and partition
+        errors of the answer."""
+        if not self._cluster_id_matches(request.cluster_id):
+            return ErrorCode.inconsistent_cluster_id, NO_ERROR
+        error = self._voter_only_error(request.leader_id, request.leader_epoch, receiver_id)
+        if error is not None:
+            return NO_ERROR, error
+        self._learn(request.leader_id, request.leader_epoch, now, actions, from_leader=True)
+        return NO_ERROR, NO_ERROR
 
     def _shorten_fetch_timeout(self, request: EndQuorumEpochRequest, now: float) -> None:
         """A follower of the resigning leader stands after a delay given by its place among the

@@ -171,24 +171,22 @@ class Nemesis:
         return f"isolate leader {leader}"
 
     def leader_cannot_send(self) -> str:
-        self._restore_network()
-        leader = self.cluster.leader_id()
-        if leader is None:
-            return "one-way: no leader"
-        for other in self.cluster.nodes:
-            if other != leader:
-                self.cluster.cut(leader, other)
-        return f"leader {leader} cannot send"
+        return self._cut_leader(outgoing=True)
 
     def leader_cannot_hear(self) -> str:
+        return self._cut_leader(outgoing=False)
+
+    def _cut_leader(self, *, outgoing: bool) -> str:
+        """Cut the leader's links one way only."""
         self._restore_network()
         leader = self.cluster.leader_id()
         if leader is None:
             return "one-way: no leader"
         for other in self.cluster.nodes:
             if other != leader:
-                self.cluster.cut(other, leader)
-        return f"leader {leader} cannot hear"
+                link = (leader, other) if outgoing else (other, leader)
+                self.cluster.cut(*link)
+        return f"leader {leader} cannot {'send' if outgoing else 'hear'}"
 
     def bridge(self) -> str:
         """Two sides that reach each other only through one node in the middle."""
