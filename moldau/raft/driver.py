@@ -149,6 +149,8 @@ class RaftDriver:
             raise RuntimeError("the metadata log failed") from self._failure
         if self._loop is None:
             raise RuntimeError("RaftDriver.start() has not run")
+        if self._stepping:
+            raise RuntimeError("append() cannot be called from a listener callback")
         future: asyncio.Future[int] = self._loop.create_future()
         before = self.node.log_end_offset
         self._step(ClientAppend(records=tuple(records)))

@@ -196,7 +196,8 @@ class NodeState:
     ) -> None:
         # An election already under way keeps its timer, as Kafka's: learning of a newer epoch
         # must not postpone it.
-        kept = self._election_deadline if self.role is not Role.FOLLOWER else None
+        electing = self.role in (Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE)
+        kept = self._election_deadline if electing else None
         self._enter(
             Role.UNATTACHED, epoch=epoch, leader_id=None, voted_id=voted_id, actions=actions
         )

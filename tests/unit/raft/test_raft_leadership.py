@@ -3,6 +3,7 @@ import pytest
 from moldau.raft.events import ClientAppend, LeaderChanged, Resign, Tick
 from moldau.raft.messages import EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest
 from moldau.raft.node import NotLeaderError, Role
+from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
 from tests.unit.raft.harness import CLUSTER_ID, Harness, elect, entries, sent
 
@@ -120,3 +121,13 @@ def test_a_quorum_state_of_other_voters_is_refused():
     harness = Harness(state=ElectionState(epoch=3, voters=(1, 2, 4)))
     with pytest.raises(ValueError, match=r"controller\.quorum\.voters"):
         harness.start()
+
+
+def test_the_quorum_config_reads_kafkas_property_names_and_keeps_its_defaults():
+    config = QuorumConfig.from_properties(
+        {"controller.quorum.election.timeout.ms": "1500", "controller.quorum.voters": "1@h:1"}
+    )
+    assert config.election_timeout_ms == 1500
+    assert (config.fetch_timeout_ms, config.election_backoff_max_ms) == (2000, 1000)
+    assert (config.request_timeout_ms, config.retry_backoff_ms) == (2000, 20)
+    assert config.check_quorum_timeout_ms == 3000
