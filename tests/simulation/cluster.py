@@ -339,8 +339,9 @@ class SimulatedCluster:
                 source = self.nodes[source_id]
                 key = (destination.node_id, source_id, message.correlation_id)
                 self._reply_incarnation[key] = source.incarnation
-                if len(self._reply_incarnation) > 10_000:
-                    self._reply_incarnation.clear()
+                if len(self._reply_incarnation) > 50_000:
+                    # Forget the oldest: their answers were lost long ago.
+                    del self._reply_incarnation[next(iter(self._reply_incarnation))]
             self.delivering = message
             try:
                 self.step(destination, Receive(source_id=source_id, message=message))

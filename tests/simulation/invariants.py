@@ -6,8 +6,11 @@ Safety (any breach raises `InvariantViolation` at once):
 - a committed entry is never lost or changed: every entry any node ever reported committed is
   kept in a registry; each node's committed entries must match it, and a new leader's log must
   hold all of it (leader completeness);
-- a node's high watermark never goes backwards (a restart starts it again from zero), never
-  passes its log end, and nothing below it is ever truncated;
+- log matching up to the high watermark: each node's entries below its high watermark are the
+  registry's (checked as it reports them), and nothing below it is truncated or replaced by a
+  snapshot afterwards, so all logs agree up to each one's high watermark;
+- a node's high watermark never goes backwards (a restart starts it again from its snapshot or
+  zero) and never passes its log end;
 - the node and its log agree on the log end and last epoch; no timer is left in the past.
 
 Liveness (`assert_converged`, at the end of a run): every live node has applied every
