@@ -1,10 +1,22 @@
-"""The asyncio driver of a `RaftNode`: runs its actions against the log and quorum-state file.
+"""The asyncio driver of a `RaftNode`: runs its actions against the log, the quorum-state file,
+the network and the listener, and its timers on the event loop.
 
-Mirrors the I/O half of Kafka's KafkaRaftClient. Appends go to the log (page cache) on the
-event loop; fsyncs run in a worker thread via `loop.run_in_executor`, one at a time, each
-covering every append made before it started (group commit). Committed entries reach the
-`RaftListener` in offset order, on the loop; `append()` futures resolve at the same moment.
-The quorum-state file is written synchronously: it changes only at start and on elections.
+Mirrors the I/O half of Kafka's KafkaRaftClient. Appends (the leader's and a follower's fetched
+entries alike) go to the log (page cache) on the event loop; fsyncs run in a worker thread via
+`loop.run_in_executor`, one at a time, each covering every append made before it started (group
+commit), and report back as `LogFlushed`. Committed entries reach the `RaftListener` in offset
+order, on the loop; `append()` futures resolve at the same moment. The quorum-state file is
+written synchronously: it changes only on elections, and a vote must be durable before the
+response that grants it is sent.
+
+Snapshots: a follower writes the leader's snapshot into the `SnapshotStore` chunk by chunk and,
+once whole, replaces its log with it and hands it to the listener (`handle_snapshot`, if it has
+one); `create_snapshot` stores one the state machine made and drops the log entries it covers.
+
+After every step the driver arms one timer for the node's next deadline (`next_deadline()`) and
+steps a `Tick` when it fires. Messages leave through a `RaftTransport` and come in through
+`receive()`; the driver executes a step's actions completely before it steps the next event, so a
+transport may deliver synchronously.
 """
 
 from __future__ import annotations
@@ -14,25 +26,33 @@ import collections
 import concurrent.futures
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from moldau.clock import Clock
-from moldau.raft.log import LogEntry, ReplicatedLog
-from moldau.raft.node import (
+from moldau.raft.events import (
     AppendToLog,
     ClientAppend,
     CommitUpTo,
     FlushLog,
+    InstallSnapshot,
     LeaderChanged,
     LogFlushed,
     PersistElectionState,
     RaftAction,
     RaftEvent,
-    RaftNode,
+    Receive,
     Resign,
+    Send,
     Start,
+    Tick,
+    TruncateLog,
+    WriteSnapshotChunk,
 )
+from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog, end_after_truncation
+from moldau.raft.messages import RaftMessage
+from moldau.raft.node import NotLeaderError, RaftNode
 from moldau.raft.quorum_state import ElectionState
+from moldau.raft.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +73,22 @@ class RaftListener(Protocol):
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
 
 
+@runtime_checkable
+class SnapshotListener(Protocol):
+    """A listener that can load a snapshot: its state becomes the snapshot's, and committed
+    entries continue from the snapshot's end offset."""
+
+    def handle_snapshot(self, snapshot_id: OffsetAndEpoch, contents: bytes) -> None: ...
+
+
+class RaftTransport(Protocol):
+    """Sends quorum messages to other nodes; their answers come back through
+    `RaftDriver.receive`. `send` must not block; a message it cannot deliver is dropped (the
+    node retries on its own timers)."""
+
+    def send(self, destination_id: int, message: RaftMessage) -> None: ...
+
+
 class RaftDriver:
     def __init__(
         self,
@@ -63,6 +99,8 @@ class RaftDriver:
         listener: RaftListener,
         clock: Clock,
         executor: concurrent.futures.Executor | None = None,
+        transport: RaftTransport | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.node = node
         self.log = log
@@ -70,18 +108,29 @@ class RaftDriver:
         self.listener = listener
         self.clock = clock
         self.executor = executor
+        self.transport = transport
+        self.snapshots = snapshots
         self._loop: asyncio.AbstractEventLoop | None = None
         self._delivered_offset = 0  # the next offset to hand to the listener
         self._pending: collections.deque[tuple[int, asyncio.Future[int]]] = collections.deque()
         self._flush_task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._first_commit: asyncio.Future[None] | None = None
+        self._stepping = False
+        self._deferred: collections.deque[RaftEvent] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: float | None = None
 
     async def start(self) -> None:
-        """Replay nothing yet, elect (a single voter elects itself), and wait until the log
-        on disk is committed and handed to the listener."""
+        """Elect (a single voter elects itself) or rejoin the quorum, and wait until this node
+        has committed something and handed it to the listener: on a single voter, the whole log
+        found on disk."""
         self._loop = asyncio.get_running_loop()
         self._first_commit = self._loop.create_future()
+        self._delivered_offset = self.log.log_start.offset
+        latest = self.snapshots.latest_snapshot_id() if self.snapshots is not None else None
+        if latest is not None and latest.offset >= self._delivered_offset:
+            self._load_snapshot(latest, first_commit=False)
         self._step(
             Start(
                 election_state=self.quorum_state_store.read(),
@@ -92,13 +141,16 @@ class RaftDriver:
         await self._first_commit
 
     def append(self, records: Sequence[bytes]) -> asyncio.Future[int]:
-        """Append `records` as one entry; the future resolves with its last offset on commit.
+        """Append `records` as one entry; the future resolves with its last offset on commit,
+        or fails with NotLeaderError if this node stops leading first.
 
         Raises NotLeaderError at once when this node cannot accept appends."""
         if self._failure is not None:
             raise RuntimeError("the metadata log failed") from self._failure
         if self._loop is None:
             raise RuntimeError("RaftDriver.start() has not run")
+        if self._stepping:
+            raise RuntimeError("append() cannot be called from a listener callback")
         future: asyncio.Future[int] = self._loop.create_future()
         before = self.node.log_end_offset
         self._step(ClientAppend(records=tuple(records)))
@@ -106,26 +158,73 @@ class RaftDriver:
         assert self.node.log_end_offset == before + len(records)
         return future
 
+    def create_snapshot(self, end_offset: int, contents: bytes) -> OffsetAndEpoch:
+        """Store a snapshot of the state machine as of `end_offset` (committed, and where an
+        entry ends) and drop the log entries below it; returns its id."""
+        if self.snapshots is None:
+            raise RuntimeError("this driver has no snapshot store")
+        if end_offset > self.node.high_watermark:
+            raise ValueError(
+                f"offset {end_offset} is not committed (high watermark {self.node.high_watermark})"
+            )
+        snapshot_id = end_after_truncation(self.log, end_offset)
+        if snapshot_id.offset != end_offset:
+            raise ValueError(f"no entry ends at offset {end_offset}")
+        self.snapshots.create(snapshot_id, contents)
+        self.log.delete_before_snapshot(snapshot_id)
+        return snapshot_id
+
+    def receive(self, source_id: int, message: RaftMessage) -> None:
+        """A message from node `source_id` arrived (the transport calls this, on the loop)."""
+        if self._loop is None or self._failure is not None:
+            return
+        self._step(Receive(source_id=source_id, message=message))
+
     async def stop(self) -> None:
-        """Resign and wait for the flush in progress (appends already made get committed)."""
+        """Resign (telling the other voters), wait for the flush in progress (appends already
+        made get committed if they can), and close the log."""
         if self._loop is None:
             return
-        self._step(Resign())
+        if self._failure is None:
+            self._step(Resign())
         task = self._flush_task
         if task is not None:
             try:
                 await task
             except Exception:  # already reported to the waiters
                 pass
-        for _, future in self._pending:
-            if not future.done():
-                future.set_exception(RuntimeError("the metadata log was closed"))
-        self._pending.clear()
+        self._cancel_timer()
+        self._fail_pending(RuntimeError("the metadata log was closed"))
         self.log.close()
         self._loop = None
 
     def _step(self, event: RaftEvent) -> None:
-        self._execute(self.node.step(event, self.clock.monotonic()))
+        if self._stepping:
+            # A transport that delivered synchronously: the current step's actions finish first.
+            self._deferred.append(event)
+            return
+        self._stepping = True
+        try:
+            self._step_now(event)
+            while self._deferred and self._failure is None:
+                self._step_now(self._deferred.popleft())
+        finally:
+            self._stepping = False
+            self._deferred.clear()
+        if self._loop is not None and self._failure is None:
+            self._arm_timer()
+
+    def _step_now(self, event: RaftEvent) -> None:
+        try:
+            self._execute(self.node.step(event, self.clock.monotonic()))
+        except NotLeaderError:
+            raise
+        except Exception as exc:
+            # A broken disk or a RaftSafetyError: this node stops taking part.
+            logger.exception("the metadata quorum node failed on %r", event)
+            self._fail(exc)
+            if isinstance(event, ClientAppend):
+                raise
 
     def _execute(self, actions: list[RaftAction]) -> None:
         for action in actions:
@@ -134,12 +233,69 @@ class RaftDriver:
                     self.quorum_state_store.write(action.state)
                 case AppendToLog():
                     self.log.append(action.entry)
+                case TruncateLog():
+                    self.log.truncate_to(action.offset)
+                case WriteSnapshotChunk():
+                    self._snapshot_store().write_chunk(
+                        action.snapshot_id, action.position, action.data
+                    )
+                case InstallSnapshot():
+                    self._snapshot_store().complete(action.snapshot_id)
+                    self.log.truncate_to_snapshot(action.snapshot_id)
+                    self._load_snapshot(action.snapshot_id)
                 case FlushLog():
                     self._schedule_flush()
                 case CommitUpTo():
                     self._deliver_commits(action.high_watermark)
                 case LeaderChanged():
+                    if action.leader_id != self.node.node_id:
+                        self._fail_pending(NotLeaderError(action.leader_id, action.epoch))
                     self.listener.handle_leader_change(action.leader_id, action.epoch)
+                case Send():
+                    if self.transport is None:
+                        raise RuntimeError("a quorum of several nodes needs a transport")
+                    self.transport.send(action.destination_id, action.message)
+
+    def _snapshot_store(self) -> SnapshotStore:
+        if self.snapshots is None:
+            raise RuntimeError("the leader sent a snapshot, and this driver has no store")
+        return self.snapshots
+
+    def _load_snapshot(self, snapshot_id: OffsetAndEpoch, *, first_commit: bool = True) -> None:
+        if isinstance(self.listener, SnapshotListener):
+            contents = self._snapshot_store().load(snapshot_id)
+            self.listener.handle_snapshot(snapshot_id, contents)
+        self._delivered_offset = snapshot_id.offset
+        if first_commit and self._first_commit is not None and not self._first_commit.done():
+            self._first_commit.set_result(None)
+
+    # Timers.
+
+    def _arm_timer(self) -> None:
+        deadline = self.node.next_deadline()
+        if deadline == self._timer_deadline:
+            return
+        self._cancel_timer()
+        if deadline is None:
+            return
+        assert self._loop is not None
+        delay = max(0.0, deadline - self.clock.monotonic())
+        self._timer_deadline = deadline
+        self._timer = self._loop.call_later(delay, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._timer_deadline = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if self._loop is not None and self._failure is None:
+            self._step(Tick())
+
+    # Flushing and committing.
 
     def _schedule_flush(self) -> None:
         if self._flush_task is None or self._flush_task.done():
@@ -150,18 +306,21 @@ class RaftDriver:
         loop = asyncio.get_running_loop()
         try:
             while self.log.flushed_offset < self.log.end_offset:
-                flushed_offset = await loop.run_in_executor(self.executor, self.log.flush)
-                self._step(LogFlushed(flushed_offset=flushed_offset))
+                await loop.run_in_executor(self.executor, self.log.flush)
+                # The log's own figure, read now: a truncation while the fsync ran lowers it.
+                self._step(LogFlushed(flushed_offset=self.log.flushed_offset))
+                if self._failure is not None:
+                    return
         except Exception as exc:
             logger.exception("flushing the metadata log failed")
             self._fail(exc)
 
     def _deliver_commits(self, high_watermark: int) -> None:
-        entries = [
-            entry
-            for entry in self.log.read(self._delivered_offset)
-            if entry.last_offset < high_watermark
-        ]
+        entries = []
+        for entry in self.log.read(self._delivered_offset):
+            if entry.last_offset >= high_watermark:
+                break
+            entries.append(entry)
         if entries:
             self._delivered_offset = entries[-1].next_offset
             try:
@@ -177,11 +336,15 @@ class RaftDriver:
         if self._first_commit is not None and not self._first_commit.done():
             self._first_commit.set_result(None)
 
-    def _fail(self, exc: BaseException) -> None:
-        self._failure = exc
+    def _fail_pending(self, exc: BaseException) -> None:
         for _, future in self._pending:
             if not future.done():
                 future.set_exception(exc)
         self._pending.clear()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failure = exc
+        self._cancel_timer()
+        self._fail_pending(exc)
         if self._first_commit is not None and not self._first_commit.done():
             self._first_commit.set_exception(exc)

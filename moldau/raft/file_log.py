@@ -11,23 +11,29 @@ Directory `<metadata.log.dir>/__cluster_metadata-0/`, file `metadata.log`. Each 
     records      count x (size uint32, bytes)
 
 Recovery reads entries from the start and truncates the file at the first one that is short,
-fails its CRC or does not continue the offsets: a torn tail from a crash mid-append. Everything
-before it was written whole; whether it was committed is Raft's business (a single voter's
+fails its CRC or does not continue the offsets and epochs: a torn tail from a crash mid-append.
+Everything before it was written whole; whether it was committed is Raft's business (a single voter's
 whole surviving log commits once it appends in its new epoch).
+
+A log that starts after a snapshot records where in `log-start` (`{"offset": n, "epoch": e}`),
+written atomically before the entries below it leave the file; recovery drops entries the
+file still holds below it, and any that do not continue it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import threading
 
 import crc32c
 
-from moldau.raft._files import fsync_directory
-from moldau.raft.log import CachedEntries, LogEntry, check_appendable
+from moldau.raft._files import fsync_directory, write_file_atomically
+from moldau.raft.log import CachedEntries, LogEntry, OffsetAndEpoch
 
 LOG_FILE_NAME = "metadata.log"
+LOG_START_FILE_NAME = "log-start"
 _LENGTH = struct.Struct(">I")
 _HEADER = struct.Struct(">IqihI")  # crc, base_offset, epoch, attributes, count
 _RECORD_SIZE = struct.Struct(">I")
@@ -62,6 +68,8 @@ def decode_entries(data: bytes) -> tuple[list[LogEntry], int]:
         if crc32c.crc32c(body[4:]) != crc:
             break
         if expected_offset is not None and base_offset != expected_offset:
+            break
+        if entries and epoch < entries[-1].epoch:
             break
         records = _decode_records(body, count)
         if records is None:
@@ -104,6 +112,7 @@ class FileReplicatedLog(CachedEntries):
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.path = os.path.join(directory, LOG_FILE_NAME)
+        self.start_path = os.path.join(directory, LOG_START_FILE_NAME)
         self._flush_lock = threading.Lock()
         self.truncated_bytes = 0
         self._recover()
@@ -115,11 +124,22 @@ class FileReplicatedLog(CachedEntries):
         self._flushed_offset = self.end_offset
 
     def _recover(self) -> None:
+        if os.path.exists(self.start_path):
+            with open(self.start_path, encoding="utf-8") as handle:
+                start = json.load(handle)
+            self._start = OffsetAndEpoch(epoch=int(start["epoch"]), offset=int(start["offset"]))
         if not os.path.exists(self.path):
             return
         with open(self.path, "rb") as handle:
             data = handle.read()
-        self._entries, valid_length = decode_entries(data)
+        entries, valid_length = decode_entries(data)
+        kept = self._continuing_the_start(entries)
+        if len(kept) < len(entries):
+            # A crash between writing log-start and rewriting the file: finish the rewrite.
+            self._set_entries(kept)
+            self._rewrite(kept)
+            return
+        self._set_entries(entries)
         if valid_length < len(data):
             self.truncated_bytes = len(data) - valid_length
             with open(self.path, "r+b") as handle:
@@ -127,14 +147,37 @@ class FileReplicatedLog(CachedEntries):
                 handle.flush()
                 os.fsync(handle.fileno())
 
+    def _continuing_the_start(self, entries: list[LogEntry]) -> list[LogEntry]:
+        kept = [e for e in entries if e.base_offset >= self._start.offset]
+        if kept and (
+            kept[0].base_offset != self._start.offset or kept[0].epoch < self._start.epoch
+        ):
+            return []
+        return kept
+
+    def _rewrite(self, entries: list[LogEntry]) -> None:
+        """Replace the file with `entries`, durably (a temporary file renamed over it)."""
+        temporary = self.path + ".tmp"
+        with open(temporary, "wb") as handle:
+            for entry in entries:
+                handle.write(encode_entry(entry))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+        fsync_directory(self.directory)
+
+    def _write_start(self, snapshot_id: OffsetAndEpoch) -> None:
+        text = json.dumps({"offset": snapshot_id.offset, "epoch": snapshot_id.epoch})
+        write_file_atomically(self.start_path, text)
+
     def append(self, entry: LogEntry) -> None:
-        check_appendable(self.end_offset, entry)
+        self._check_appendable(entry)
         data = encode_entry(entry)
         written = os.write(self._fd, data)
         if written != len(data):
             raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
         self._size += written
-        self._entries.append(entry)
+        self._add_entry(entry)
 
     def flush(self) -> int:
         # Read the end offset before fsync: every entry below it has been written already.
@@ -146,13 +189,36 @@ class FileReplicatedLog(CachedEntries):
 
     def truncate_to(self, offset: int) -> None:
         kept = self._entries_below(offset)
-        size = sum(len(encode_entry(e)) for e in kept)
+        size = sum(e.size_in_bytes for e in kept)  # the encoded length of each entry
         with self._flush_lock:
             os.ftruncate(self._fd, size)
             os.fsync(self._fd)
-            self._entries = kept
+            self._set_entries(kept)
             self._size = size
             self._flushed_offset = min(self._flushed_offset, self.end_offset)
+
+    def truncate_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        with self._flush_lock:
+            self._write_start(snapshot_id)
+            os.ftruncate(self._fd, 0)
+            os.fsync(self._fd)
+            self._start = snapshot_id
+            self._set_entries([])
+            self._size = 0
+            self._flushed_offset = snapshot_id.offset
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._check_snapshot_boundary(snapshot_id)
+        kept = self._entries_from(snapshot_id.offset)
+        with self._flush_lock:
+            self._write_start(snapshot_id)
+            self._rewrite(kept)
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._start = snapshot_id
+            self._set_entries(kept)
+            self._size = sum(e.size_in_bytes for e in kept)
+            self._flushed_offset = self.end_offset  # the rewrite fsynced every kept entry
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -1,265 +1,369 @@
-"""The Raft state machine of one voter, sans I/O: `RaftNode.step(event, now) -> actions` (KIP-595).
+"""The Raft state machine of one node, sans I/O: `RaftNode.step(event, now) -> actions` (KIP-595,
+KIP-996 pre-vote, check-quorum), as Kafka's KafkaRaftClient and QuorumState.
 
-Roles and transitions (Kafka's KRaft names):
+Roles and transitions (Kafka's names; e is the epoch, L a leader):
 
-    unattached(e) --election timeout--> candidate(e+1, voted self)
-    candidate(e)  --majority of votes--> leader(e)       (one voter: immediately)
-    candidate(e)  --timeout-----------> candidate(e+1)
-    any(e)        --hears leader at e' >= e--> follower(e', leader)
-    leader(e)     --Resign-------------> resigned(e)      (graceful shutdown)
+    unattached(e)  --election timeout------------------------> prospective(e)
+    follower(e, L) --fetch timeout, or L's EndQuorumEpoch----> prospective(e)
+    prospective(e) --majority of pre-votes-------------------> candidate(e+1, voted for itself)
+    prospective(e) --pre-votes lost, or election timeout-----> follower(e, L) if L known, else
+                                                               unattached(e)
+    candidate(e)   --majority of votes-----------------------> leader(e)   (one voter: at once)
+    candidate(e)   --votes lost or timeout, then a backoff---> prospective(e)
+    leader(e)      --Resign, or no fetch from a majority-----> resigned(e)
+                     within 1.5 x the fetch timeout (check-quorum)
+    resigned(e)    --election timeout (not when shutting down)--> unattached(e+1)
+    any(e)         --learns of epoch e' > e------------------> follower(e', L) if L known, else
+                                                               unattached(e')
+    unattached, prospective, candidate(e) --learns L leads e--> follower(e, L)
+
+A restarted node resumes from its quorum-state file: as a follower of the leader it knew, as
+unattached (with its vote) otherwise, and resigned if it led that epoch. A node that is not a
+voter is an observer: only ever unattached or a follower, it fetches (from the leader when it
+knows it, from any voter otherwise) and never votes nor stands.
 
 Invariants:
 - the election state (epoch, vote, leader) is persisted (`PersistElectionState`) before any
-  action that depends on it, so a restarted voter never votes twice in one epoch;
-- a leader starts its epoch by appending a control entry (a leader change); the high watermark
-  only advances past offsets durable on a majority, and only once that entry is, so entries
+  action that depends on it: a vote is durable before the response granting it leaves, so a
+  restarted voter never votes twice in one epoch; a pre-vote changes and persists nothing;
+- a leader starts its epoch with a control entry (a leader change); the high watermark only
+  advances past offsets durable on a majority of voters, and only once that entry is, so entries
   of earlier epochs commit together with it (Raft's "commit only your own epoch" rule);
-- the high watermark never goes backwards; `CommitUpTo(o)` means every offset below o is
-  committed.
+- a follower fetches only from an offset it has flushed, so the leader may count it as durable;
+- the high watermark never goes backwards, on a follower never past the leader's nor its own
+  log end, and a follower never truncates below it; `CommitUpTo(o)` means every offset below o
+  is committed.
 
-Implemented fully: the single-voter quorum (start → candidate → leader). The multi-voter paths
-(Vote, BeginQuorumEpoch, Fetch between voters) are the seams marked below; until they exist a
-node with several voters refuses to start.
+Elections are in `voting.py`, fetching in `replication.py`, the shared state and transitions in
+`node_state.py`; this module steps events, runs the timers and sends what each role sends.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from enum import Enum
+from moldau.raft.description import QuorumDescription, ReplicaState, VoterState
+from moldau.raft.events import (
+    AppendToLog,
+    ClientAppend,
+    CommitUpTo,
+    FlushLog,
+    InstallSnapshot,
+    LeaderChanged,
+    LogFlushed,
+    PersistElectionState,
+    RaftAction,
+    RaftEvent,
+    Receive,
+    Resign,
+    Send,
+    Start,
+    Tick,
+    TruncateLog,
+    WriteSnapshotChunk,
+)
+from moldau.raft.leader_state import ReplicaProgress
+from moldau.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    RaftMessage,
+    RaftRequest,
+    VoteRequest,
+    VoteResponse,
+)
+from moldau.raft.node_state import (
+    NotLeaderError,
+    RaftSafetyError,
+    Role,
+    leader_change_payload,
+)
+from moldau.raft.replication import ReplicationMixin
+from moldau.raft.voting import VotingMixin
 
-from moldau.raft.log import LogEntry
-from moldau.raft.quorum_state import ElectionState
+__all__ = [
+    "AppendToLog",
+    "ClientAppend",
+    "CommitUpTo",
+    "FlushLog",
+    "InstallSnapshot",
+    "LeaderChanged",
+    "LogFlushed",
+    "NotLeaderError",
+    "PersistElectionState",
+    "QuorumDescription",
+    "RaftAction",
+    "RaftEvent",
+    "RaftNode",
+    "RaftSafetyError",
+    "Receive",
+    "ReplicaState",
+    "Resign",
+    "Role",
+    "Send",
+    "Start",
+    "Tick",
+    "TruncateLog",
+    "VoterState",
+    "WriteSnapshotChunk",
+    "leader_change_payload",
+]
 
-
-class Role(Enum):
-    UNATTACHED = "unattached"
-    CANDIDATE = "candidate"
-    FOLLOWER = "follower"
-    LEADER = "leader"
-    RESIGNED = "resigned"
-
-
-class NotLeaderError(Exception):
-    """An append was offered to a node that is not the leader; `leader_id` says who is."""
-
-    def __init__(self, leader_id: int | None, epoch: int) -> None:
-        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
-        self.leader_id = leader_id
-        self.epoch = epoch
-
-
-# Events.
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Start:
-    """The node opened its log and quorum-state file."""
-
-    election_state: ElectionState | None
-    log_end_offset: int
-    last_epoch: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClientAppend:
-    """The state machine above (the controller) wants `records` committed as one entry."""
-
-    records: tuple[bytes, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogFlushed:
-    """Every record below `flushed_offset` is durable on this node."""
-
-    flushed_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Time passed; timers (election, fetch) are checked against `now`."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resign:
-    """Graceful shutdown: stop leading, accept no more appends."""
-
-
-RaftEvent = Start | ClientAppend | LogFlushed | Tick | Resign
-
-
-# Actions the driver carries out, in order.
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PersistElectionState:
-    state: ElectionState
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendToLog:
-    entry: LogEntry
-
-
-@dataclass(frozen=True, slots=True)
-class FlushLog:
-    """Make the log durable up to its end and report back with `LogFlushed` (group commit)."""
+# A transition may start a timer that has already expired (a zero backoff): look again, a few
+# times at most.
+_TIMER_PASSES = 8
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommitUpTo:
-    high_watermark: int
+class RaftNode(VotingMixin, ReplicationMixin):
+    """One node's Raft state; all I/O happens in the driver that executes the returned actions.
 
+    `log` is read, never written (the driver appends and truncates as told): a node in a quorum
+    of several voters needs it to answer fetches and find where logs diverge. `rng` draws the
+    election timeouts and backoffs: seed it for a reproducible run."""
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderChanged:
-    leader_id: int | None
-    epoch: int
+    def step(self, event: RaftEvent, now: float) -> list[RaftAction]:
+        actions: list[RaftAction] = []
+        match event:
+            case Start():
+                self._on_start(event, now, actions)
+            case ClientAppend():
+                if self.role is not Role.LEADER:
+                    raise NotLeaderError(self.leader_id, self.epoch)
+                self._append_as_leader(event.records, actions)
+            case LogFlushed():
+                self._on_log_flushed(event, now, actions)
+            case Tick():
+                pass
+            case Resign():
+                self._shutting_down = True
+                if self.role is Role.LEADER and self._leader is not None:
+                    self._become_resigned(now, actions, successors=self._leader.successors())
+            case Receive():
+                if self._started:
+                    self._on_receive(event.source_id, event.message, now, actions)
+        if self._started:
+            self._poll(now, actions)
+        return actions
 
+    def next_deadline(self) -> float | None:
+        """When the node next wants a `Tick` (the `now` of its steps), or None: no timer runs."""
+        deadlines = [self._requests.next_deadline(), self._role_deadline()]
+        leader = self._leader
+        if leader is not None and self.role is Role.LEADER:
+            deadlines.append(leader.check_quorum_deadline)
+            deadlines.extend(p.deadline for p in leader.parked.values())
+        present = [d for d in deadlines if d is not None]
+        return min(present) if present else None
 
-RaftAction = PersistElectionState | AppendToLog | FlushLog | CommitUpTo | LeaderChanged
+    def _role_deadline(self) -> float | None:
+        match self.role:
+            case Role.UNATTACHED | Role.RESIGNED:
+                return self._election_deadline if self._may_stand() else None
+            case Role.PROSPECTIVE:
+                return self._election_deadline
+            case Role.CANDIDATE:
+                if self._backoff_deadline is not None:
+                    return self._backoff_deadline
+                return self._election_deadline
+            case Role.FOLLOWER:
+                return self._fetch_deadline if self._may_stand() or not self.is_voter else None
+            case Role.LEADER:
+                return None
 
+    def _on_start(self, event: Start, now: float, actions: list[RaftAction]) -> None:
+        if self._started:
+            raise RuntimeError("the node has started already")
+        self._started = True
+        self.log_end_offset = self.flushed_offset = event.log_end_offset
+        self.last_epoch = event.last_epoch
+        if self._log is not None:
+            # What the log starts after is in a snapshot: committed.
+            self.high_watermark = self._log.log_start.offset
+        stored = event.election_state
+        self._persisted = stored
+        stored_epoch = stored.epoch if stored else 0
+        if self.voters == (self.node_id,):
+            # A single voter is a majority of one: it votes for itself and leads at once.
+            self.epoch = max(stored_epoch, event.last_epoch)
+            self._become_candidate(now, actions)
+            return
+        if self._log is None:
+            raise ValueError("a node in a quorum of several voters needs its log (log=)")
+        if stored is not None and stored.voters and set(stored.voters) != set(self.voters):
+            raise ValueError(
+                f"the voters in the quorum-state file {stored.voters} differ from the "
+                f"configured {self.voters}: fix controller.quorum.voters or remove the file"
+            )
+        if stored is not None and stored.voted_id is not None and not self.is_voter:
+            raise ValueError(f"node {self.node_id} voted once but is not one of {self.voters}")
+        self.epoch = stored_epoch
+        if stored is None or stored_epoch < event.last_epoch:
+            self._become_unattached(max(stored_epoch, event.last_epoch), now, actions)
+        elif stored.leader_id == self.node_id:
+            # It led this epoch before the restart: resigned, so it neither votes again in the
+            # epoch nor reuses offsets that lost, unflushed entries of the epoch had.
+            self.leader_id, self.voted_id = self.node_id, stored.voted_id
+            self._notified = (self.node_id, self.epoch)
+            self._become_resigned(now, actions, successors=())
+        elif stored.leader_id is not None:
+            self.voted_id = stored.voted_id
+            self._become_follower(stored_epoch, stored.leader_id, now, actions)
+        else:
+            self._become_unattached(stored_epoch, now, actions, voted_id=stored.voted_id)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VoterState:
-    """What the leader knows of one voter: the end of its durable log (-1: unknown)."""
+    def _on_log_flushed(self, event: LogFlushed, now: float, actions: list[RaftAction]) -> None:
+        flushed = max(self.flushed_offset, event.flushed_offset)
+        self.flushed_offset = min(flushed, self.log_end_offset)
+        if self._leader is not None:
+            self._leader.update_local_end(self.flushed_offset, now)
+            self._advance_high_watermark(now, actions)
+            self._complete_parked_fetches(now, actions)
 
-    voter_id: int
-    log_end_offset: int
+    # Timers and outbound requests: every step ends here (Kafka's poll).
 
+    def _poll(self, now: float, actions: list[RaftAction]) -> None:
+        self._requests.expire(now)
+        for _ in range(_TIMER_PASSES):
+            if not self._expire_role_timer(now, actions):
+                break
+        if self._leader is not None and self.role is Role.LEADER:
+            self._complete_parked_fetches(now, actions)
+            self._leader.forget_idle_observers(now)
+        self._send_requests(now, actions)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QuorumDescription:
-    """A read-only view of the quorum for DescribeQuorum (KIP-595, KIP-836)."""
+    def _expire_role_timer(self, now: float, actions: list[RaftAction]) -> bool:
+        """Act on the role's expired timer; True if that changed the role or its timers."""
+        match self.role:
+            case Role.UNATTACHED:
+                if self._may_stand() and _expired(self._election_deadline, now):
+                    self._become_prospective(now, actions)
+                    return True
+            case Role.PROSPECTIVE:
+                if _expired(self._election_deadline, now):
+                    self._prospective_lost(now, actions)
+                    return True
+            case Role.CANDIDATE:
+                if self._backoff_deadline is not None:
+                    if self._backoff_deadline <= now:
+                        self._become_prospective(now, actions)
+                        return True
+                elif _expired(self._election_deadline, now):
+                    self._start_backoff(now)
+                    return True
+            case Role.FOLLOWER:
+                if _expired(self._fetch_deadline, now):
+                    if not self.is_voter:
+                        # An observer whose leader went quiet asks the voters who leads now.
+                        self._fetch_target = self._random.choice(self.voters)
+                        self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
+                        return True
+                    if self._may_stand():
+                        self._become_prospective(now, actions)
+                        return True
+            case Role.LEADER:
+                leader = self._leader
+                if leader is not None and _expired(leader.check_quorum_deadline, now):
+                    self._become_resigned(now, actions, successors=leader.successors())
+                    return True
+            case Role.RESIGNED:
+                if self._may_stand() and _expired(self._election_deadline, now):
+                    self._become_unattached(self.epoch + 1, now, actions)
+                    return True
+        return False
 
-    node_id: int
-    role: Role
-    leader_id: int | None
-    epoch: int
-    high_watermark: int
-    voters: tuple[VoterState, ...]
+    def _send_requests(self, now: float, actions: list[RaftAction]) -> None:
+        match self.role:
+            case Role.PROSPECTIVE | Role.CANDIDATE:
+                if self._tally is not None and self._backoff_deadline is None:
+                    for voter_id in self._tally.unrecorded_voters():
+                        self._send_request(voter_id, self._vote_request, now, actions)
+            case Role.LEADER:
+                if self._leader is not None:
+                    for voter_id in sorted(self._leader.unacknowledged_voters):
+                        self._send_request(voter_id, self._begin_quorum_epoch_request, now, actions)
+            case Role.RESIGNED:
+                for voter_id in sorted(self._unacknowledged_resignation):
+                    self._send_request(voter_id, self._end_quorum_epoch_request, now, actions)
+            case Role.FOLLOWER | Role.UNATTACHED:
+                self._maybe_send_fetch(now, actions)
 
+    # Messages in.
 
-def leader_change_payload(leader_id: int, voters: tuple[int, ...]) -> bytes:
-    """The single record of the control entry a leader starts its epoch with."""
-    return json.dumps({"leaderId": leader_id, "voters": list(voters)}).encode("utf-8")
+    def _on_receive(
+        self, source_id: int, message: RaftMessage, now: float, actions: list[RaftAction]
+    ) -> None:
+        reply: RaftMessage | None = None
+        match message:
+            case VoteRequest():
+                reply = self._handle_vote_request(message, now, actions)
+            case BeginQuorumEpochRequest():
+                reply = self._handle_begin_quorum_epoch_request(message, now, actions)
+            case EndQuorumEpochRequest():
+                reply = self._handle_end_quorum_epoch_request(message, now, actions)
+            case FetchRequest():
+                reply = self._handle_fetch_request(source_id, message, now, actions)
+            case FetchSnapshotRequest():
+                reply = self._handle_fetch_snapshot_request(source_id, message, now)
+            case _:
+                request = self._requests.take(source_id, message.correlation_id)
+                if request is not None:
+                    self._on_response(source_id, request, message, now, actions)
+        if reply is not None:
+            actions.append(Send(destination_id=source_id, message=reply))
 
+    def _on_response(
+        self,
+        source_id: int,
+        request: RaftRequest,
+        response: RaftMessage,
+        now: float,
+        actions: list[RaftAction],
+    ) -> None:
+        match request, response:
+            case VoteRequest(), VoteResponse():
+                self._handle_vote_response(source_id, request, response, now, actions)
+            case BeginQuorumEpochRequest(), BeginQuorumEpochResponse():
+                self._handle_begin_quorum_epoch_response(source_id, request, response, now, actions)
+            case EndQuorumEpochRequest(), EndQuorumEpochResponse():
+                self._handle_end_quorum_epoch_response(source_id, request, response, now, actions)
+            case FetchRequest(), FetchResponse():
+                self._handle_fetch_response(source_id, request, response, now, actions)
+            case FetchSnapshotRequest(), FetchSnapshotResponse():
+                self._handle_fetch_snapshot_response(source_id, request, response, now, actions)
+            case _:
+                self._requests.back_off(source_id, now)  # an answer to another question
 
-class RaftNode:
-    """One voter's Raft state; all I/O happens in the driver that executes the returned actions."""
-
-    def __init__(self, *, node_id: int, voters: tuple[int, ...]) -> None:
-        if node_id not in voters:
-            raise ValueError(f"node {node_id} is not one of the voters {voters}")
-        self.node_id = node_id
-        self.voters = voters
-        self.role = Role.UNATTACHED
-        self.epoch = 0
-        self.leader_id: int | None = None
-        self.voted_id: int | None = None
-        self.log_end_offset = 0
-        self.high_watermark = 0
-        self.epoch_start_offset = 0
-        self._voter_end_offsets: dict[int, int] = {}
-
-    @property
-    def is_leader(self) -> bool:
-        return self.role is Role.LEADER
+    # Describing.
 
     def describe(self) -> QuorumDescription:
-        """The quorum as this node sees it; voter end offsets are known only on the leader."""
+        """The quorum as this node sees it; replica progress is known only on the leader."""
+        leader = self._leader
+        voters = leader.voter_progress if leader is not None else {}
+        observers = leader.observer_progress if leader is not None else {}
         return QuorumDescription(
             node_id=self.node_id,
             role=self.role,
             leader_id=self.leader_id,
             epoch=self.epoch,
             high_watermark=self.high_watermark,
-            voters=tuple(
-                VoterState(voter_id=voter, log_end_offset=self._voter_end_offsets.get(voter, -1))
-                for voter in self.voters
-            ),
+            voters=tuple(_replica_state(v, voters.get(v)) for v in self.voters),
+            observers=tuple(_replica_state(o, observers[o]) for o in sorted(observers)),
         )
 
-    def step(self, event: RaftEvent, now: float) -> list[RaftAction]:
-        match event:
-            case Start():
-                return self._on_start(event, now)
-            case ClientAppend():
-                return self._on_client_append(event)
-            case LogFlushed():
-                return self._on_log_flushed(event)
-            case Tick():
-                return []  # seam: election and fetch timeouts of the multi-voter quorum
-            case Resign():
-                return self._on_resign()
 
-    def _on_start(self, event: Start, now: float) -> list[RaftAction]:
-        self.log_end_offset = event.log_end_offset
-        stored = event.election_state
-        self.epoch = max(stored.epoch if stored else 0, event.last_epoch)
-        if len(self.voters) > 1:
-            # Seam: become unattached (or follower of the stored leader) and wait for an
-            # election timeout or a BeginQuorumEpoch; needs the Vote/Fetch RPCs.
-            raise NotImplementedError(
-                "a metadata quorum of more than one voter is not supported yet"
-            )
-        # A single voter is a majority of one: it votes for itself and leads at once.
-        actions: list[RaftAction] = []
-        self.role = Role.CANDIDATE
-        self.epoch += 1
-        self.voted_id = self.node_id
-        actions.append(PersistElectionState(state=self._election_state()))
-        actions.extend(self._become_leader())
-        return actions
+def _replica_state(replica_id: int, progress: ReplicaProgress | None) -> ReplicaState:
+    if progress is None:
+        return ReplicaState(replica_id=replica_id, log_end_offset=-1)
+    return ReplicaState(
+        replica_id=replica_id,
+        log_end_offset=progress.end_offset,
+        last_fetch_time=progress.last_fetch_time,
+        last_caught_up_time=progress.last_caught_up_time,
+    )
 
-    def _become_leader(self) -> list[RaftAction]:
-        self.role = Role.LEADER
-        self.leader_id = self.node_id
-        self.epoch_start_offset = self.log_end_offset
-        self._voter_end_offsets = {voter: 0 for voter in self.voters}
-        entry = LogEntry(
-            base_offset=self.log_end_offset,
-            epoch=self.epoch,
-            records=(leader_change_payload(self.node_id, self.voters),),
-            is_control=True,
-        )
-        self.log_end_offset = entry.next_offset
-        return [
-            PersistElectionState(state=self._election_state()),
-            LeaderChanged(leader_id=self.node_id, epoch=self.epoch),
-            AppendToLog(entry=entry),
-            FlushLog(),
-        ]
 
-    def _on_client_append(self, event: ClientAppend) -> list[RaftAction]:
-        if self.role is not Role.LEADER:
-            raise NotLeaderError(self.leader_id, self.epoch)
-        entry = LogEntry(base_offset=self.log_end_offset, epoch=self.epoch, records=event.records)
-        self.log_end_offset = entry.next_offset
-        return [AppendToLog(entry=entry), FlushLog()]
-
-    def _on_log_flushed(self, event: LogFlushed) -> list[RaftAction]:
-        if self.role is not Role.LEADER and self.role is not Role.RESIGNED:
-            return []
-        self._voter_end_offsets[self.node_id] = event.flushed_offset
-        # The offset durable on a majority: sort descending, take the majority-th entry.
-        acknowledged = sorted(self._voter_end_offsets.values(), reverse=True)
-        majority_offset = acknowledged[len(self.voters) // 2]
-        if majority_offset <= self.epoch_start_offset or majority_offset <= self.high_watermark:
-            return []
-        self.high_watermark = majority_offset
-        return [CommitUpTo(high_watermark=majority_offset)]
-
-    def _on_resign(self) -> list[RaftAction]:
-        if self.role is Role.LEADER:
-            self.role = Role.RESIGNED
-            # Seam: send EndQuorumEpoch to the other voters so they elect a new leader quickly.
-        return []
-
-    def _election_state(self) -> ElectionState:
-        return ElectionState(
-            epoch=self.epoch,
-            leader_id=self.leader_id,
-            voted_id=self.voted_id,
-            voters=self.voters,
-        )
+def _expired(deadline: float | None, now: float) -> bool:
+    return deadline is not None and deadline <= now

@@ -8,6 +8,7 @@ from moldau.raft.driver import RaftDriver
 from moldau.raft.log import LogEntry, MemoryReplicatedLog
 from moldau.raft.node import NotLeaderError, RaftNode
 from moldau.raft.quorum_state import MemoryQuorumStateStore
+from moldau.raft.snapshots import MemorySnapshotStore
 
 
 class RecordingListener:
@@ -125,5 +126,49 @@ def test_a_stopped_driver_refuses_appends():
         await driver.stop()
         with pytest.raises((RuntimeError, NotLeaderError)):
             driver.append([b"x"])
+
+    asyncio.run(scenario())
+
+
+def test_a_restart_loads_the_newest_snapshot_and_delivers_only_what_follows_it():
+    class SnapshotListener(RecordingListener):
+        def __init__(self):
+            super().__init__()
+            self.snapshots = []
+
+        def handle_snapshot(self, snapshot_id, contents):
+            self.snapshots.append((snapshot_id, contents))
+
+    async def scenario():
+        log, store, snapshots = GatedLog(), MemoryQuorumStateStore(), MemorySnapshotStore()
+        driver = RaftDriver(
+            node=RaftNode(node_id=1, voters=(1,)),
+            log=log,
+            quorum_state_store=store,
+            listener=RecordingListener(),
+            clock=ManualClock(),
+            snapshots=snapshots,
+        )
+        await driver.start()
+        await driver.append([b"a"])
+        snapshot_id = driver.create_snapshot(2, b"state with a")
+        with pytest.raises(ValueError):
+            driver.create_snapshot(9, b"not committed yet")
+        await driver.append([b"b"])
+        await driver.stop()
+
+        listener = SnapshotListener()
+        restarted = RaftDriver(
+            node=RaftNode(node_id=1, voters=(1,)),
+            log=log,
+            quorum_state_store=store,
+            listener=listener,
+            clock=ManualClock(),
+            snapshots=snapshots,
+        )
+        await restarted.start()
+        assert listener.snapshots == [(snapshot_id, b"state with a")]
+        assert [e.records for e in listener.committed if not e.is_control] == [(b"b",)]
+        await restarted.stop()
 
     asyncio.run(scenario())

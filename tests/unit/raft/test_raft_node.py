@@ -87,9 +87,7 @@ def test_a_resigned_leader_refuses_appends_but_finishes_its_flushes():
     assert node.step(Tick(), 1.0) == []
 
 
-def test_several_voters_are_refused_until_elections_exist():
+def test_a_quorum_of_several_voters_needs_its_log_to_start():
     node = RaftNode(node_id=1, voters=(1, 2, 3))
-    with pytest.raises(NotImplementedError):
-        node.step(Start(election_state=None, log_end_offset=0, last_epoch=0), 0.0)
     with pytest.raises(ValueError):
-        RaftNode(node_id=4, voters=(1, 2, 3))
+        node.step(Start(election_state=None, log_end_offset=0, last_epoch=0), 0.0)

@@ -11,7 +11,7 @@ from moldau.raft.node import (
 
 def test_describe_reports_leader_epoch_high_watermark_and_flushed_voter_offsets():
     node = RaftNode(node_id=3, voters=(3,))
-    assert node.describe().voters == (VoterState(voter_id=3, log_end_offset=-1),)
+    assert node.describe().voters == (VoterState(replica_id=3, log_end_offset=-1),)
     node.step(Start(election_state=None, log_end_offset=5, last_epoch=2), 0.0)
     node.step(ClientAppend(records=(b"a", b"b")), 0.0)
     node.step(LogFlushed(flushed_offset=8), 0.0)
@@ -22,5 +22,9 @@ def test_describe_reports_leader_epoch_high_watermark_and_flushed_voter_offsets(
         leader_id=3,
         epoch=3,
         high_watermark=8,
-        voters=(VoterState(voter_id=3, log_end_offset=8),),
+        voters=(
+            VoterState(
+                replica_id=3, log_end_offset=8, last_fetch_time=0.0, last_caught_up_time=0.0
+            ),
+        ),
     )

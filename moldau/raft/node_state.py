@@ -1,0 +1,391 @@
+"""The state of one Raft node and its transitions between roles (Kafka's QuorumState and its
+per-role EpochStates), shared by the halves of `RaftNode`: voting (`voting.py`) and
+replication (`replication.py`). The transition table and invariants are in `node.py`.
+
+Every transition goes through `_enter`, which persists the election state and tells the
+listener of a new leader before anything that follows in the step, forgets the requests in
+flight (their answers will be dropped), and answers the fetches a leader was holding.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from enum import Enum
+
+from moldau.protocol.errors import ErrorCode
+from moldau.raft.election import (
+    ElectionTally,
+    lost_election_backoff_ms,
+    random_election_timeout_ms,
+)
+from moldau.raft.events import (
+    AppendToLog,
+    FlushLog,
+    LeaderChanged,
+    PersistElectionState,
+    RaftAction,
+    Send,
+)
+from moldau.raft.leader_state import LeaderState
+from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog
+from moldau.raft.messages import FetchRequest, FetchResponse, RaftRequest
+from moldau.raft.quorum_config import QuorumConfig, VoterSet
+from moldau.raft.quorum_state import ElectionState
+from moldau.raft.request_manager import RequestManager
+from moldau.raft.snapshots import SnapshotStore
+
+RequestBuilder = Callable[[int, int], RaftRequest]  # (destination id, correlation id)
+
+
+class Role(Enum):
+    UNATTACHED = "unattached"
+    PROSPECTIVE = "prospective"
+    CANDIDATE = "candidate"
+    FOLLOWER = "follower"
+    LEADER = "leader"
+    RESIGNED = "resigned"
+
+
+class NotLeaderError(Exception):
+    """An append was offered to a node that is not the leader; `leader_id` says who is."""
+
+    def __init__(self, leader_id: int | None, epoch: int) -> None:
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class RaftSafetyError(RuntimeError):
+    """Something Raft rules out happened (two leaders in one epoch, committed data about to be
+    truncated): the node stops rather than act on it."""
+
+
+def leader_change_payload(leader_id: int, voters: tuple[int, ...]) -> bytes:
+    """The single record of the control entry a leader starts its epoch with."""
+    return json.dumps({"leaderId": leader_id, "voters": list(voters)}).encode("utf-8")
+
+
+class NodeState:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: tuple[int, ...],
+        config: QuorumConfig | None = None,
+        rng: random.Random | None = None,
+        cluster_id: str | None = None,
+        log: ReplicatedLog | None = None,
+        snapshots: SnapshotStore | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.voter_set = VoterSet.of(voters)
+        self.config = config or QuorumConfig()
+        self.cluster_id = cluster_id
+        self._random = rng or random.Random()
+        self._log = log
+        self._snapshots = snapshots
+        self.role = Role.UNATTACHED
+        self.epoch = 0
+        self.leader_id: int | None = None
+        self.voted_id: int | None = None
+        self.log_end_offset = 0
+        self.last_epoch = 0
+        self.flushed_offset = 0
+        self.high_watermark = 0
+        self.epoch_start_offset = 0
+        self._started = False
+        self._shutting_down = False
+        self._requests = RequestManager(
+            request_timeout=self.config.request_timeout_ms / 1000,
+            retry_backoff=self.config.retry_backoff_ms / 1000,
+        )
+        self._leader: LeaderState | None = None
+        self._tally: ElectionTally | None = None
+        self._retries = 0
+        self._election_deadline: float | None = None
+        self._backoff_deadline: float | None = None  # a candidate waiting after a lost election
+        self._fetch_deadline: float | None = None
+        self._heard_from_leader = False
+        self._fetch_target: int | None = None
+        # The leader's snapshot this follower is fetching, and how much of it it has.
+        self._fetching_snapshot: OffsetAndEpoch | None = None
+        self._snapshot_position = 0
+        self._installed_log_start = 0
+        self._unacknowledged_resignation: set[int] = set()
+        self._successors: tuple[int, ...] = ()
+        self._persisted: ElectionState | None = None
+        self._notified: tuple[int | None, int] = (None, 0)
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.voter_set.voter_ids
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voter_set
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def _may_stand(self) -> bool:
+        return self.is_voter and not self._shutting_down
+
+    def _read_log(self) -> ReplicatedLog:
+        if self._log is None:
+            raise RuntimeError("this node was built without its log")
+        return self._log
+
+    # Transitions.
+
+    def _enter(
+        self,
+        role: Role,
+        *,
+        epoch: int,
+        leader_id: int | None,
+        voted_id: int | None,
+        actions: list[RaftAction],
+    ) -> None:
+        parked = self._leader.parked if self._leader is not None else {}
+        if epoch != self.epoch or leader_id != self.leader_id:
+            # Another leader's snapshot need not be the same bytes: a transfer starts over.
+            # Through a pre-vote round and back to the same leader, it goes on.
+            self._fetching_snapshot = None
+        if role is not Role.RESIGNED:
+            self._leader = None  # a resigned leader keeps committing what its own flushes allow
+        elif self._leader is not None:
+            self._leader.parked = {}
+        self.role = role
+        self.epoch = epoch
+        self.leader_id = leader_id
+        self.voted_id = voted_id
+        self._tally = None
+        self._election_deadline = self._backoff_deadline = self._fetch_deadline = None
+        self._heard_from_leader = False
+        self._fetch_target = None
+        self._requests.reset()
+        self._persist(actions)
+        self._notify_leader(actions)
+        for fetch in parked.values():  # a replica waiting on us learns where the leader went
+            error = self._fetch_error(fetch.request)
+            actions.append(Send(destination_id=fetch.source_id, message=error))
+
+    def _persist(self, actions: list[RaftAction]) -> None:
+        state = ElectionState(
+            epoch=self.epoch, leader_id=self.leader_id, voted_id=self.voted_id, voters=self.voters
+        )
+        if state != self._persisted:
+            self._persisted = state
+            actions.append(PersistElectionState(state=state))
+
+    def _notify_leader(self, actions: list[RaftAction]) -> None:
+        known = (self.leader_id, self.epoch)
+        if known != self._notified and (known[0] is not None or self._notified[0] is not None):
+            self._notified = known
+            actions.append(LeaderChanged(leader_id=self.leader_id, epoch=self.epoch))
+
+    def _new_election_deadline(self, now: float) -> float:
+        timeout = random_election_timeout_ms(self.config.election_timeout_ms, self._random)
+        return now + timeout / 1000
+
+    def _become_unattached(
+        self, epoch: int, now: float, actions: list[RaftAction], *, voted_id: int | None = None
+    ) -> None:
+        # An election already under way keeps its timer, as Kafka's: learning of a newer epoch
+        # must not postpone it.
+        electing = self.role in (Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE)
+        kept = self._election_deadline if electing else None
+        self._enter(
+            Role.UNATTACHED, epoch=epoch, leader_id=None, voted_id=voted_id, actions=actions
+        )
+        if self.is_voter:
+            self._election_deadline = kept if kept is not None else self._new_election_deadline(now)
+
+    def _become_follower(
+        self, epoch: int, leader_id: int, now: float, actions: list[RaftAction]
+    ) -> None:
+        voted_id = self.voted_id if epoch == self.epoch else None
+        self._enter(
+            Role.FOLLOWER, epoch=epoch, leader_id=leader_id, voted_id=voted_id, actions=actions
+        )
+        self._retries = 0
+        self._fetch_target = leader_id
+        self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
+
+    def _become_prospective(self, now: float, actions: list[RaftAction]) -> None:
+        self._enter(
+            Role.PROSPECTIVE,
+            epoch=self.epoch,
+            leader_id=self.leader_id,
+            voted_id=self.voted_id,
+            actions=actions,
+        )
+        self._tally = ElectionTally(self.voter_set, self.node_id)
+        self._election_deadline = self._new_election_deadline(now)
+        if self._tally.is_won:
+            self._become_candidate(now, actions)
+
+    def _prospective_lost(self, now: float, actions: list[RaftAction]) -> None:
+        if self.leader_id is not None and self.leader_id != self.node_id:
+            self._become_follower(self.epoch, self.leader_id, now, actions)
+            return
+        self._enter(
+            Role.UNATTACHED,
+            epoch=self.epoch,
+            leader_id=None,
+            voted_id=self.voted_id,
+            actions=actions,
+        )
+        self._election_deadline = self._new_election_deadline(now)
+
+    def _become_candidate(self, now: float, actions: list[RaftAction]) -> None:
+        self._retries += 1
+        self._enter(
+            Role.CANDIDATE,
+            epoch=self.epoch + 1,
+            leader_id=None,
+            voted_id=self.node_id,
+            actions=actions,
+        )
+        self._tally = ElectionTally(self.voter_set, self.node_id)
+        self._election_deadline = self._new_election_deadline(now)
+        if self._tally.is_won:
+            self._become_leader(now, actions)
+
+    def _start_backoff(self, now: float) -> None:
+        backoff = lost_election_backoff_ms(
+            self._retries, self.config.election_backoff_max_ms, self._random
+        )
+        self._backoff_deadline = now + backoff / 1000
+        self._requests.reset()
+
+    def _become_leader(self, now: float, actions: list[RaftAction]) -> None:
+        self._enter(
+            Role.LEADER,
+            epoch=self.epoch,
+            leader_id=self.node_id,
+            voted_id=self.voted_id,
+            actions=actions,
+        )
+        self._retries = 0
+        self.epoch_start_offset = self.log_end_offset
+        self._leader = LeaderState(
+            local_id=self.node_id,
+            voters=self.voter_set,
+            epoch_start_offset=self.epoch_start_offset,
+            now=now,
+            check_quorum_timeout=self.config.check_quorum_timeout_ms / 1000,
+        )
+        self._leader.update_local_end(self.flushed_offset, now)
+        payload = leader_change_payload(self.node_id, self.voters)
+        self._append_as_leader((payload,), actions, is_control=True)
+
+    def _become_resigned(
+        self, now: float, actions: list[RaftAction], *, successors: tuple[int, ...]
+    ) -> None:
+        self._enter(
+            Role.RESIGNED,
+            epoch=self.epoch,
+            leader_id=self.leader_id,
+            voted_id=self.voted_id,
+            actions=actions,
+        )
+        self._successors = successors
+        self._unacknowledged_resignation = set(successors)
+        self._election_deadline = self._new_election_deadline(now)
+
+    def _append_as_leader(
+        self, records: tuple[bytes, ...], actions: list[RaftAction], *, is_control: bool = False
+    ) -> None:
+        entry = LogEntry(
+            base_offset=self.log_end_offset,
+            epoch=self.epoch,
+            records=records,
+            is_control=is_control,
+        )
+        self.log_end_offset = entry.next_offset
+        self.last_epoch = self.epoch
+        actions.append(AppendToLog(entry=entry))
+        actions.append(FlushLog())
+
+    # What messages say of the quorum.
+
+    def _learn(
+        self,
+        leader_id: int | None,
+        epoch: int,
+        now: float,
+        actions: list[RaftAction],
+        *,
+        from_leader: bool = False,
+    ) -> None:
+        """Move to what a message says of the quorum, if it is news (Kafka's maybeTransition);
+        `from_leader`: the leader itself said so, which outranks a remembered silent leader."""
+        if epoch < self.epoch or leader_id == self.node_id:
+            return
+        if epoch > self.epoch:
+            if leader_id is not None:
+                self._become_follower(epoch, leader_id, now, actions)
+            else:
+                self._become_unattached(epoch, now, actions)
+            return
+        if leader_id is None:
+            return
+        if self.leader_id == self.node_id:
+            raise RaftSafetyError(
+                f"node {leader_id} claims epoch {epoch}, which node {self.node_id} leads"
+            )
+        if self.leader_id is not None and self.leader_id != leader_id:
+            raise RaftSafetyError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}")
+        if self.role is not Role.FOLLOWER and (self.leader_id is None or from_leader):
+            self._become_follower(epoch, leader_id, now, actions)
+
+    def _learned_from_response(
+        self, leader_id: int | None, epoch: int, now: float, actions: list[RaftAction]
+    ) -> bool:
+        """True when the response is stale or taught us a new epoch or leader: it has nothing
+        more to say (Kafka's maybeHandleCommonResponse)."""
+        if epoch < self.epoch:
+            return True
+        if epoch > self.epoch or (leader_id is not None and self.leader_id is None):
+            self._learn(leader_id, epoch, now, actions)
+            return True
+        return False
+
+    # Requests out and their checks in.
+
+    def _send_request(
+        self, destination_id: int, build: RequestBuilder, now: float, actions: list[RaftAction]
+    ) -> None:
+        if not self._requests.is_ready(destination_id, now):
+            return
+        request = build(destination_id, self._requests.next_correlation_id())
+        self._requests.sent(destination_id, request, now)
+        actions.append(Send(destination_id=destination_id, message=request))
+
+    def _cluster_id_matches(self, cluster_id: str | None) -> bool:
+        return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
+
+    def _leader_only_error(self, epoch: int) -> ErrorCode | None:
+        """Kafka's validateLeaderOnlyRequest: the sender's epoch against ours, then our role."""
+        if epoch < self.epoch:
+            return ErrorCode.fenced_leader_epoch
+        if epoch > self.epoch:
+            return ErrorCode.unknown_leader_epoch
+        if self.role is not Role.LEADER:
+            return ErrorCode.not_leader_or_follower
+        return None
+
+    def _fetch_error(self, request: FetchRequest) -> FetchResponse:
+        return FetchResponse(
+            correlation_id=request.correlation_id,
+            partition_error_code=(
+                self._leader_only_error(request.current_leader_epoch)
+                or ErrorCode.not_leader_or_follower
+            ),
+            current_leader_id=self.leader_id,
+            current_leader_epoch=self.epoch,
+        )

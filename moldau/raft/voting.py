@@ -1,0 +1,294 @@
+"""The election half of `RaftNode`: Vote (and KIP-996 pre-vote), BeginQuorumEpoch and
+EndQuorumEpoch, both as sender and receiver, as Kafka's KafkaRaftClient handles them.
+
+A vote is granted only to a candidate whose log (last epoch, then end offset) is at least as up
+to date as ours, once per epoch, and persisted before the response leaves. A pre-vote is
+granted on the log alone and changes nothing, except that a follower that hears from its
+leader refuses it. Requests from another cluster get INCONSISTENT_CLUSTER_ID; from or to a node
+that is not a voter, INCONSISTENT_VOTER_SET; from an older epoch, FENCED_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from moldau.protocol.errors import ErrorCode
+from moldau.raft.election import successor_backoff_ms
+from moldau.raft.events import RaftAction
+from moldau.raft.log import OffsetAndEpoch
+from moldau.raft.messages import (
+    NO_ERROR,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from moldau.raft.node_state import NodeState, Role
+
+AnyElectionResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
+
+
+class VotingMixin(NodeState):
+    # Requests out.
+
+    def _vote_request(self, destination_id: int, correlation_id: int) -> VoteRequest:
+        return VoteRequest(
+            correlation_id=correlation_id,
+            cluster_id=self.cluster_id,
+            voter_id=destination_id,
+            replica_id=self.node_id,
+            replica_epoch=self.epoch,
+            last_offset_epoch=self.last_epoch,
+            last_offset=self.log_end_offset,
+            pre_vote=self.role is Role.PROSPECTIVE,
+        )
+
+    def _begin_quorum_epoch_request(
+        self, destination_id: int, correlation_id: int
+    ) -> BeginQuorumEpochRequest:
+        return BeginQuorumEpochRequest(
+            correlation_id=correlation_id,
+            cluster_id=self.cluster_id,
+            voter_id=destination_id,
+            leader_id=self.node_id,
+            leader_epoch=self.epoch,
+        )
+
+    def _end_quorum_epoch_request(
+        self, destination_id: int, correlation_id: int
+    ) -> EndQuorumEpochRequest:
+        return EndQuorumEpochRequest(
+            correlation_id=correlation_id,
+            cluster_id=self.cluster_id,
+            leader_id=self.node_id,
+            leader_epoch=self.epoch,
+            preferred_candidates=self._successors,
+        )
+
+    # Requests in.
+
+    def _voter_only_error(
+        self, remote_id: int, epoch: int, receiver_id: int | None
+    ) -> ErrorCode | None:
+        if epoch < self.epoch:
+            return ErrorCode.fenced_leader_epoch
+        if remote_id < 0:
+            return ErrorCode.invalid_request
+        if (
+            remote_id not in self.voter_set
+            or not self.is_voter
+            or (receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id)
+        ):
+            return ErrorCode.inconsistent_voter_set
+        return None
+
+    def _handle_vote_request(
+        self, request: VoteRequest, now: float, actions: list[RaftAction]
+    ) -> VoteResponse:
+        if not self._cluster_id_matches(request.cluster_id):
+            return self._vote_response(request, error=ErrorCode.inconsistent_cluster_id)
+        # A candidate has moved past the epoch of its last entry; a prospective has not.
+        last_epoch_too_large = (
+            request.last_offset_epoch > request.replica_epoch
+            if request.pre_vote
+            else request.last_offset_epoch >= request.replica_epoch
+        )
+        if request.last_offset < 0 or request.last_offset_epoch < 0 or last_epoch_too_large:
+            return self._vote_response(request, partition_error=ErrorCode.invalid_request)
+        candidate_id = request.replica_id
+        error = self._voter_only_error(candidate_id, request.replica_epoch, request.voter_id)
+        if error is not None:
+            return self._vote_response(request, partition_error=error)
+        if request.replica_epoch > self.epoch and (
+            not request.pre_vote or self.role is Role.LEADER
+        ):
+            # A pre-vote from a later epoch than the leader's own comes from a voter stranded
+            # there: it won pre-votes once but its votes were lost, and it can neither follow
+            # an older epoch nor win one itself. The leader steps aside so that the quorum
+            # moves past that epoch (as etcd's leader does for a stranded peer).
+            self._become_unattached(request.replica_epoch, now, actions)
+        candidate_log = OffsetAndEpoch(epoch=request.last_offset_epoch, offset=request.last_offset)
+        local_log = OffsetAndEpoch(epoch=self.last_epoch, offset=self.log_end_offset)
+        granted = self._can_grant_vote(
+            candidate_id, up_to_date=candidate_log >= local_log, pre_vote=request.pre_vote
+        )
+        if granted and not request.pre_vote and self.voted_id is None:
+            self.voted_id = candidate_id
+            self._persist(actions)  # durable before the response granting it is sent
+            self._election_deadline = self._new_election_deadline(now)
+        return self._vote_response(request, granted=granted)
+
+    def _can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
+        match self.role:
+            case Role.LEADER | Role.RESIGNED:
+                return False
+            case Role.CANDIDATE:
+                return pre_vote and up_to_date  # its own vote went to itself
+            case Role.FOLLOWER:
+                # A voter that hears from its leader refuses pre-votes, so a node that was cut
+                # off cannot disrupt a healthy quorum when it comes back (KIP-996).
+                return pre_vote and up_to_date and not self._heard_from_leader
+            case Role.UNATTACHED | Role.PROSPECTIVE:
+                if pre_vote:
+                    return up_to_date
+                if self.voted_id is not None:
+                    return self.voted_id == candidate_id
+                return self.leader_id is None and up_to_date
+
+    def _vote_response(
+        self,
+        request: VoteRequest,
+        *,
+        error: ErrorCode = NO_ERROR,
+        partition_error: ErrorCode = NO_ERROR,
+        granted: bool = False,
+    ) -> VoteResponse:
+        return VoteResponse(
+            correlation_id=request.correlation_id,
+            error_code=error,
+            partition_error_code=partition_error,
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+            vote_granted=granted,
+        )
+
+    def _handle_begin_quorum_epoch_request(
+        self, request: BeginQuorumEpochRequest, now: float, actions: list[RaftAction]
+    ) -> BeginQuorumEpochResponse:
+        errors = self._accept_from_leader(request, request.voter_id, now, actions)
+        return BeginQuorumEpochResponse(
+            correlation_id=request.correlation_id,
+            error_code=errors[0],
+            partition_error_code=errors[1],
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+        )
+
+    def _handle_end_quorum_epoch_request(
+        self, request: EndQuorumEpochRequest, now: float, actions: list[RaftAction]
+    ) -> EndQuorumEpochResponse:
+        errors = self._accept_from_leader(request, None, now, actions)
+        if errors == (NO_ERROR, NO_ERROR):
+            self._shorten_fetch_timeout(request, now)
+        return EndQuorumEpochResponse(
+            correlation_id=request.correlation_id,
+            error_code=errors[0],
+            partition_error_code=errors[1],
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+        )
+
+    def _accept_from_leader(
+        self,
+        request: BeginQuorumEpochRequest | EndQuorumEpochRequest,
+        receiver_id: int | None,
+        now: float,
+        actions: list[RaftAction],
+    ) -> tuple[ErrorCode, ErrorCode]:
+        """Check a leader's announcement and learn from it; the top-level and partition
+        errors of the answer."""
+        if not self._cluster_id_matches(request.cluster_id):
+            return ErrorCode.inconsistent_cluster_id, NO_ERROR
+        error = self._voter_only_error(request.leader_id, request.leader_epoch, receiver_id)
+        if error is not None:
+            return NO_ERROR, error
+        self._learn(request.leader_id, request.leader_epoch, now, actions, from_leader=True)
+        return NO_ERROR, NO_ERROR
+
+    def _shorten_fetch_timeout(self, request: EndQuorumEpochRequest, now: float) -> None:
+        """A follower of the resigning leader stands after a delay given by its place among the
+        leader's preferred successors (the first at once)."""
+        if (
+            self.role is not Role.FOLLOWER
+            or self.leader_id != request.leader_id
+            or self.epoch != request.leader_epoch
+        ):
+            return
+        successors = request.preferred_candidates
+        position = successors.index(self.node_id) if self.node_id in successors else 0
+        backoff = successor_backoff_ms(
+            position, len(successors), self.config.election_backoff_max_ms
+        )
+        deadline = now + backoff / 1000
+        if self._fetch_deadline is None or deadline < self._fetch_deadline:
+            self._fetch_deadline = deadline
+        # The leader said it is gone: grant the other voters' pre-votes from now on.
+        self._heard_from_leader = False
+
+    # Responses in.
+
+    def _handle_election_response(
+        self,
+        source_id: int,
+        response: AnyElectionResponse,
+        now: float,
+        actions: list[RaftAction],
+    ) -> bool:
+        """Errors, a newer epoch or a new leader; True when nothing is left to do with it."""
+        if response.error_code != NO_ERROR:
+            self._requests.back_off(source_id, now)
+            return True
+        if self._learned_from_response(response.leader_id, response.leader_epoch, now, actions):
+            return True
+        if response.partition_error_code != NO_ERROR:
+            self._requests.back_off(source_id, now)
+            return True
+        return False
+
+    def _handle_vote_response(
+        self,
+        source_id: int,
+        request: VoteRequest,
+        response: VoteResponse,
+        now: float,
+        actions: list[RaftAction],
+    ) -> None:
+        # A pre-vote is about logs, not epochs: a voter an epoch behind may still grant one.
+        behind = request.pre_vote and response.leader_epoch < self.epoch
+        if behind:
+            if response.error_code != NO_ERROR or response.partition_error_code != NO_ERROR:
+                self._requests.back_off(source_id, now)
+                return
+        elif self._handle_election_response(source_id, response, now, actions):
+            return
+        tally = self._tally
+        if tally is None or request.replica_epoch != self.epoch:
+            return
+        if request.pre_vote and self.role is Role.PROSPECTIVE:
+            tally.record(source_id, response.vote_granted)
+            if tally.is_won:
+                self._become_candidate(now, actions)
+            elif tally.is_lost:
+                self._prospective_lost(now, actions)
+        elif not request.pre_vote and self.role is Role.CANDIDATE:
+            tally.record(source_id, response.vote_granted)
+            if tally.is_won:
+                self._become_leader(now, actions)
+            elif tally.is_lost and self._backoff_deadline is None:
+                self._start_backoff(now)
+
+    def _handle_begin_quorum_epoch_response(
+        self,
+        source_id: int,
+        request: BeginQuorumEpochRequest,
+        response: BeginQuorumEpochResponse,
+        now: float,
+        actions: list[RaftAction],
+    ) -> None:
+        if self._handle_election_response(source_id, response, now, actions):
+            return
+        if self._leader is not None and self.is_leader and request.leader_epoch == self.epoch:
+            self._leader.acknowledge(source_id)
+
+    def _handle_end_quorum_epoch_response(
+        self,
+        source_id: int,
+        request: EndQuorumEpochRequest,
+        response: EndQuorumEpochResponse,
+        now: float,
+        actions: list[RaftAction],
+    ) -> None:
+        if self._handle_election_response(source_id, response, now, actions):
+            return
+        if self.role is Role.RESIGNED and request.leader_epoch == self.epoch:
+            self._unacknowledged_resignation.discard(source_id)
