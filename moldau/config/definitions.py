@@ -97,6 +97,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=1,
         ),
         _key("broker.heartbeat.interval.ms", INT, 2000, read_only=True, minimum=1),
+        _key("controller.quorum.election.timeout.ms", INT, 1000, read_only=True, minimum=1),
+        _key("controller.quorum.fetch.timeout.ms", INT, 2000, read_only=True, minimum=1),
+        _key("controller.quorum.election.backoff.max.ms", INT, 1000, read_only=True, minimum=1),
+        _key("controller.quorum.request.timeout.ms", INT, 2000, read_only=True, minimum=1),
+        _key("controller.quorum.retry.backoff.ms", INT, 20, read_only=True, minimum=0),
         _key("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
         _key("advertised.listeners", LS, None, read_only=True),
         _key(

@@ -97,7 +97,8 @@ def register_broker(
         )
     previous = image.brokers.get(registration.broker_id)
     if (
-        previous is not None
+        not unfence  # (in-process, the previous incarnation was this same process's: gone)
+        and previous is not None
         and previous.incarnation_id != registration.incarnation_id
         and not previous.fenced
         and heartbeats.session_alive(registration.broker_id, now_ms)

@@ -1,34 +1,44 @@
-"""The active controller on the node's event loop, as Kafka's QuorumController (KIP-631).
+"""The controller on the node's event loop, as Kafka's QuorumController (KIP-631).
 
-Each operation runs `ControllerCore` to decide on records, appends them to the metadata log as
-one entry through the `RaftDriver`, and returns once they are committed and replayed (the core
-changes state only by replaying committed entries). Operations run one at a time: the next one
-decides on the image that includes every record committed before it, so two concurrent
-CreateTopics of one name cannot both succeed. After each commit the publishers get
-`(delta, image)`, synchronously on the loop, in commit order.
+Every node runs one over its copy of the metadata log: voters take part in the quorum, brokers
+that are not voters follow it as observers. All of them replay every committed entry into the
+same image and hand `(delta, image)` to the publishers, synchronously on the loop, in commit
+order. One of them is *active*: the quorum's leader, once the first entry of its own epoch is
+committed and replayed (so its image holds everything committed before it). Only the active
+controller decides: each operation runs `ControllerCore` to decide on records, appends them as
+one entry through the `RaftDriver`, and returns once they are committed and replayed.
+Operations run one at a time, so two concurrent CreateTopics of one name cannot both succeed;
+on a controller that is not active they fail with NOT_CONTROLLER.
 
 `QuorumController.open(config, clock, registration=...)` is the bootstrap the node calls: it
 formats the log directories on first start (meta.properties), opens the metadata log in
 `<metadata.log.dir or first log.dir>/__cluster_metadata-0/`, replays it, writes the bootstrap
-records of a new cluster and registers this broker.
+records of a new cluster and registers this broker. In a cluster of several nodes the node
+opens it with `start=False`, starts its controller listener, then `start()`s it: the quorum's
+messages must flow before anything can commit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
+import random
 import uuid
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller.core import ControllerCore
 from moldau.controller.operations import (
     AlterConfigsResource,
+    BrokerHeartbeat,
+    BrokerHeartbeatResult,
     BrokerRegistration,
     BrokerRegistrationResult,
     ClientQuotaAlteration,
@@ -49,11 +59,14 @@ from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.serde import deserialize_record, serialize_record
-from moldau.raft.driver import QuorumStateStore, RaftDriver
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.raft.driver import QuorumStateStore, RaftDriver, RaftTransport
 from moldau.raft.file_log import FileReplicatedLog
 from moldau.raft.log import LogEntry, ReplicatedLog
-from moldau.raft.meta_properties import ensure_formatted
-from moldau.raft.node import QuorumDescription, RaftNode
+from moldau.raft.meta_properties import StorageFormatError, ensure_formatted, read_meta_properties
+from moldau.raft.node import NotLeaderError, QuorumDescription, RaftNode
+from moldau.raft.quorum_config import PROPERTY_NAMES as QUORUM_PROPERTY_NAMES
+from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import FileQuorumStateStore
 
 logger = logging.getLogger(__name__)
@@ -70,13 +83,8 @@ def metadata_log_directory(config: BrokerConfig) -> str:
     return os.path.join(str(base), METADATA_LOG_DIRECTORY_NAME)
 
 
-def parse_voters(text_items: Sequence[str]) -> tuple[int, ...]:
-    """Node ids from `controller.quorum.voters` entries like `1@localhost:9093`."""
-    voters: list[int] = []
-    for item in text_items:
-        node_id, _, _ = item.partition("@")
-        voters.append(int(node_id))
-    return tuple(voters)
+# How often the active controller looks for brokers whose session ran out.
+FENCE_CHECK_INTERVAL_S = 0.25
 
 
 class QuorumController:
@@ -90,26 +98,44 @@ class QuorumController:
         clock: Clock = SYSTEM_CLOCK,
         executor: concurrent.futures.Executor | None = None,
         uuid_factory: Callable[[], uuid.UUID] = uuid.uuid4,
+        layout: ClusterLayout | None = None,
+        transport: RaftTransport | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.node_id = config.node_id
-        voters = parse_voters(config.get("controller.quorum.voters") or []) or (self.node_id,)
+        self.layout = layout or ClusterLayout.from_config(config)
+        self.clock = clock
         self._core = ControllerCore(
             config=config, image=MetadataImage.empty(cluster_id), uuid_factory=uuid_factory
         )
         self._driver = RaftDriver(
-            node=RaftNode(node_id=self.node_id, voters=voters),
+            node=RaftNode(
+                node_id=self.node_id,
+                voters=self.layout.voter_ids,
+                config=QuorumConfig.from_properties(
+                    {name: config.get(name) for name in QUORUM_PROPERTY_NAMES.values()}
+                ),
+                rng=random.Random(),
+                cluster_id=cluster_id,
+                log=log,
+            ),
             log=log,
             quorum_state_store=quorum_state_store,
             listener=self,
             clock=clock,
             executor=executor,
+            transport=transport,
         )
         self._publishers: list[Publisher] = []
         self._lock = asyncio.Lock()
         self._inflight: asyncio.Future[int] | None = None
         self._started = False
+        self._active = False
+        self._leading_epoch: int | None = None  # the epoch this node leads, until it is active
+        self._activation: asyncio.Task[None] | None = None
+        self._fencing: asyncio.Task[None] | None = None
+        self.active_changed = asyncio.Event()  # set whenever the active controller may differ
         self.registration: BrokerRegistrationResult | None = None
 
     @classmethod
@@ -120,19 +146,32 @@ class QuorumController:
         *,
         registration: BrokerRegistration | None = None,
         executor: concurrent.futures.Executor | None = None,
+        layout: ClusterLayout | None = None,
+        transport: RaftTransport | None = None,
+        start: bool = True,
     ) -> QuorumController:
         """Format storage if needed, open and replay the metadata log, register the broker.
 
-        Raises `StorageFormatError` when a log directory belongs to another cluster or node."""
+        Raises `StorageFormatError` when a log directory belongs to another cluster or node,
+        or, for a node of a cluster of several, was never formatted (`moldau storage format`:
+        each node must be given the cluster's id)."""
         directory = metadata_log_directory(config)
         loop = asyncio.get_running_loop()
+        layout = layout or ClusterLayout.from_config(config)
 
         def open_storage() -> tuple[str, FileReplicatedLog]:
             metadata_dir = os.path.dirname(directory)
+            directories = [*config.log_dirs, metadata_dir]
+            if not layout.standalone:
+                for path in directories:
+                    if read_meta_properties(path) is None:
+                        raise StorageFormatError(
+                            f"{path} is not formatted; a node of a cluster starts on storage "
+                            "formatted with the cluster's id: moldau storage format -t "
+                            "CLUSTER_ID with this node's settings"
+                        )
             cluster_id = ensure_formatted(
-                [*config.log_dirs, metadata_dir],
-                node_id=config.node_id,
-                cluster_id=config.get("cluster.id"),
+                directories, node_id=config.node_id, cluster_id=config.get("cluster.id")
             )
             return cluster_id, FileReplicatedLog(directory)
 
@@ -150,27 +189,44 @@ class QuorumController:
             cluster_id=cluster_id,
             clock=clock,
             executor=executor,
+            layout=layout,
+            transport=transport,
         )
-        await controller.start(registration=registration)
+        if start:
+            await controller.start(registration=registration)
         return controller
 
     async def start(self, *, registration: BrokerRegistration | None = None) -> None:
-        """Elect, replay the whole log, write bootstrap records, register `registration`."""
+        """Join the quorum and wait until something is committed and replayed (a single voter
+        elects itself and replays its whole log), then, standing alone, write the bootstrap
+        records of a new cluster and register `registration` in-process."""
         if self._started:
             return
         self._started = True
         await self._driver.start()
-        await self._run(lambda: (self._core.bootstrap_records(), None))
-        if registration is not None:
-            self.registration = await self.register_broker(registration)
+        if self.layout.standalone:
+            await self._wait_active()
+            await self._run(lambda: (self._core.bootstrap_records(), None))
+            if registration is not None:
+                self.registration = await self._run(
+                    lambda: self._core.register_broker(
+                        registration, now_ms=self.clock.now_ms(), unfence=True
+                    )
+                )
 
     async def stop(self) -> None:
         if not self._started:
             return
+        self._deactivate()
         async with self._lock:
             await self._wait_inflight()
             await self._driver.stop()
             self._started = False
+
+    async def _wait_active(self) -> None:
+        while not self._active:
+            self.active_changed.clear()
+            await self.active_changed.wait()
 
     async def __aenter__(self) -> QuorumController:
         return self
@@ -193,6 +249,25 @@ class QuorumController:
     def describe_quorum(self) -> QuorumDescription:
         """The metadata quorum's leader, epoch, high watermark and voters (DescribeQuorum)."""
         return self._driver.node.describe()
+
+    @property
+    def is_active(self) -> bool:
+        """This node is the active controller: the quorum's leader, caught up with its log."""
+        return self._active
+
+    @property
+    def leader_id(self) -> int | None:
+        """The quorum's leader as this node knows it (the active controller, or about to be)."""
+        return self._driver.node.leader_id
+
+    @property
+    def metadata_offset(self) -> int:
+        """The offset of the last record replayed into the image (-1: none)."""
+        return self._core.image.offset
+
+    @property
+    def driver(self) -> RaftDriver:
+        return self._driver
 
     def add_publisher(self, publisher: Publisher) -> None:
         """Call `publisher(delta, image)` after each commit from now on (not for the image
@@ -261,8 +336,19 @@ class QuorumController:
             lambda: self._core.incremental_alter_configs(resources, validate_only=validate_only)
         )
 
-    async def register_broker(self, registration: BrokerRegistration) -> BrokerRegistrationResult:
-        return await self._run(lambda: self._core.register_broker(registration))
+    async def register_broker(
+        self, registration: BrokerRegistration, *, unfence: bool = False
+    ) -> BrokerRegistrationResult:
+        return await self._run(
+            lambda: self._core.register_broker(
+                registration, now_ms=self.clock.now_ms(), unfence=unfence
+            )
+        )
+
+    async def broker_heartbeat(self, heartbeat: BrokerHeartbeat) -> BrokerHeartbeatResult:
+        return await self._run(
+            lambda: self._core.broker_heartbeat(heartbeat, now_ms=self.clock.now_ms())
+        )
 
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int = -1
@@ -276,11 +362,20 @@ class QuorumController:
             # A caller cancelled while waiting for its commit left it in flight; decide on
             # nothing until it has landed in the image.
             await self._wait_inflight()
+            if not self._active:
+                raise KafkaError(
+                    ErrorCode.not_controller,
+                    f"node {self.node_id} is not the active controller "
+                    f"(the quorum's leader is {self.leader_id})",
+                )
             records, result = operation()
             if records:
-                future = self._driver.append([serialize_record(r) for r in records])
-                self._inflight = future
-                await asyncio.shield(future)
+                try:
+                    future = self._driver.append([serialize_record(r) for r in records])
+                    self._inflight = future
+                    await asyncio.shield(future)
+                except NotLeaderError as exc:
+                    raise KafkaError(ErrorCode.not_controller, str(exc)) from None
         return result
 
     async def _wait_inflight(self) -> None:
@@ -293,19 +388,69 @@ class QuorumController:
     def handle_commit(self, entries: Sequence[LogEntry]) -> None:
         records: list[MetadataRecord] = []
         last_offset = -1
+        own_epoch_committed = False
         for entry in entries:
             last_offset = entry.last_offset
             if not entry.is_control:
                 records.extend(deserialize_record(data) for data in entry.records)
+            elif entry.epoch == self._leading_epoch:
+                own_epoch_committed = True
         delta = self._core.replay(records, offset=last_offset)
         self._publish(delta)
+        if own_epoch_committed:
+            self._activate()
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if self._active or self._leading_epoch is not None:
+            self._deactivate()
+        if leader_id == self.node_id:
+            self._leading_epoch = epoch  # active once this epoch's first entry is replayed
         delta = MetadataDelta(self._core.image)
         delta.set_controller_id(leader_id if leader_id is not None else -1)
         self._core.apply_delta(delta)
         logger.info("metadata quorum leader is now %s in epoch %d", leader_id, epoch)
         self._publish(delta)
+        self.active_changed.set()
+
+    def _activate(self) -> None:
+        self._leading_epoch = None
+        self._active = True
+        self._core.activate(now_ms=self.clock.now_ms())
+        logger.info("node %d is the active controller", self.node_id)
+        self.active_changed.set()
+        if not self.layout.standalone:  # (alone, the node's own broker is the only one)
+            loop = asyncio.get_running_loop()
+            self._activation = loop.create_task(self._write_bootstrap_records())
+            self._fencing = loop.create_task(self._fence_expired_brokers())
+
+    def _deactivate(self) -> None:
+        was_active = self._active
+        self._active = False
+        self._leading_epoch = None
+        for task in (self._activation, self._fencing):
+            if task is not None:
+                task.cancel()
+        self._activation = self._fencing = None
+        if was_active:
+            logger.info("node %d is no longer the active controller", self.node_id)
+            self.active_changed.set()
+
+    async def _write_bootstrap_records(self) -> None:
+        with contextlib.suppress(KafkaError):
+            await self._run(lambda: (self._core.bootstrap_records(), None))
+
+    async def _fence_expired_brokers(self) -> None:
+        """On the active controller: fence brokers whose heartbeats stopped."""
+        while True:
+            await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
+            try:
+                await self._run(
+                    lambda: self._core.fence_expired_brokers(now_ms=self.clock.now_ms())
+                )
+            except KafkaError:
+                return  # no longer active: the next active controller takes over
+            except Exception:
+                logger.exception("fencing expired brokers failed")
 
     def _publish(self, delta: MetadataDelta) -> None:
         image = self._core.image
