@@ -23,6 +23,7 @@ from moldau.config.values import BrokerConfig
 log = logging.getLogger(__name__)
 
 READY_LINE = "Moldau ready: bootstrap.servers={bootstrap}"
+CONTROLLER_READY_LINE = "Moldau ready: bootstrap.controllers={bootstrap}"
 
 
 def install_event_loop_policy() -> None:
@@ -43,7 +44,12 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
     try:
         await node.start()
         if print_ready:
-            print(READY_LINE.format(bootstrap=node.bootstrap_servers), flush=True)
+            if node.layout.is_broker:
+                print(READY_LINE.format(bootstrap=node.bootstrap_servers), flush=True)
+            else:
+                print(
+                    CONTROLLER_READY_LINE.format(bootstrap=node.bootstrap_controllers), flush=True
+                )
         await stop.wait()
         log.info("shutting down")
     finally:

@@ -6,8 +6,9 @@ only after that, as Kafka's does with acks=all), `append_transactional` (the sam
 transactional batch of a producer, for TxnOffsetCommit) and `read_records`, which replays a
 partition from its log start, transactional records and markers included. The transaction
 coordinator runtime gets the same over `__transaction_state`, producer ids from the controller's
-blocks and `write_markers` (`handlers/write_txn_markers.py`). A single node leads every partition,
-so it coordinates them all.
+blocks and `write_markers` (`handlers/write_txn_markers.py`). A broker coordinates the partitions
+of the internal topics it leads: it loads a partition when it becomes its leader and unloads it
+when another broker does (each metadata image is compared with the one before).
 """
 
 from __future__ import annotations
@@ -89,9 +90,29 @@ async def start(node: Node) -> None:
         await runtime.stop()
 
     node.on_stop(stop)
-    await runtime.start()
+    await runtime.start(_led_partitions(node, OFFSETS_TOPIC))
     if transactions is not None:
-        await transactions.start()
+        await transactions.start(_led_partitions(node, TRANSACTION_STATE_TOPIC))
+
+    def follow(_previous: object, _image: object) -> None:
+        runtime.follow_leadership(_led_partitions(node, OFFSETS_TOPIC))
+        if transactions is not None:
+            transactions.follow_leadership(_led_partitions(node, TRANSACTION_STATE_TOPIC))
+
+    node.metadata_listeners.append(follow)
+
+
+def _led_partitions(node: Node, topic_name: str) -> set[int]:
+    """The partitions of `topic_name` this broker leads and hosts."""
+    topic = node.metadata_image.topics.get(topic_name)
+    if topic is None:
+        return set()
+    return {
+        index
+        for index, partition in topic.partitions.items()
+        if partition.leader == node.node_id
+        and node.replica_manager.get_partition(TopicPartition(topic_name, index)) is not None
+    }
 
 
 async def _start_transaction_coordinator(

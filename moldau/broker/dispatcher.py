@@ -68,6 +68,8 @@ class Dispatcher:
             request = decode_request(header, frame)
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
+        if spec.forward and self.scope == BROKER and self._node.must_forward:
+            return self._forward(header, bytes(frame))
         try:
             result = spec.function(RequestContext(header, self._node, info, self.scope), request)
         except Exception as exc:
@@ -105,6 +107,15 @@ class Dispatcher:
 
         deferred.then(resolved, failed)
         return encoded
+
+    async def _forward(self, header: RequestHeader, frame: bytes) -> Any:
+        """Pass a metadata change to the active controller and its answer back (KIP-590)."""
+        channel = self._node.controller_channel
+        try:
+            answer = await channel.forward(frame)
+        except KafkaError as exc:
+            return self._failure(header, exc)
+        return _INT32.pack(len(answer)) + _INT32.pack(header.correlation_id) + answer[4:]
 
     async def _finish_async(self, header: RequestHeader, pending: Any) -> Any:
         try:

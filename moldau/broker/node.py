@@ -19,11 +19,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.dispatcher import Dispatcher
+from moldau.broker.lifecycle import BrokerLifecycle
 from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
-from moldau.broker.registry import RequestContext, load_handlers
+from moldau.broker.quorum_transport import QuorumTransport
+from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.operations import BrokerRegistration, NewTopic
@@ -52,13 +56,22 @@ class Node:
         self.clock = clock
         self.node_id = config.node_id
         self.incarnation_id = uuid.uuid4()
-        self.listeners: list[Listener] = []
+        self.layout = ClusterLayout.from_config(config)
+        self.listeners: list[Listener] = []  # the broker's (clients')
+        self.controller_listeners: list[Listener] = []
+        pool_bytes = int(config.get("queued.max.request.bytes"))
+        self._memory_pool = RequestMemoryPool(pool_bytes if pool_bytes >= 0 else None)
         self.controller: Any = None
+        self.quorum_transport: QuorumTransport | None = None
+        self.controller_channel: ControllerChannel | None = None
+        self.lifecycle: BrokerLifecycle | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
         self.transaction_coordinator: Any = None
         self._publisher: MetadataPublisher | None = None
+        # Called with (previous image, image) after the partitions have followed each change.
+        self.metadata_listeners: list[Callable[[Any, Any], None]] = []
         self._background: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._on_stop_callbacks: list[Callable[[], Any]] = []
@@ -68,52 +81,35 @@ class Node:
 
     async def start(self) -> None:
         load_handlers()
-        dispatcher = Dispatcher(self)
-        max_frame = int(self.config.get("socket.request.max.bytes"))
-        idle_ms = int(self.config.get("connections.max.idle.ms"))
-        request_timeout_ms = int(self.config.get("socket.request.timeout.ms"))
-        pool_bytes = int(self.config.get("queued.max.request.bytes"))
-        memory_pool = RequestMemoryPool(pool_bytes if pool_bytes >= 0 else None)
-        protocol_map = _parse_protocol_map(self.config.get("listener.security.protocol.map"))
-        for text in self.config.get("listeners"):
-            endpoint = Endpoint.parse(text)
-            if endpoint.name == "CONTROLLER":
-                continue
-            listener = Listener(
-                endpoint,
-                dispatcher,
-                security_protocol=protocol_map.get(endpoint.name, endpoint.name),
-                max_frame_size=max_frame,
-                idle_timeout_s=idle_ms / 1000.0 if idle_ms > 0 else None,
-                request_timeout_s=request_timeout_ms / 1000.0 if request_timeout_ms > 0 else None,
-                memory_pool=memory_pool,
+        layout = self.layout
+        if layout.is_broker:
+            for address in layout.client_listeners:
+                await self._bind(address, Dispatcher(self, BROKER), self.listeners)
+        if layout.is_controller:
+            for address in layout.controller_listeners:
+                await self._bind(address, Dispatcher(self, CONTROLLER), self.controller_listeners)
+        if layout.is_broker:
+            self.log_manager = LogManager(
+                self.config.log_dirs, clock=self.clock, default_config=self.default_log_config()
             )
-            await listener.start()
-            self.listeners.append(listener)
-        if not self.listeners:
-            raise ValueError("no client listener in `listeners`")
-
-        self.log_manager = LogManager(
-            self.config.log_dirs, clock=self.clock, default_config=self.default_log_config()
-        )
-        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup)
-        self.replica_manager = ReplicaManager(self.log_manager, node_id=self.node_id)
-        self._publisher = MetadataPublisher(self)
-        self.controller = await QuorumController.open(
-            self.config,
-            clock=self.clock,
-            registration=BrokerRegistration(
-                broker_id=self.node_id,
-                incarnation_id=self.incarnation_id,
-                endpoints=self.advertised_endpoints(),
-                is_controller=True,
-            ),
-        )
-        self.controller.add_publisher(self._publisher.publish)
-        self.producer_id_manager = ProducerIdManager(self.controller, self.node_id)
-        self._publisher.publish(None, self.controller.image)
-        await self._start_coordinators()
-        self._start_background_jobs()
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup)
+            self.replica_manager = ReplicaManager(self.log_manager, node_id=self.node_id)
+            self._publisher = MetadataPublisher(self)
+            self._publisher.listeners = self.metadata_listeners
+        if layout.standalone:
+            await self._start_standalone_quorum()
+        else:
+            await self._join_cluster()
+        if layout.is_broker:
+            assert self._publisher is not None
+            # The image is caught up (a standalone node replayed its whole log; a broker in a
+            # cluster was unfenced after replaying past its registration): only now may the
+            # publisher judge which logs on disk belong to no topic.
+            self.controller.add_publisher(self._publisher.publish)
+            self._publisher.publish(None, self.controller.image)
+            self.producer_id_manager = ProducerIdManager(self._allocate_producer_ids, self.node_id)
+            await self._start_coordinators()
+            self._start_background_jobs()
         if self._tune_process:
             # What start-up built lives as long as the node: keep it out of the cyclic
             # collector's full passes, which otherwise stop the event loop for tens of ms (the
@@ -128,6 +124,100 @@ class Node:
         for listener in self.listeners:
             await listener.start_serving()
 
+    async def _bind(self, address: Endpoint, dispatcher: Dispatcher, into: list[Listener]) -> None:
+        max_frame = int(self.config.get("socket.request.max.bytes"))
+        idle_ms = int(self.config.get("connections.max.idle.ms"))
+        request_timeout_ms = int(self.config.get("socket.request.timeout.ms"))
+        listener = Listener(
+            address,
+            dispatcher,
+            security_protocol=self.layout.security_protocols.get(address.name, address.name),
+            max_frame_size=max_frame,
+            idle_timeout_s=idle_ms / 1000.0 if idle_ms > 0 else None,
+            request_timeout_s=request_timeout_ms / 1000.0 if request_timeout_ms > 0 else None,
+            memory_pool=self._memory_pool,
+        )
+        await listener.start()
+        into.append(listener)
+
+    async def _start_standalone_quorum(self) -> None:
+        """A cluster of one: the controller runs in-process and registers this broker."""
+        self.controller = await QuorumController.open(
+            self.config,
+            clock=self.clock,
+            layout=self.layout,
+            registration=BrokerRegistration(
+                broker_id=self.node_id,
+                incarnation_id=self.incarnation_id,
+                endpoints=self.advertised_endpoints(),
+                is_controller=True,
+            )
+            if self.layout.is_broker
+            else None,
+        )
+        for listener in self.controller_listeners:
+            await listener.start_serving()
+
+    async def _join_cluster(self) -> None:
+        """Follow (or take part in) the metadata quorum, then register this broker with the
+        active controller and wait until it is unfenced."""
+        layout = self.layout
+        quorum_config = self.config
+        self.quorum_transport = QuorumTransport(
+            layout.voters,
+            node_id=self.node_id,
+            request_timeout_s=int(quorum_config.get("controller.quorum.request.timeout.ms")) / 1000,
+        )
+        self.controller = await QuorumController.open(
+            self.config,
+            clock=self.clock,
+            layout=layout,
+            transport=self.quorum_transport,
+            start=False,
+        )
+        self.quorum_transport.driver = self.controller.driver
+        for listener in self.controller_listeners:
+            await listener.start_serving()
+        log.info(
+            "joining the metadata quorum of %s as %s",
+            ", ".join(map(str, layout.voters)),
+            "a voter" if layout.is_voter else "an observer",
+        )
+        await self.controller.start()
+        self.controller_channel = ControllerChannel(
+            self.controller, layout.voters, node_id=self.node_id
+        )
+        if layout.is_broker:
+            self.lifecycle = BrokerLifecycle(
+                self.controller_channel,
+                broker_id=self.node_id,
+                cluster_id=self.controller.cluster_id,
+                incarnation_id=self.incarnation_id,
+                endpoints=self.advertised_endpoints,
+                rack=layout.rack,
+                is_controller=layout.is_controller,
+                metadata_offset=lambda: int(self.controller.metadata_offset),
+                heartbeat_interval_s=int(self.config.get("broker.heartbeat.interval.ms")) / 1000,
+            )
+            await self.lifecycle.start()
+
+    async def _allocate_producer_ids(self) -> Any:
+        if self.controller_channel is None:
+            return await self.controller.allocate_producer_ids(self.node_id)
+        epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+        return await self.controller_channel.allocate_producer_ids(self.node_id, epoch)
+
+    async def create_topics_via_controller(self, topics: list[NewTopic]) -> Any:
+        """Topics this broker needs (auto-created, internal): at the active controller."""
+        if self.controller_channel is None:
+            return await self.controller.create_topics(topics, validate_only=False)
+        return await self.controller_channel.create_topics(topics)
+
+    @property
+    def must_forward(self) -> bool:
+        """Metadata changes asked of this node go to the active controller elsewhere."""
+        return self.controller_channel is not None and not self.controller.is_active
+
     async def _start_coordinators(self) -> None:
         from moldau.broker import coordinators
 
@@ -139,7 +229,7 @@ class Node:
         self._background.extend(jobs.start(self))
 
     async def stop(self) -> None:
-        if not self.listeners and self.log_manager is None:
+        if not self.listeners and not self.controller_listeners and self.controller is None:
             return
         for listener in self.listeners:
             listener.stop_accepting()
@@ -157,13 +247,26 @@ class Node:
             except (asyncio.CancelledError, Exception):
                 pass
         self._background.clear()
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()  # controlled shutdown while the quorum still answers
+            self.lifecycle = None
         for listener in self.listeners:
             await listener.close()
         self.listeners.clear()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.controller is not None:
-            await self.controller.stop()
+            await self.controller.stop()  # (a leader hands over with EndQuorumEpoch)
+            self.controller = None
+        if self.controller_channel is not None:
+            await self.controller_channel.close()
+            self.controller_channel = None
+        if self.quorum_transport is not None:
+            await self.quorum_transport.close()
+            self.quorum_transport = None
+        for listener in self.controller_listeners:
+            await listener.close()
+        self.controller_listeners.clear()
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
             self.log_manager = None
@@ -191,10 +294,21 @@ class Node:
                     name=listener.endpoint.name,
                     host=host,
                     port=port,
-                    security_protocol=_SECURITY_PROTOCOL_IDS.get(listener.endpoint.name, 0),
+                    security_protocol=_SECURITY_PROTOCOL_IDS.get(
+                        self.layout.security_protocols.get(listener.endpoint.name, "PLAINTEXT"), 0
+                    ),
                 )
             )
         return endpoints
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        """host:port of this node's first controller listener (controller-only nodes)."""
+        listener = self.controller_listeners[0]
+        host = listener.endpoint.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"{host}:{listener.bound_port}"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -225,8 +339,11 @@ class Node:
 
     @property
     def controller_id(self) -> int:
-        image = self.metadata_image
-        return image.controller_id if image.controller_id >= 0 else self.node_id
+        """The controller clients are told of: this broker, which passes what clients send the
+        controller on to the active one (KIP-590; Kafka names a live broker too). Naming the
+        quorum's leader instead would strand clients that keep their metadata when that node
+        dies (librdkafka's admin client waits for it until its next metadata refresh)."""
+        return self.node_id
 
     # --- metadata ------------------------------------------------------------------------------
 
@@ -253,9 +370,7 @@ class Node:
 
     async def auto_create_topics_for_metadata(self, names: list[str]) -> dict[str, ErrorCode]:
         """Create topics asked for in a Metadata request; map name -> error code for failures."""
-        results = await self.controller.create_topics(
-            [NewTopic(name=name) for name in names], validate_only=False
-        )
+        results = await self.create_topics_via_controller([NewTopic(name=name) for name in names])
         errors: dict[str, ErrorCode] = {}
         for result in results:
             if result.error_code == ErrorCode.topic_already_exists:
@@ -301,7 +416,7 @@ class Node:
     ) -> None:
         if name in self.metadata_image.topics:
             return
-        results = await self.controller.create_topics(
+        results = await self.create_topics_via_controller(
             [
                 NewTopic(
                     name=name,
@@ -313,7 +428,6 @@ class Node:
                     configs=configs,
                 )
             ],
-            validate_only=False,
         )
         for result in results:
             if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
@@ -327,15 +441,6 @@ class Node:
 
     def authorize_delete(self, ctx: RequestContext, tp: TopicPartition) -> None:
         return None
-
-
-def _parse_protocol_map(entries: Any) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for entry in entries or []:
-        if ":" in entry:
-            name, protocol = entry.split(":", 1)
-            result[name.strip().upper()] = protocol.strip().upper()
-    return result
 
 
 # glibc's mallopt parameters (malloc.h).

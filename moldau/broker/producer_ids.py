@@ -7,12 +7,15 @@ across restarts; a block is fetched when the current one runs out.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
 class ProducerIdManager:
-    def __init__(self, controller: Any, node_id: int) -> None:
-        self._controller = controller
+    def __init__(self, allocate: Callable[[], Awaitable[Any]], node_id: int) -> None:
+        """`allocate()` returns the next `ProducerIdsBlock` for this broker (the active
+        controller's AllocateProducerIds)."""
+        self._allocate = allocate
         self._node_id = node_id
         self._next = 0
         self._last = -1
@@ -22,7 +25,7 @@ class ProducerIdManager:
         if self._next > self._last:
             async with self._lock:
                 if self._next > self._last:
-                    block = await self._controller.allocate_producer_ids(self._node_id)
+                    block = await self._allocate()
                     self._next = block.first_producer_id
                     self._last = block.last_producer_id
         producer_id = self._next

@@ -47,6 +47,8 @@ class HandlerSpec:
     function: HandlerFunction
     # Versions advertised in ApiVersions but refused when used (Produce v0-2, as Kafka 4 does).
     advertised_min_version: int
+    # A metadata change: a broker that is not the active controller passes it on (KIP-590).
+    forward: bool = False
 
 
 @dataclass(slots=True)
@@ -127,9 +129,14 @@ def handler(
     *,
     advertised_min_version: int | None = None,
     scopes: tuple[Scope, ...] = (BROKER,),
+    forward: bool = False,
 ) -> Callable[[HandlerFunction], HandlerFunction]:
     """Register the decorated function as the handler of `api_key` for these versions, on the
-    listeners of `scopes`."""
+    listeners of `scopes`. `forward`: a change of metadata that a broker passes on to the
+    active controller when it is not that controller itself (the controller's listeners serve
+    it too)."""
+    if forward and CONTROLLER not in scopes:
+        scopes = (*scopes, CONTROLLER)
 
     def register(function: HandlerFunction) -> HandlerFunction:
         spec = HandlerSpec(
@@ -140,6 +147,7 @@ def handler(
             advertised_min_version=(
                 min_version if advertised_min_version is None else advertised_min_version
             ),
+            forward=forward,
         )
         for scope in scopes:
             existing = _HANDLERS[scope].get(api_key)

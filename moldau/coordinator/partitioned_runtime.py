@@ -71,6 +71,14 @@ class PartitionedRuntime(Generic[P]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    def follow_leadership(self, led: set[int]) -> None:
+        """Coordinate exactly the partitions this broker leads: load the ones it has come to
+        lead, unload the ones it no longer leads (each in the background, in order)."""
+        for index in sorted(set(self._partitions) - led):
+            self._spawn(self.unload_partition(index))
+        for index in sorted(led - set(self._partitions)):
+            self._spawn(self.load_partition(index))
+
     async def _reload(self, index: int) -> None:
         await self.unload_partition(index)
         await self.load_partition(index)

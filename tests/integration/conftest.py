@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-READY_LINE = re.compile(r"Moldau ready: bootstrap\.servers=(?P<host>[^\s:]+):(?P<port>\d+)")
+READY_LINE = re.compile(
+    r"Moldau ready: bootstrap\.(?:servers|controllers)=(?P<host>[^\s:]+):(?P<port>\d+)"
+)
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 JS_DIR = Path(__file__).parent / "js"
@@ -76,6 +78,12 @@ class MoldauServer:
         return arguments
 
     def start(self) -> MoldauServer:
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> MoldauServer:
+        """Start the process without waiting for its ready line (nodes of one cluster start
+        together: none is ready before a quorum of them runs)."""
         assert self.process is None, "server already running"
         environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
         environment.update(self.environment)
@@ -91,6 +99,10 @@ class MoldauServer:
         )
         self._reader = threading.Thread(target=self._follow_output, daemon=True)
         self._reader.start()
+        return self
+
+    def wait_ready(self) -> MoldauServer:
+        assert self.process is not None and self._reader is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._ready.wait(0.05):
             if self.process.poll() is not None:
@@ -200,6 +212,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
         environment: Mapping[str, str] | None = None,
         working_dir: Path | None = None,
         isolated: bool = True,
+        launch_only: bool = False,
         **overrides: str,
     ) -> MoldauServer:
         index = len(servers)
@@ -215,7 +228,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
             isolated=isolated,
         )
         servers.append(server)
-        return server.start()
+        return server.launch() if launch_only else server.start()
 
     try:
         yield start

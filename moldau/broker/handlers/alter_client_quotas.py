@@ -16,7 +16,7 @@ from moldau.controller.operations import ClientQuotaAlteration, ClientQuotaOp
 from moldau.protocol.api_keys import ApiKey
 
 
-@handler(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1)
+@handler(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, forward=True)
 async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> dict[str, Any]:
     alterations = [
         ClientQuotaAlteration(

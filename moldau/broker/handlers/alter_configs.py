@@ -15,7 +15,7 @@ from moldau.controller.operations import AlterConfigsResource, ConfigResource, C
 from moldau.protocol.api_keys import ApiKey
 
 
-@handler(ApiKey.ALTER_CONFIGS, 0, 2)
+@handler(ApiKey.ALTER_CONFIGS, 0, 2, forward=True)
 async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     resources = [
         AlterConfigsResource(

@@ -18,7 +18,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
+@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, forward=True)
 async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
     allow_change = bool(getattr(request, "allow_replication_factor_change", True))
     reassignments = [

@@ -14,7 +14,7 @@ from moldau.controller.operations import PartitionsIncrease
 from moldau.protocol.api_keys import ApiKey
 
 
-@handler(ApiKey.CREATE_PARTITIONS, 0, 3)
+@handler(ApiKey.CREATE_PARTITIONS, 0, 3, forward=True)
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     increases = [
         PartitionsIncrease(

@@ -18,10 +18,10 @@ from moldau.config.definitions import TOPIC_KEYS
 from moldau.controller.config_description import describe_topic_config
 from moldau.controller.operations import CreateTopicResult, NewTopic
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 
-@handler(ApiKey.CREATE_TOPICS, 2, 7)
+@handler(ApiKey.CREATE_TOPICS, 2, 7, forward=True)
 async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     new_topics = [
         NewTopic(
@@ -33,9 +33,15 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, A
         )
         for topic in request.topics
     ]
-    results = await ctx.node.controller.create_topics(
-        new_topics, validate_only=bool(request.validate_only)
-    )
+    try:
+        results = await ctx.node.controller.create_topics(
+            new_topics, validate_only=bool(request.validate_only)
+        )
+    except KafkaError as error:  # NOT_CONTROLLER: the broker that forwarded it asks again
+        results = [
+            CreateTopicResult(name=t.name, error_code=error.code, error_message=str(error))
+            for t in new_topics
+        ]
     return {"throttle_time": 0, "topics": [_topic_result(ctx, r) for r in results]}
 
 

@@ -17,7 +17,7 @@ from moldau.protocol.api_keys import ApiKey
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-@handler(ApiKey.DELETE_TOPICS, 1, 6)
+@handler(ApiKey.DELETE_TOPICS, 1, 6, forward=True)
 async def handle_delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     references: list[str | uuid.UUID]
     if ctx.api_version >= 6:

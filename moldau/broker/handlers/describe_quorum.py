@@ -4,9 +4,12 @@ v0 is flexible; v1 adds each replica's last fetch and last caught-up timestamps;
 top-level and partition error messages, each replica's directory id and the voters' `nodes`
 with their listeners. Only `__cluster_metadata` partition 0 exists: a request naming anything
 else gets UNKNOWN_TOPIC_OR_PARTITION for each partition it names; a node that does not lead the
-quorum answers NOT_LEADER_OR_FOLLOWER. The leader reports itself as fetched and caught up now
-(as Kafka does); voters are static (`controller.quorum.voters`), so directory ids are zero.
-Moldau's quorum has no observers.
+quorum answers NOT_LEADER_OR_FOLLOWER (a broker passes the request on to the active controller).
+Voters and observers (brokers that follow the log without a vote) are reported with their log
+end offsets and the wall-clock times of their last fetch and of when they were last caught up,
+as the leader saw them; the leader reports itself as fetched and caught up now (as Kafka does).
+Voters are static (`controller.quorum.voters`), so directory ids are zero; `nodes` lists each
+voter's controller listener.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 
 
-@handler(ApiKey.DESCRIBE_QUORUM, 0, 2)
+@handler(ApiKey.DESCRIBE_QUORUM, 0, 2, forward=True)
 def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if not _names_the_metadata_partition(request):
         return _response(
@@ -42,17 +45,27 @@ def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if quorum.leader_id != quorum.node_id:
         error = _partition_error(METADATA_PARTITION, ErrorCode.not_leader_or_follower)
         return _response(topics=[{"topic_name": METADATA_TOPIC, "partitions": [error]}])
-    now_ms = ctx.node.clock.now_ms()
-    voters = [
-        {
-            "replica_id": voter.voter_id,
-            "replica_directory_id": ZERO_UUID,
-            "log_end_offset": voter.log_end_offset,
-            "last_fetch_timestamp": now_ms if voter.voter_id == quorum.leader_id else -1,
-            "last_caught_up_timestamp": now_ms if voter.voter_id == quorum.leader_id else -1,
-        }
-        for voter in quorum.voters
-    ]
+    clock = ctx.node.clock
+    now_ms = clock.now_ms()
+    now = clock.monotonic()
+
+    def wall_ms(replica_id: int, when: float | None) -> int:
+        if replica_id == quorum.leader_id:
+            return now_ms
+        return -1 if when is None else now_ms - round((now - when) * 1000)
+
+    def replicas(states: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "replica_id": state.replica_id,
+                "replica_directory_id": ZERO_UUID,
+                "log_end_offset": state.log_end_offset,
+                "last_fetch_timestamp": wall_ms(state.replica_id, state.last_fetch_time),
+                "last_caught_up_timestamp": wall_ms(state.replica_id, state.last_caught_up_time),
+            }
+            for state in states
+        ]
+
     partition = {
         "partition_index": METADATA_PARTITION,
         "error_code": ErrorCode.none,
@@ -60,25 +73,40 @@ def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "leader_id": quorum.leader_id,
         "leader_epoch": quorum.epoch,
         "high_watermark": quorum.high_watermark,
-        "current_voters": voters,
-        "observers": [],
+        "current_voters": replicas(quorum.voters),
+        "observers": replicas(quorum.observers),
     }
+    return _response(
+        topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
+        nodes=_voter_nodes(ctx, quorum),
+    )
+
+
+def _voter_nodes(ctx: RequestContext, quorum: QuorumDescription) -> list[dict[str, Any]]:
+    """Each voter's controller listener (its broker endpoints for a node standing alone)."""
+    layout = ctx.node.layout
+    names = layout.controller_listener_names
+    if layout.voters:
+        return [
+            {
+                "node_id": voter.node_id,
+                "listeners": [{"name": names[0], "host": voter.host, "port": voter.port}],
+            }
+            for voter in layout.voters
+        ]
     brokers = ctx.node.metadata_image.brokers
-    nodes = [
+    return [
         {
-            "node_id": voter.voter_id,
+            "node_id": voter.replica_id,
             "listeners": [
                 {"name": endpoint.name, "host": endpoint.host, "port": endpoint.port}
                 for endpoint in (
-                    brokers[voter.voter_id].endpoints if voter.voter_id in brokers else ()
+                    brokers[voter.replica_id].endpoints if voter.replica_id in brokers else ()
                 )
             ],
         }
         for voter in quorum.voters
     ]
-    return _response(
-        topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}], nodes=nodes
-    )
 
 
 def _names_the_metadata_partition(request: Any) -> bool:

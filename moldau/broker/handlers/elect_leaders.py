@@ -18,7 +18,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
-@handler(ApiKey.ELECT_LEADERS, 0, 2)
+@handler(ApiKey.ELECT_LEADERS, 0, 2, forward=True)
 async def handle_elect_leaders(ctx: RequestContext, request: Any) -> dict[str, Any]:
     requested = (
         None

@@ -2,8 +2,9 @@
 
 v1 adds key_type (0 group, 1 transaction) and error_message; v2 same; v3 flexible; v4 batches
 keys (`coordinator_keys` in, `coordinators` out, top-level fields gone); v5-6 only allow new
-error codes. A group's coordinator is the leader of its `__consumer_offsets` partition (a single
-node leads them all), named with the host and port advertised for the request's listener.
+error codes. A group's coordinator is the leader of its `__consumer_offsets` partition, a
+transactional id's the leader of its `__transaction_state` partition, named with the host and
+port advertised for the request's listener.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.runtime import OFFSETS_TOPIC
+from moldau.coordinator.transaction_runtime import TRANSACTION_STATE_TOPIC
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -29,15 +31,14 @@ def _endpoint(ctx: RequestContext, node_id: int) -> tuple[str, int] | None:
     return None
 
 
-def _group_coordinator_id(ctx: RequestContext, group_id: str) -> int | None:
-    """This node if it coordinates the group, else the leader of the group's partition."""
-    runtime = ctx.node.group_coordinator
+def _coordinator_id(ctx: RequestContext, runtime: Any, topic_name: str, key: str) -> int | None:
+    """This node if it coordinates `key`, else the leader of the key's partition."""
     if runtime is None:
         return None
-    if runtime.is_coordinator_for(group_id):
+    if runtime.is_coordinator_for(key):
         return int(ctx.node.node_id)
-    topic = ctx.node.metadata_image.topics.get(OFFSETS_TOPIC)
-    partition = topic.partitions.get(runtime.partition_for(group_id)) if topic else None
+    topic = ctx.node.metadata_image.topics.get(topic_name)
+    partition = topic.partitions.get(runtime.partition_for(key)) if topic else None
     leader = getattr(partition, "leader", -1)
     return leader if leader is not None and leader >= 0 else None
 
@@ -53,10 +54,10 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
     }
     coordinator_id: int | None
     if key_type == GROUP_KEY:
-        coordinator_id = _group_coordinator_id(ctx, key)
+        coordinator_id = _coordinator_id(ctx, ctx.node.group_coordinator, OFFSETS_TOPIC, key)
     elif key_type == TRANSACTION_KEY:
-        available = getattr(ctx.node, "transaction_coordinator", None) is not None
-        coordinator_id = int(ctx.node.node_id) if available else None
+        runtime = getattr(ctx.node, "transaction_coordinator", None)
+        coordinator_id = _coordinator_id(ctx, runtime, TRANSACTION_STATE_TOPIC, key)
     else:
         answer["error_code"] = ErrorCode.invalid_request
         answer["error_message"] = f"Unknown coordinator key type {key_type}"

@@ -22,7 +22,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, forward=True)
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     valid: list[IncrementalAlterConfigsResource] = []
     rejected: dict[int, ConfigResult] = {}

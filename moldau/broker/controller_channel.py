@@ -1,0 +1,248 @@
+"""A broker's way to the active controller (Kafka's NodeToControllerChannelManager, KIP-590).
+
+The active controller is the metadata quorum's leader, as this node's own quorum member (voter
+or observer) knows it; its address is the voter's in `controller.quorum.voters`. When this node
+is itself the active controller, calls run in-process. Otherwise requests go to the controller
+listener of the active one: typed calls for what the broker asks for itself (registration,
+heartbeats, producer ids, internal topics), and `forward()` for clients' requests that change
+metadata, passed on byte for byte and answered byte for byte.
+
+A call that finds no active controller, cannot reach it, or hears NOT_CONTROLLER waits for the
+quorum to name a leader and tries again, until its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from moldau.client.connection import BrokerConnection
+from moldau.config.cluster import Voter
+from moldau.controller.operations import (
+    BrokerHeartbeat,
+    BrokerHeartbeatResult,
+    BrokerRegistration,
+    BrokerRegistrationResult,
+    CreateTopicResult,
+    NewTopic,
+    ProducerIdsBlock,
+)
+from moldau.controller.quorum_controller import QuorumController
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.05
+_NOT_CONTROLLER = int(ErrorCode.not_controller)
+
+
+class ControllerChannel:
+    def __init__(
+        self,
+        controller: QuorumController,
+        voters: tuple[Voter, ...],
+        *,
+        node_id: int,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._controller = controller
+        self._addresses = {voter.node_id: (voter.host, voter.port) for voter in voters}
+        self._node_id = node_id
+        self.timeout_s = timeout_s
+        self._connection: BrokerConnection | None = None
+        self._connected_to: int | None = None
+
+    @property
+    def local_is_active(self) -> bool:
+        return self._controller.is_active
+
+    # --- what the broker asks for itself ---------------------------------------------------
+
+    async def register_broker(
+        self, registration: BrokerRegistration, *, features: list[dict[str, Any]]
+    ) -> BrokerRegistrationResult:
+        if self.local_is_active:
+            return await self._controller.register_broker(registration)
+        response = await self._call(
+            ApiKey.BROKER_REGISTRATION,
+            {
+                "broker_id": registration.broker_id,
+                "cluster_id": registration.cluster_id,
+                "incarnation_id": registration.incarnation_id,
+                "listeners": [
+                    {
+                        "name": endpoint.name,
+                        "host": endpoint.host,
+                        "port": endpoint.port,
+                        "security_protocol": endpoint.security_protocol,
+                    }
+                    for endpoint in registration.endpoints
+                ],
+                "features": features,
+                "rack": registration.rack,
+                "is_migrating_zk_broker": False,
+                "log_dirs": [],
+                "previous_broker_epoch": -1,
+            },
+        )
+        _raise_for(response.error_code, "broker registration")
+        return BrokerRegistrationResult(
+            broker_id=registration.broker_id, broker_epoch=int(response.broker_epoch)
+        )
+
+    async def broker_heartbeat(self, heartbeat: BrokerHeartbeat) -> BrokerHeartbeatResult:
+        if self.local_is_active:
+            return await self._controller.broker_heartbeat(heartbeat)
+        response = await self._call(
+            ApiKey.BROKER_HEARTBEAT,
+            {
+                "broker_id": heartbeat.broker_id,
+                "broker_epoch": heartbeat.broker_epoch,
+                "current_metadata_offset": heartbeat.current_metadata_offset,
+                "want_fence": heartbeat.want_fence,
+                "want_shut_down": heartbeat.want_shut_down,
+            },
+        )
+        _raise_for(response.error_code, "broker heartbeat")
+        return BrokerHeartbeatResult(
+            is_caught_up=bool(response.is_caught_up),
+            is_fenced=bool(response.is_fenced),
+            should_shut_down=bool(response.should_shut_down),
+        )
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        if self.local_is_active:
+            return await self._controller.allocate_producer_ids(broker_id, broker_epoch)
+        response = await self._call(
+            ApiKey.ALLOCATE_PRODUCER_IDS, {"broker_id": broker_id, "broker_epoch": broker_epoch}
+        )
+        _raise_for(response.error_code, "producer id allocation")
+        return ProducerIdsBlock(
+            assigned_broker_id=broker_id,
+            first_producer_id=int(response.producer_id_start),
+            size=int(response.producer_id_len),
+        )
+
+    async def create_topics(self, topics: list[NewTopic]) -> list[CreateTopicResult]:
+        if self.local_is_active:
+            return await self._controller.create_topics(topics)
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        while True:
+            response = await self._call(
+                ApiKey.CREATE_TOPICS,
+                {
+                    "topics": [
+                        {
+                            "name": topic.name,
+                            "num_partitions": topic.num_partitions,
+                            "replication_factor": topic.replication_factor,
+                            "assignments": [],
+                            "configs": [
+                                {"name": name, "value": value}
+                                for name, value in dict(topic.configs or {}).items()
+                            ],
+                        }
+                        for topic in topics
+                    ],
+                    "timeout": int(self.timeout_s * 1000),
+                    "validate_only": False,
+                },
+            )
+            codes = [int(result.error_code) for result in response.topics]
+            if _NOT_CONTROLLER in codes and asyncio.get_running_loop().time() < deadline:
+                await self._leader_moved()
+                continue
+            return [
+                CreateTopicResult(
+                    name=result.name,
+                    error_code=ErrorCode(int(result.error_code)),
+                    error_message=result.error_message,
+                )
+                for result in response.topics
+            ]
+
+    # --- clients' requests -----------------------------------------------------------------
+
+    async def forward(self, frame: bytes | memoryview) -> bytes:
+        """Pass a client's request (a frame without its size prefix) to the active controller;
+        its answer, also without size prefix, with this channel's correlation id first."""
+        return await self._with_connection(lambda connection: connection.forward(frame))
+
+    # --- the connection to the active controller -------------------------------------------
+
+    async def _call(self, api_key: int, body: dict[str, Any]) -> Any:
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        while True:
+            response = await self._with_connection(
+                lambda connection: connection.request(api_key, body)
+            )
+            code = getattr(response, "error_code", 0)
+            if int(code) == _NOT_CONTROLLER and asyncio.get_running_loop().time() < deadline:
+                await self._leader_moved()
+                continue
+            return response
+
+    async def _with_connection(self, call: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        last_error: Exception | None = None
+        while loop.time() < deadline:
+            leader = self._controller.leader_id
+            if leader is None or leader not in self._addresses:
+                await self._wait_for_leader(deadline)
+                continue
+            try:
+                connection = await self._connect(leader)
+                return await call(connection)
+            except (KafkaError, OSError, ConnectionError, TimeoutError) as exc:
+                last_error = exc
+                await self._disconnect()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except Exception as exc:  # the client's own errors (KafkaException)
+                last_error = exc
+                await self._disconnect()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        raise KafkaError(
+            ErrorCode.request_timed_out,
+            f"no active controller answered within {self.timeout_s:.0f} s ({last_error})",
+        )
+
+    async def _connect(self, leader: int) -> BrokerConnection:
+        connection = self._connection
+        if connection is not None and connection.is_open and self._connected_to == leader:
+            return connection
+        await self._disconnect()
+        host, port = self._addresses[leader]
+        self._connection = await BrokerConnection.open(
+            host, port, node_id=leader, client_id=f"broker-{self._node_id}", connect_timeout=5.0
+        )
+        self._connected_to = leader
+        return self._connection
+
+    async def _disconnect(self) -> None:
+        connection, self._connection, self._connected_to = self._connection, None, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def _wait_for_leader(self, deadline: float) -> None:
+        event = self._controller.active_changed
+        event.clear()
+        remaining = max(deadline - asyncio.get_running_loop().time(), 0.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), min(remaining, 0.5))
+
+    async def _leader_moved(self) -> None:
+        await self._disconnect()
+        await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def close(self) -> None:
+        await self._disconnect()
+
+
+def _raise_for(code: Any, what: str) -> None:
+    if int(code) != 0:
+        raise KafkaError(ErrorCode(int(code)), f"{what} refused by the controller")

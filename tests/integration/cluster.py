@@ -1,0 +1,176 @@
+"""A Moldau cluster on loopback for the tests: several `moldau server` processes that differ only
+in `node.id`, ports and `log.dirs`, each directory formatted first with `moldau storage format -t
+CLUSTER_ID` and the node's own settings (the shape of kafka-storage format + kafka-server-start).
+
+Ports are picked free before the nodes start (the voters' controller addresses must be known to
+every node). Every node is a `MoldauServer` of the test's server factory, so the test stops each
+one by PID and requires a clean exit.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .conftest import MoldauServer, ServerFactory
+
+COMBINED = "broker,controller"
+BROKER = "broker"
+CONTROLLER = "controller"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class ClusterNode:
+    node_id: int
+    roles: str
+    client_port: int | None
+    controller_port: int | None
+    data_dir: Path
+    overrides: dict[str, str]
+    server: MoldauServer | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.client_port is not None, f"node {self.node_id} has no broker listener"
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def is_broker(self) -> bool:
+        return BROKER in self.roles.split(",")
+
+    @property
+    def pid(self) -> int:
+        assert self.server is not None and self.server.process is not None
+        return self.server.process.pid
+
+
+@dataclass
+class Cluster:
+    cluster_id: str
+    nodes: dict[int, ClusterNode] = field(default_factory=dict)
+    factory: ServerFactory | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.brokers())
+
+    def brokers(self) -> list[ClusterNode]:
+        return [node for node in self.nodes.values() if node.is_broker]
+
+    def launch(self, node_ids: Iterable[int] | None = None) -> None:
+        """Start the nodes' processes (all of them by default), then wait for each to be ready."""
+        assert self.factory is not None
+        chosen = [self.nodes[i] for i in (node_ids or self.nodes)]
+        for node in chosen:
+            if node.server is None:
+                node.server = self.factory(launch_only=True, **_as_kwargs(node.overrides))
+            else:
+                node.server.launch()
+        for node in chosen:
+            assert node.server is not None
+            node.server.wait_ready()
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL: no controlled shutdown, no flush."""
+        server = self.nodes[node_id].server
+        assert server is not None and server.process is not None
+        server.process.kill()
+        server.process.wait(10)
+        server.process = None
+
+    def stop(self, node_id: int) -> None:
+        server = self.nodes[node_id].server
+        assert server is not None
+        server.stop()
+
+
+def _as_kwargs(overrides: dict[str, str]) -> dict[str, str]:
+    return {key.replace(".", "_"): value for key, value in overrides.items()}
+
+
+def build_cluster(
+    start_server: ServerFactory,
+    base: Path,
+    *,
+    roles: list[str],
+    extra: dict[str, str] | None = None,
+    launch: bool = True,
+) -> Cluster:
+    """Nodes 1..n with the given roles; voters are the nodes with the controller role."""
+    cluster_id = subprocess.run(
+        [sys.executable, "-m", "moldau", "storage", "random-uuid"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    cluster = Cluster(cluster_id=cluster_id, factory=start_server)
+    for index, role in enumerate(roles, start=1):
+        is_controller = CONTROLLER in role.split(",")
+        is_broker = BROKER in role.split(",")
+        cluster.nodes[index] = ClusterNode(
+            node_id=index,
+            roles=role,
+            client_port=free_port() if is_broker else None,
+            controller_port=free_port() if is_controller else None,
+            data_dir=base / f"node-{index}",
+            overrides={},
+        )
+    voters = ",".join(
+        f"{node.node_id}@127.0.0.1:{node.controller_port}"
+        for node in cluster.nodes.values()
+        if node.controller_port is not None
+    )
+    for node in cluster.nodes.values():
+        listeners = []
+        if node.client_port is not None:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+        if node.controller_port is not None:
+            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+        node.overrides = {
+            "node.id": str(node.node_id),
+            "process.roles": node.roles,
+            "listeners": ",".join(listeners),
+            "controller.quorum.voters": voters,
+            "log.dirs": str(node.data_dir),
+            **(extra or {}),
+        }
+        format_storage(cluster_id, node.overrides)
+    if launch:
+        cluster.launch()
+    return cluster
+
+
+def format_storage(cluster_id: str, overrides: dict[str, str]) -> None:
+    arguments = [sys.executable, "-m", "moldau", "storage", "format", "-t", cluster_id]
+    for key, value in overrides.items():
+        arguments += ["--override", f"{key}={value}"]
+    subprocess.run(arguments, check=True, capture_output=True, text=True)
+
+
+def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str) -> object:
+    """Poll `condition` until it returns something truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+        except Exception as error:  # the cluster may be between leaders: ask again
+            last_error = error
+            result = None
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(
+        f"{what} did not happen within {timeout_s:.0f} s (last error: {last_error})"
+    )

@@ -1,0 +1,202 @@
+"""A Moldau cluster of several processes on loopback: the metadata quorum (KRaft), brokers that
+register and are fenced, metadata changes forwarded to the active controller, and the failover
+of the active controller under a loop of topic creations."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .cluster import BROKER, COMBINED, CONTROLLER, Cluster, build_cluster, wait_for
+from .wire import Connection
+
+SESSION_MS = "3000"
+FAST = {
+    "broker.session.timeout.ms": SESSION_MS,
+    "broker.heartbeat.interval.ms": "500",
+    "offsets.topic.num.partitions": "6",
+    "transaction.state.log.num.partitions": "3",
+}
+
+
+def _quorum(node_bootstrap: str) -> object:
+    """DescribeQuorum v2 through a broker (forwarded to the active controller if need be)."""
+    host, port = node_bootstrap.split(":")
+    with Connection(host, int(port), timeout=10) as connection:
+        response = connection.request(
+            55,
+            2,
+            {
+                "topics": [
+                    {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
+                ]
+            },
+        )
+    [topic] = response.topics
+    [partition] = topic.partitions
+    assert partition.error_code == 0, partition
+    return partition
+
+
+def _live_brokers(bootstrap: str) -> set[int]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
+    return set(metadata.brokers)
+
+
+def _leader(cluster: Cluster) -> int:
+    any_broker = cluster.brokers()[0].bootstrap
+    return int(_quorum(any_broker).leader_id)
+
+
+@pytest.fixture
+def three_nodes(start_server, tmp_path: Path) -> Cluster:
+    return build_cluster(start_server, tmp_path, roles=[COMBINED] * 3, extra=FAST)
+
+
+def test_three_combined_nodes_form_one_quorum_and_serve_clients(three_nodes: Cluster) -> None:
+    cluster = three_nodes
+    quorum = _quorum(cluster.nodes[1].bootstrap)
+    assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
+    assert quorum.leader_id in (1, 2, 3) and quorum.leader_epoch >= 1
+    assert wait_for(
+        lambda: _live_brokers(cluster.bootstrap) == {1, 2, 3},
+        timeout_s=10,
+        what="three live brokers",
+    )
+    # A topic created through a broker that is not the active controller (forwarded).
+    follower = next(n for n in cluster.brokers() if n.node_id != quorum.leader_id)
+    admin = AdminClient({"bootstrap.servers": follower.bootstrap})
+    admin.create_topics([NewTopic("spread", num_partitions=6, replication_factor=1)])[
+        "spread"
+    ].result(15)
+
+    def leaders() -> dict[int, int] | None:
+        # (a broker learns of the topic when it has replayed the controller's commit)
+        topic = admin.list_topics(timeout=10).topics.get("spread")
+        return {p.id: p.leader for p in topic.partitions.values()} if topic else None
+
+    placed = wait_for(leaders, timeout_s=10, what="the topic in the broker's metadata")
+    assert set(placed.values()) == {1, 2, 3}, placed
+    # Clients produce to and consume from every broker through any bootstrap server.
+    producer = Producer({"bootstrap.servers": follower.bootstrap, "enable.idempotence": True})
+    for index in range(300):
+        producer.produce("spread", key=b"%d" % index, value=b"value-%d" % index)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "cluster-readers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["spread"])
+    values = set()
+    deadline = time.monotonic() + 30
+    while len(values) < 300 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.add(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert values == {b"value-%d" % i for i in range(300)}
+
+
+def test_the_active_controller_dies_in_a_topic_creation_loop(three_nodes: Cluster) -> None:
+    cluster = three_nodes
+    leader = _leader(cluster)
+    survivor = next(n for n in cluster.brokers() if n.node_id != leader)
+    requested = [f"loop-{i}" for i in range(40)]
+    outcomes: dict[str, str] = {}
+    errors: list[str] = []
+
+    def creations() -> None:
+        admin = AdminClient({"bootstrap.servers": survivor.bootstrap})
+        for name in requested:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=5)[name].result(
+                        10
+                    )
+                    outcomes[name] = "created"
+                    break
+                except (KafkaException, TimeoutError) as error:
+                    code = error.args[0].name() if error.args else "TIMED_OUT"
+                    if code == "TOPIC_ALREADY_EXISTS":  # a retry of a creation that committed
+                        outcomes[name] = "existed"
+                        break
+                    errors.append(f"{name}: {code}")
+                    if time.monotonic() > deadline:
+                        outcomes[name] = f"failed: {code}"
+                        break
+                    time.sleep(0.1)
+
+    worker = threading.Thread(target=creations)
+    worker.start()
+    wait_for(lambda: len(outcomes) >= 10, timeout_s=30, what="ten topic creations")
+    killed_at = time.monotonic()
+    cluster.kill(leader)
+
+    def another_leader() -> int | None:
+        current = int(_quorum(survivor.bootstrap).leader_id)
+        return current if current not in (leader, -1) else None
+
+    new_leader = wait_for(another_leader, timeout_s=20, what="a new active controller")
+    elected_s = time.monotonic() - killed_at
+    worker.join(120)
+    assert not worker.is_alive()
+    assert all(v in ("created", "existed") for v in outcomes.values()), (outcomes, errors)
+    topics = AdminClient({"bootstrap.servers": survivor.bootstrap}).list_topics(timeout=10).topics
+    assert {n for n in topics if n.startswith("loop-")} == set(requested)
+    assert all(len(topics[name].partitions) == 1 for name in requested)  # created once each
+    assert new_leader != leader and elected_s < 10, elected_s
+    print(f"new active controller {new_leader} {elected_s:.2f} s after SIGKILL of {leader}")
+    # The killed broker is fenced: it leaves clients' metadata, and comes back when restarted.
+    wait_for(
+        lambda: leader not in _live_brokers(survivor.bootstrap),
+        timeout_s=15,
+        what=f"broker {leader} fenced",
+    )
+    cluster.launch([leader])
+    wait_for(
+        lambda: leader in _live_brokers(survivor.bootstrap),
+        timeout_s=20,
+        what=f"broker {leader} back",
+    )
+
+
+def test_controllers_and_brokers_on_separate_nodes(start_server, tmp_path: Path) -> None:
+    cluster = build_cluster(
+        start_server, tmp_path, roles=[CONTROLLER, CONTROLLER, CONTROLLER, BROKER], extra=FAST
+    )
+    broker = cluster.nodes[4]
+    quorum = _quorum(broker.bootstrap)
+    assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
+    assert [o.replica_id for o in quorum.observers] == [4]
+    assert _live_brokers(broker.bootstrap) == {4}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("on-the-broker", 2, 1)])["on-the-broker"].result(15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("on-the-broker", value=b"hello")
+    assert producer.flush(15) == 0
+
+
+def test_a_controller_that_is_not_a_voter_stops_with_one_line(start_server, tmp_path) -> None:
+    cluster = build_cluster(start_server, tmp_path, roles=[COMBINED], launch=False)
+    node = cluster.nodes[1]
+    node.overrides["controller.quorum.voters"] = "7@127.0.0.1:1,8@127.0.0.1:2,9@127.0.0.1:3"
+    arguments = [sys.executable, "-m", "moldau", "server"]
+    for key, value in node.overrides.items():
+        arguments += ["--override", f"{key}={value}"]
+    result = subprocess.run(arguments, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "not one of controller.quorum.voters" in errors[0], result.stderr
