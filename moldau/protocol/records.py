@@ -52,6 +52,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "TimestampType",
+    "batch_with_payload",
     "build_batch",
     "build_control_batch",
     "decode_records",
@@ -418,6 +419,25 @@ def build_batch(
         producer_epoch,
         base_sequence,
         len(items),
+    )
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)
+
+
+def batch_with_payload(
+    header: BatchHeader,
+    payload: bytes | bytearray | memoryview,
+    *,
+    compression: CompressionType | int,
+) -> bytes:
+    """A batch with the fields of `header` around `payload`, records already encoded (and
+    compressed with `compression`): batch length, codec bits and CRC are set to match."""
+    attributes = (header.attributes & ~COMPRESSION_MASK) | int(compression)
+    batch = bytearray(HEADER_SIZE) + payload
+    HEADER.pack_into(
+        batch,
+        0,
+        *header._replace(batch_length=len(batch) - LOG_OVERHEAD, crc=0, attributes=attributes),
     )
     struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
