@@ -23,6 +23,7 @@ import crc32c
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
     CONTROL_BIT,
     CRC_START,
@@ -31,7 +32,6 @@ from moldau.protocol.records import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    decode_records,
     validate_batches,
 )
 from moldau.storage.config import LogConfig

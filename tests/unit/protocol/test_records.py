@@ -12,6 +12,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -21,7 +22,6 @@ from moldau.protocol.records import (
     batch_with_payload,
     build_batch,
     build_control_batch,
-    decode_records,
     iter_batches,
     parse_control_record,
     validate_batches,

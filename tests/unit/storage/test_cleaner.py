@@ -24,7 +24,8 @@ def keyed(key: bytes, value: bytes | None, clock: ManualClock, **kwargs) -> byte
 
 
 def live_records(log) -> dict[int, tuple[bytes | None, bytes | None]]:
-    from moldau.protocol.records import decode_records, iter_batches
+    from moldau.protocol.record_reader import decode_records
+    from moldau.protocol.records import iter_batches
 
     data = log.read(
         log.log_start_offset, max_bytes=1 << 30, max_offset=log.log_end_offset
