@@ -38,7 +38,12 @@ from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_maintenance import LogMaintenance
-from moldau.storage.log_validator import fast_path_limits, storage_error, validate_for_leader
+from moldau.storage.log_validator import (
+    DecodeBudget,
+    fast_path_limits,
+    storage_error,
+    validate_for_leader,
+)
 from moldau.storage.producer_state import (
     SNAPSHOT_SUFFIX,
     ProducerStateEntry,
@@ -166,6 +171,7 @@ class PartitionLog(LogMaintenance):
         leader_epoch: int,
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        decode_budget: DecodeBudget | None = None,
     ) -> AppendResult:
         """Validate, assign offsets and append the batches of a produce request.
 
@@ -174,32 +180,33 @@ class PartitionLog(LogMaintenance):
         produce hot path: it works from the 61-byte headers only and never copies record data.
         A writable `records` (bytearray, writable memoryview) is handed over: base offset and
         epoch are rewritten in it and it is written as is; for read-only bytes the new first 16
-        bytes go out as a separate buffer of a vectored write.
+        bytes go out as a separate buffer of a vectored write. `decode_budget` is shared by the
+        partitions of one produce request (see `DecodeBudget`).
         """
         view = memoryview(records)
         now = self.clock.now_ms() if now_ms is None else now_ms
         if origin is not AppendOrigin.CLIENT or len(view) < HEADER_SIZE:
-            return self._append_batches(view, leader_epoch, now, origin)
+            return self._append_batches(view, leader_epoch, now, origin, decode_budget)
         # Fast path, the common produce: one valid batch, no producer id, CreateTime, no config
         # that needs the records decoded. Same checks and effects as `_append_batches`, in fewer
         # Python steps; anything else (including every invalid batch) goes there.
         values = _HEADER_UNPACK(view, 0)
         size = values[1] + LOG_OVERHEAD
-        max_message_bytes, after_max_ms, before_max_ms, plain = self._fast_limits
+        max_message_bytes, max_records, after_max_ms, before_max_ms, plain = self._fast_limits
         if (
             size != len(view)
             or values[3] != 2  # magic
             or values[9] >= 0  # producer id
             or values[5] & _SLOW_ATTRIBUTES
             or size > max_message_bytes
-            or values[12] <= 0
+            or not 0 < values[12] <= max_records
             or values[6] != values[12] - 1
             or not plain
             or _crc32c(view[CRC_START:]) != values[4]
             or values[8] > now + after_max_ms
             or 0 <= values[7] < now - before_max_ms
         ):
-            return self._append_batches(view, leader_epoch, now, origin)
+            return self._append_batches(view, leader_epoch, now, origin, decode_budget)
         with self._lock:
             if self.closed:
                 self._check_open()
@@ -235,12 +242,21 @@ class PartitionLog(LogMaintenance):
             )
 
     def _append_batches(
-        self, view: memoryview, leader_epoch: int, now: int, origin: AppendOrigin
+        self,
+        view: memoryview,
+        leader_epoch: int,
+        now: int,
+        origin: AppendOrigin,
+        decode_budget: DecodeBudget | None = None,
     ) -> AppendResult:
         """The general append: any number of batches, any config, producer state."""
         config = self.config
         view, batches = validate_for_leader(
-            view, config, now=now, from_client=origin is AppendOrigin.CLIENT
+            view,
+            config,
+            now=now,
+            from_client=origin is AppendOrigin.CLIENT,
+            budget=decode_budget,
         )
         append_time = now if config.log_append_time else -1
         has_producers = any(header[9] >= 0 for _position, header in batches)

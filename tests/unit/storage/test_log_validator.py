@@ -1,0 +1,144 @@
+"""Produce validation against decompression amplification: records per batch from the header,
+keys and counts read without building records, recompression of the same record bytes, and a
+per-request budget of decoded bytes."""
+
+from __future__ import annotations
+
+import time
+
+import cramjam
+import pytest
+
+from moldau.protocol.compression import CompressionType
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    NewRecord,
+    batch_with_payload,
+    build_batch,
+    iter_batches,
+)
+from moldau.storage.config import LogConfig
+from moldau.storage.log_loader import load_partition_log
+from moldau.storage.log_validator import DecodeBudget
+from moldau.types import TopicPartition
+
+from .helpers import open_log
+
+NOW = 1_700_000_000_000
+EMPTY_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value
+KEYED_EMPTY_RECORD = b"\x0c\x00\x00\x00\x00\x01\x00"  # the same with an empty key
+COMPACTED = LogConfig(cleanup_policy=("compact",))
+RECOMPRESSED = LogConfig(compression_type="gzip")
+
+
+def _claiming(payload: bytes, records: int, codec: CompressionType = CompressionType.ZSTD) -> bytes:
+    header = BatchHeader(0, 0, -1, 2, 0, 0, records - 1, NOW, NOW, -1, -1, -1, records)
+    return batch_with_payload(header, payload, compression=codec)
+
+
+@pytest.mark.parametrize("config", [LogConfig(), COMPACTED, RECOMPRESSED], ids=str)
+def test_the_issues_bomb_is_invalid_record_at_once_on_every_topic(
+    filesystem, clock, config
+) -> None:
+    payload = bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 2_396_000, level=19))
+    bomb = _claiming(payload, 2_396_000)
+    assert len(bomb) < 2000
+    log = open_log(filesystem, clock, config)
+    started = time.perf_counter()
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(bytearray(bomb), leader_epoch=0)
+    assert time.perf_counter() - started < 0.05
+    assert caught.value.code is ErrorCode.invalid_record
+    assert log.log_end_offset == 0
+
+
+def test_an_uncompressed_batch_over_the_record_limit_is_refused_by_the_fast_path(
+    filesystem, clock
+) -> None:
+    config = LogConfig(max_message_bytes=700)  # at most 100 records of 7 bytes
+    log = open_log(filesystem, clock, config)
+    log.append_as_leader(_claiming(EMPTY_RECORD * 90, 90, CompressionType.NONE), leader_epoch=0)
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(_claiming(b"", 101, CompressionType.NONE), leader_epoch=0)
+    assert caught.value.code is ErrorCode.invalid_record
+
+
+def test_compacted_topic_reads_keys_and_counts_without_building_records(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, COMPACTED)
+    keyed = [NewRecord(key=b"k%d" % i, value=b"v") for i in range(1000)]
+    log.append_as_leader(
+        build_batch(keyed, compression=CompressionType.ZSTD, timestamp=NOW), leader_epoch=0
+    )
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(
+            build_batch([*keyed, NewRecord(value=b"no key")], timestamp=NOW), leader_epoch=0
+        )
+    assert caught.value.code is ErrorCode.invalid_record
+    # a header that declares fewer records than the data holds
+    extra = _claiming(bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 3)), 2)
+    with pytest.raises(KafkaError) as caught:
+        log.append_as_leader(extra, leader_epoch=0)
+    assert caught.value.code is ErrorCode.corrupt_message
+    assert log.log_end_offset == 1000
+
+
+def test_recompression_compresses_the_same_record_bytes(filesystem, clock) -> None:
+    log = open_log(filesystem, clock, RECOMPRESSED)
+    records = [
+        NewRecord(key=b"k%d" % i, value=b"value-%d" % i, timestamp=NOW + i) for i in range(50)
+    ]
+    sent = build_batch(records, compression=CompressionType.ZSTD, producer_id=-1, timestamp=NOW)
+    log.append_as_leader(sent, leader_epoch=3)
+    stored = log.read(0, max_bytes=1 << 20, max_offset=50).read_bytes()
+    [batch] = list(iter_batches(stored))
+    assert batch.is_valid()
+    assert batch.header.compression is CompressionType.GZIP
+    sent_header = BatchHeader.parse(sent)
+    assert batch.header._replace(
+        attributes=0, crc=0, batch_length=0, partition_leader_epoch=0
+    ) == sent_header._replace(attributes=0, crc=0, batch_length=0, partition_leader_epoch=0)
+    assert cramjam.gzip.decompress(bytes(batch.data[HEADER_SIZE:])) == cramjam.zstd.decompress(
+        sent[HEADER_SIZE:]
+    )
+    assert [(r.key, r.value, r.timestamp) for r in decode_records(batch.data)] == [
+        (r.key, r.value, r.timestamp) for r in records
+    ]
+
+
+def test_a_request_decodes_at_most_sixteen_times_its_bytes_plus_one_batch(
+    filesystem, clock
+) -> None:
+    # each batch: ~60 bytes of zstd declaring 140,000 keyed records (under the 149,798 allowed),
+    # 980 KB decoded: 16 of them fit one batch's allowance of 16.8 MB; the 18th goes past it
+    payload = bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 140_000, level=19))
+    bomb = _claiming(payload, 140_000)
+    filesystem.makedirs("/data")
+    logs = [
+        load_partition_log(
+            filesystem, f"/data/t-{i}", TopicPartition("t", i), COMPACTED, clock=clock
+        )
+        for i in range(30)
+    ]
+    budget = DecodeBudget()
+    accepted = 0
+    with pytest.raises(KafkaError) as caught:
+        for log in logs:  # one partition after another, as a produce request is handled
+            log.append_as_leader(bytearray(bomb), leader_epoch=0, decode_budget=budget)
+            accepted += 1
+    assert caught.value.code is ErrorCode.corrupt_message
+    assert "smaller requests" in caught.value.message
+    assert 15 <= accepted <= 17
+    assert budget.spent <= 16 * 1048588 + 16 * budget.carried + 140_000 * 7
+    # a request of its own is served again
+    logs[-1].append_as_leader(bytearray(bomb), leader_epoch=0, decode_budget=DecodeBudget())
+
+
+def test_without_a_request_budget_each_append_has_its_own(filesystem, clock) -> None:
+    payload = bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 140_000, level=19))
+    log = open_log(filesystem, clock, COMPACTED)
+    for _ in range(20):
+        log.append_as_leader(bytearray(_claiming(payload, 140_000)), leader_epoch=0)
+    assert log.log_end_offset == 20 * 140_000
