@@ -23,7 +23,6 @@ import crc32c
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
     CONTROL_BIT,
     CRC_START,
@@ -34,12 +33,14 @@ from moldau.protocol.records import (
     BatchHeader,
     validate_batches,
 )
+from moldau.storage import timestamp_lookup
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_maintenance import LogMaintenance
 from moldau.storage.log_validator import (
     DecodeBudget,
+    batch_limits,
     fast_path_limits,
     storage_error,
     validate_for_leader,
@@ -506,43 +507,44 @@ class PartitionLog(LogMaintenance):
 
     # -- timestamps and epochs --
 
-    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first record with a timestamp >= `timestamp` (ListOffsets), or None."""
+    def offset_for_timestamp(
+        self, timestamp: int, *, read_records: bool = True
+    ) -> TimestampOffset | None:
+        """The first record with a timestamp >= `timestamp` (ListOffsets), or None. Reading a
+        batch is bounded by the topic's batch limits; with `read_records=False` nothing is read
+        and an answer that needs it comes back with `exact=False` (see `timestamp_lookup`)."""
         with self._lock:
             segments = list(self.segments)
-        for segment in segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp)
-            if found is None:
-                continue
-            _position, batch = found
-            for record in decode_records(batch.data):
-                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                    epoch = self.leader_epoch_cache.epoch_for_offset(record.offset)
-                    return TimestampOffset(
-                        timestamp=record.timestamp, offset=record.offset, leader_epoch=epoch
-                    )
-        return None
+            limits = batch_limits(self.config)
+        found = timestamp_lookup.offset_for_timestamp(
+            segments,
+            timestamp,
+            log_start_offset=self.log_start_offset,
+            limits=limits,
+            read_records=read_records,
+        )
+        return None if found is None else self._timestamp_offset(found)
 
-    def max_timestamp_offset(self) -> TimestampOffset | None:
-        """The first record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734)."""
+    def max_timestamp_offset(self, *, read_records: bool = True) -> TimestampOffset | None:
+        """The first record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734);
+        `read_records` as for `offset_for_timestamp`."""
         with self._lock:
             best = max(self.segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
-            offset = best.offset_of_max_timestamp
-            found = best.find_batch(offset)
-        if found is not None:  # the index names the batch; the record is found inside it
-            position, header = found
-            for record in decode_records(best.log.pread(header.size, position)):
-                if record.timestamp == best.max_timestamp:
-                    offset = record.offset
-                    break
+            found = best.find_batch(best.offset_of_max_timestamp)
+            limits = batch_limits(self.config)
+        lookup = timestamp_lookup.max_timestamp_offset(
+            best, found, limits=limits, read_records=read_records
+        )
+        return self._timestamp_offset(lookup)
+
+    def _timestamp_offset(self, lookup: timestamp_lookup.Lookup) -> TimestampOffset:
         return TimestampOffset(
-            timestamp=best.max_timestamp,
-            offset=offset,
-            leader_epoch=self.leader_epoch_cache.epoch_for_offset(offset),
+            timestamp=lookup.timestamp,
+            offset=lookup.offset,
+            leader_epoch=self.leader_epoch_cache.epoch_for_offset(lookup.offset),
+            exact=lookup.exact,
         )
 
     def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
