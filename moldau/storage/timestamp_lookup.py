@@ -127,7 +127,7 @@ def _read(
                 "its first offset",
                 segment.directory,
                 header.base_offset,
-                error.message,
+                error,
             )
         return Lookup(max(header.base_offset, log_start_offset), header.max_timestamp)
     return None if found is None else Lookup(*found)
