@@ -109,14 +109,27 @@ def scan_records(
         data = reader.data
         position = reader.position
         remaining = reader.remaining
+        size = len(data)
         while remaining:
-            bounds = _record_bounds(data, position)
-            if bounds is None:
-                break
-            start, end = bounds
+            # the common record, under 64 bytes, inline; any other through _record_bounds
+            byte = data[position] if position < size else 0x80
+            if 12 <= byte < 0x80 and not byte & 1 and position + 1 + (byte >> 1) <= size:
+                start = position + 1
+                end = start + (byte >> 1)
+            else:
+                bounds = _record_bounds(data, position)
+                if bounds is None:
+                    break
+                start, end = bounds
             if require_keys:
                 # attributes (1 byte), timestamp delta, offset delta, then the key length
-                key_at = _skip_varint(data, _skip_varint(data, start + 1))
+                key_at = start + 1
+                while key_at < end and data[key_at] & 0x80:
+                    key_at += 1
+                key_at += 1
+                while key_at < end and data[key_at] & 0x80:
+                    key_at += 1
+                key_at += 1
                 if key_at >= end:
                     raise KafkaError(ErrorCode.corrupt_message, "record length mismatch")
                 if data[key_at] == 0x01:  # zig-zag -1: a null key
@@ -146,24 +159,39 @@ def first_record_at_or_after(
     reader = _RecordReader.of_batch(header, batch, max_size=max_size, max_records=max_records)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
+    max_timestamp = header.max_timestamp
     log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
     try:
         while reader.fill():
             data = reader.data
             position = reader.position
             remaining = reader.remaining
+            size = len(data)
             while remaining:
-                bounds = _record_bounds(data, position)
-                if bounds is None:
-                    break
-                start, end = bounds
-                timestamp_delta, at = _read_varint(data, start + 1)
-                offset_delta, _ = _read_varint(data, at)
-                found = (
-                    header.max_timestamp if log_append_time else base_timestamp + timestamp_delta
-                )
-                if found >= timestamp and base_offset + offset_delta >= min_offset:
-                    return base_offset + offset_delta, found
+                byte = data[position] if position < size else 0x80  # as in scan_records
+                if 12 <= byte < 0x80 and not byte & 1 and position + 1 + (byte >> 1) <= size:
+                    start = position + 1
+                    end = start + (byte >> 1)
+                else:
+                    bounds = _record_bounds(data, position)
+                    if bounds is None:
+                        break
+                    start, end = bounds
+                byte = data[start + 1]
+                if byte < 0x80:
+                    found = (
+                        max_timestamp
+                        if log_append_time
+                        else base_timestamp + ((byte >> 1) ^ -(byte & 1))
+                    )
+                    at = start + 2
+                else:
+                    delta, at = _read_varint(data, start + 1)
+                    found = max_timestamp if log_append_time else base_timestamp + delta
+                if found >= timestamp:
+                    offset_delta, _ = _read_varint(data, at)
+                    if base_offset + offset_delta >= min_offset:
+                        return base_offset + offset_delta, found
                 position = end
                 remaining -= 1
             reader.advance(position, remaining)

@@ -155,3 +155,17 @@ def test_invalid_record_lengths_are_corrupt() -> None:
         with pytest.raises(KafkaError) as caught:
             decode_records(_claiming(payload, 1, CompressionType.NONE), max_size=1000)
         assert caught.value.code is ErrorCode.corrupt_message
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"\x0c\x00" + b"\x80" * 5,  # a timestamp delta varint running to the record's end
+        b"\x0c\x00\x00" + b"\x80" * 4,  # an offset delta varint doing the same
+    ],
+)
+def test_a_key_scan_stays_inside_a_malformed_record(record: bytes) -> None:
+    batch = _claiming(record, 1, CompressionType.NONE)
+    with pytest.raises(KafkaError) as caught:
+        scan_records(batch, max_size=1000, require_keys=True)
+    assert caught.value.code is ErrorCode.corrupt_message
