@@ -1,0 +1,321 @@
+"""Decompression bombs against a real server (hardening issue, items 5 and 6).
+
+Each test builds the issue's exact batch, sends it, and proves that the server answers the right
+error, keeps answering a healthy client on another connection within a second while the attack
+runs, and stays under RSS_BOUND_MB (VmHWM of its process: the peak over its whole life). Before the
+fix these batches cost 0.4-1.5 GB and blocked the event loop 4-20 s, and the 4 GiB one killed the
+log cleaner for good. Longer attacks with figures: `bench/bombs.py`.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cramjam
+import pytest
+
+from moldau.protocol.compression import CompressionType
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import (
+    BatchHeader,
+    NewRecord,
+    batch_with_payload,
+    build_batch,
+    iter_batches,
+)
+
+from .wire import Connection, fetch, produce
+
+RSS_BOUND_MB = 160  # idle is ~60 MB; before the fix: 433, 685, 1526 and 144 MB
+ANSWER_BOUND_S = 1.0
+EMPTY_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value
+KEYED_EMPTY_RECORD = b"\x0c\x00\x00\x00\x00\x01\x00"  # the same with an empty (non-null) key
+
+
+def _claiming(payload: bytes, records: int, *, timestamp: int, max_timestamp: int) -> bytes:
+    """A zstd batch around `payload` whose header declares `records` records."""
+    header = BatchHeader(
+        0, 0, -1, 2, 0, 0, records - 1, timestamp, max_timestamp, -1, -1, -1, records
+    )
+    return batch_with_payload(header, payload, compression=CompressionType.ZSTD)
+
+
+def _zstd_zeros(total: int, block: int = 128 * 1024) -> bytes:
+    """A zstd frame of `total` zero bytes made of RLE blocks: 4 bytes per 128 KB."""
+    frame = bytearray(struct.pack("<IBB", 0xFD2FB528, 0x00, (17 - 10) << 3))
+    count = total // block
+    for index in range(count):
+        last = 1 if index == count - 1 else 0
+        frame += (last | (1 << 1) | (block << 3)).to_bytes(3, "little") + b"\x00"
+    return bytes(frame)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _peak_rss_mb(server: Any) -> float:
+    with open(f"/proc/{server.process.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM line")
+
+
+class HealthyClient(threading.Thread):
+    """ApiVersions and a one-record produce on a connection of its own, timing every answer."""
+
+    def __init__(self, server: Any, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.connection = Connection(server.host, server.port, timeout=30)
+        self.topic = topic
+        self.done = threading.Event()
+        self.slowest = 0.0
+        self.answers = 0
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        record = build_batch([NewRecord(key=b"k", value=b"healthy")], timestamp=_now())
+        calls: list[Callable[[], Any]] = [
+            lambda: self.connection.request(18, 3, {"client_software_name": "t"}),
+            lambda: produce(self.connection, self.topic, 0, record),
+        ]
+        try:
+            while not self.done.is_set():
+                for call in calls:
+                    started = time.perf_counter()
+                    call()
+                    self.slowest = max(self.slowest, time.perf_counter() - started)
+                    self.answers += 1
+                time.sleep(0.005)
+        except BaseException as error:  # reported by finish()
+            self.failure = error
+
+    def __enter__(self) -> HealthyClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.done.set()
+        self.join(30)
+        self.connection.__exit__(None, None, None)
+
+    def check(self) -> None:
+        assert self.failure is None, f"the healthy client failed: {self.failure!r}"
+        assert self.answers >= 4, "the healthy client was hardly answered"
+        assert self.slowest < ANSWER_BOUND_S, f"a healthy request took {self.slowest:.2f} s"
+
+
+def _create_topic(connection: Connection, name: str, configs: dict[str, str]) -> None:
+    response = connection.request(
+        19,
+        5,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+            "timeout_ms": 30000,
+        },
+    )
+    assert response.topics[0].error_code == ErrorCode.none, response
+    deadline = time.monotonic() + 10
+    while _list_offsets(connection, name, -1).error_code != ErrorCode.none:
+        assert time.monotonic() < deadline, f"topic {name} got no leader"
+        time.sleep(0.05)
+
+
+def _alter_topic(connection: Connection, name: str, configs: dict[str, str]) -> None:
+    response = connection.request(
+        44,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": name,
+                    "configs": [
+                        {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()
+                    ],
+                }
+            ],
+        },
+    )
+    assert response.responses[0].error_code == ErrorCode.none, response
+
+
+def _list_offsets(connection: Connection, topic: str, timestamp: int) -> Any:
+    response = connection.request(
+        2,
+        7,
+        {
+            "replica_id": -1,
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}
+            ],
+        },
+    )
+    return response.topics[0].partitions[0]
+
+
+def _records_in(connection: Connection, topic: str) -> int:
+    """Records of partition 0 from its log start, counted from their batches' headers."""
+    start = _list_offsets(connection, topic, -2).offset
+    data = fetch(connection, topic, 0, start, max_bytes=10_000_000).records or b""
+    return sum(batch.header.records_count for batch in iter_batches(data))
+
+
+@pytest.fixture(scope="module")
+def server(module_server_factory):
+    server = module_server_factory()
+    with Connection(server.host, server.port) as connection:
+        _create_topic(connection, "healthy", {})
+    return server
+
+
+@pytest.mark.parametrize(
+    ("topic", "configs", "record"),
+    [
+        ("compacted", {"cleanup.policy": "compact"}, KEYED_EMPTY_RECORD),
+        ("recompressed", {"compression.type": "gzip"}, EMPTY_RECORD),
+    ],
+)
+def test_millions_of_empty_records_in_a_small_batch_are_refused_at_once(
+    server, topic, configs, record
+) -> None:
+    # item 5: a 1.5 KB zstd batch of 2,396,000 empty records (16.8 MB decoded)
+    payload = bytes(cramjam.zstd.compress(record * 2_396_000, level=19))
+    now = _now()
+    bomb = _claiming(payload, 2_396_000, timestamp=now, max_timestamp=now)
+    assert len(bomb) < 1600
+    with Connection(server.host, server.port) as attacker:
+        _create_topic(attacker, topic, configs)
+        with HealthyClient(server, "healthy") as healthy:
+            deadline = time.monotonic() + 1.5
+            answers = set()
+            while time.monotonic() < deadline:
+                answers.add(produce(attacker, topic, 0, bomb).error_code)
+        assert answers == {ErrorCode.invalid_record}
+        assert _list_offsets(attacker, topic, -1).offset == 0  # nothing was appended
+    healthy.check()
+    assert _peak_rss_mb(server) < RSS_BOUND_MB
+
+
+def test_a_stored_batch_of_millions_of_records_is_looked_up_off_the_event_loop(server) -> None:
+    # item 5: a zstd batch of 9,580,000 empty records (67 MB decoded); every record at `now`,
+    # the header's max timestamp a second later, so a lookup in between must read the batch
+    payload = bytes(cramjam.zstd.compress(EMPTY_RECORD * 9_580_000, level=19))
+    now = _now()
+    bomb = _claiming(payload, 9_580_000, timestamp=now, max_timestamp=now + 1000)
+    with Connection(server.host, server.port) as attacker:
+        _create_topic(attacker, "defaults", {})
+        assert produce(attacker, "defaults", 0, bomb).error_code == ErrorCode.invalid_record
+        # stored where max.message.bytes allows it (as before the limits existed)
+        _create_topic(attacker, "stored", {"max.message.bytes": str(100 << 20)})
+        assert produce(attacker, "stored", 0, bomb).error_code == ErrorCode.none
+        with HealthyClient(server, "healthy") as healthy:
+            started = time.monotonic()
+            answer = _list_offsets(attacker, "stored", now + 500)  # reads all 9.58 M records
+            assert time.monotonic() - started > 0.2  # it did read them, in a worker thread
+        assert (answer.error_code, answer.offset) == (ErrorCode.none, -1)
+        healthy.check()
+        # the topic's limits back at their defaults: the batch is no longer read at all
+        _alter_topic(attacker, "stored", {"max.message.bytes": "1048588"})
+        started = time.monotonic()
+        by_time = _list_offsets(attacker, "stored", now + 500)
+        by_max = _list_offsets(attacker, "stored", -3)
+        assert time.monotonic() - started < ANSWER_BOUND_S
+        assert (by_time.offset, by_time.timestamp) == (0, now + 1000)  # the batch's start
+        assert (by_max.offset, by_max.timestamp) == (0, now + 1000)
+        # a partition named twice in one request is refused, as Kafka refuses it
+        twice = attacker.request(
+            2,
+            7,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "name": "stored",
+                        "partitions": [{"partition_index": 0, "timestamp": now}] * 2,
+                    }
+                ],
+            },
+        )
+        assert {p.error_code for p in twice.topics[0].partitions} == {ErrorCode.invalid_request}
+    assert _peak_rss_mb(server) < RSS_BOUND_MB
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting: {what}"
+        time.sleep(0.1)
+
+
+def _warnings_in(log_path: Path) -> int:
+    return log_path.read_text(errors="replace").count("uncleanable partition victim-0")
+
+
+def test_a_stored_four_gibibyte_bomb_does_not_stop_compaction(start_server) -> None:
+    # item 6: 128 KB of zstd inflating to 4 GiB, stored on a delete-policy topic that then
+    # becomes compacted
+    server = start_server(log_cleaner_backoff_ms="200")
+    now = _now()
+    bomb = _claiming(_zstd_zeros(4 << 30), 1, timestamp=now, max_timestamp=now)
+    assert 128 << 10 < len(bomb) < 132 << 10
+    filler = build_batch([NewRecord(key=b"f", value=b"x" * 100_000)], timestamp=now)
+
+    def duplicates(connection: Connection, topic: str, rounds: int) -> None:
+        for round_ in range(rounds):
+            records = [NewRecord(key=b"key-%d" % (i % 5), value=b"v%d" % round_) for i in range(10)]
+            assert (
+                produce(connection, topic, 0, build_batch(records, timestamp=_now())).error_code
+                == 0
+            )
+
+    with Connection(server.host, server.port) as connection:
+        _create_topic(connection, "healthy", {})
+        _create_topic(connection, "victim", {"segment.bytes": "200000"})
+        compacted = {
+            "cleanup.policy": "compact",
+            "segment.bytes": "1000",
+            "min.cleanable.dirty.ratio": "0.01",
+        }
+        _create_topic(connection, "compacted", compacted)
+        assert produce(connection, "victim", 0, bomb).error_code == ErrorCode.none
+        for _ in range(2):  # past segment.bytes: the bomb's segment rolls and becomes cleanable
+            produce(connection, "victim", 0, filler)
+        duplicates(connection, "compacted", 20)
+        with HealthyClient(server, "healthy") as healthy:
+            _alter_topic(
+                connection,
+                "victim",
+                {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+            )
+            _wait_for(lambda: _records_in(connection, "compacted") < 100, 20, "compaction")
+            _wait_for(lambda: _warnings_in(server.log_path) == 1, 5, "the warning")
+            time.sleep(1)  # more passes: the warning is not repeated
+        healthy.check()
+        assert _warnings_in(server.log_path) == 1
+        kept = fetch(connection, "victim", 0, 0, max_bytes=1).records
+        assert kept[16:] == bomb[16:], "the batch is kept byte for byte"
+    assert _peak_rss_mb(server) < RSS_BOUND_MB
+
+    server.restart()
+    with Connection(server.host, server.port) as connection:
+        before = _records_in(connection, "compacted")
+        duplicates(connection, "compacted", 20)
+        produce(connection, "victim", 0, filler)  # new dirty data: the victim is cleaned again
+        _wait_for(lambda: _warnings_in(server.log_path) == 2, 20, "the batch met again")
+        _wait_for(lambda: _records_in(connection, "compacted") < before + 100, 20, "compaction")
+    assert _peak_rss_mb(server) < RSS_BOUND_MB
