@@ -169,3 +169,11 @@ def test_a_key_scan_stays_inside_a_malformed_record(record: bytes) -> None:
     with pytest.raises(KafkaError) as caught:
         scan_records(batch, max_size=1000, require_keys=True)
     assert caught.value.code is ErrorCode.corrupt_message
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_an_empty_batch_left_by_compaction_reads_as_no_records(codec: CompressionType) -> None:
+    batch = build_batch([], compression=codec, last_offset_delta=5)
+    assert decode_records(batch) == []
+    assert scan_records(batch, max_size=100, require_keys=True) == 0
+    assert first_record_at_or_after(batch, 0, max_size=100) is None
