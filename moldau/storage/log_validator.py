@@ -12,6 +12,8 @@ request (`DecodeBudget`), so a request never costs much more than its own bytes.
 
 from __future__ import annotations
 
+import functools
+
 from moldau.protocol.compression import CompressionType, compress, decompress
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import scan_records
@@ -37,7 +39,12 @@ __all__ = [
 
 
 def batch_limits(config: LogConfig) -> BatchLimits:
-    return BatchLimits.for_max_batch_bytes(config.max_message_bytes)
+    return _limits_for(config.max_message_bytes)
+
+
+@functools.lru_cache(maxsize=64)  # once per distinct max.message.bytes, not once per append
+def _limits_for(max_message_bytes: int) -> BatchLimits:
+    return BatchLimits.for_max_batch_bytes(max_message_bytes)
 
 
 class DecodeBudget:
