@@ -9,50 +9,34 @@ log cleaner for good. Longer attacks with figures: `bench/bombs.py`.
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cramjam
 import pytest
 
-from moldau.protocol.compression import CompressionType
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import (
-    BatchHeader,
     NewRecord,
-    batch_with_payload,
     build_batch,
     iter_batches,
+)
+from tests.bombs import (
+    EMPTY_RECORD,
+    KEYED_EMPTY_RECORD,
+    LOOKUP_BOMB_RECORDS,
+    PRODUCE_BOMB_RECORDS,
+    claiming,
+    empty_records_zstd,
+    zstd_zeros,
 )
 
 from .wire import Connection, fetch, produce
 
 RSS_BOUND_MB = 160  # idle is ~60 MB; before the fix: 433, 685, 1526 and 144 MB
 ANSWER_BOUND_S = 1.0
-EMPTY_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value
-KEYED_EMPTY_RECORD = b"\x0c\x00\x00\x00\x00\x01\x00"  # the same with an empty (non-null) key
-
-
-def _claiming(payload: bytes, records: int, *, timestamp: int, max_timestamp: int) -> bytes:
-    """A zstd batch around `payload` whose header declares `records` records."""
-    header = BatchHeader(
-        0, 0, -1, 2, 0, 0, records - 1, timestamp, max_timestamp, -1, -1, -1, records
-    )
-    return batch_with_payload(header, payload, compression=CompressionType.ZSTD)
-
-
-def _zstd_zeros(total: int, block: int = 128 * 1024) -> bytes:
-    """A zstd frame of `total` zero bytes made of RLE blocks: 4 bytes per 128 KB."""
-    frame = bytearray(struct.pack("<IBB", 0xFD2FB528, 0x00, (17 - 10) << 3))
-    count = total // block
-    for index in range(count):
-        last = 1 if index == count - 1 else 0
-        frame += (last | (1 << 1) | (block << 3)).to_bytes(3, "little") + b"\x00"
-    return bytes(frame)
 
 
 def _now() -> int:
@@ -194,9 +178,9 @@ def test_millions_of_empty_records_in_a_small_batch_are_refused_at_once(
     server, topic, configs, record
 ) -> None:
     # item 5: a 1.5 KB zstd batch of 2,396,000 empty records (16.8 MB decoded)
-    payload = bytes(cramjam.zstd.compress(record * 2_396_000, level=19))
+    payload = empty_records_zstd(record, PRODUCE_BOMB_RECORDS)
     now = _now()
-    bomb = _claiming(payload, 2_396_000, timestamp=now, max_timestamp=now)
+    bomb = claiming(payload, PRODUCE_BOMB_RECORDS, timestamp=now, max_timestamp=now)
     assert len(bomb) < 1600
     with Connection(server.host, server.port) as attacker:
         _create_topic(attacker, topic, configs)
@@ -214,9 +198,9 @@ def test_millions_of_empty_records_in_a_small_batch_are_refused_at_once(
 def test_a_stored_batch_of_millions_of_records_is_looked_up_off_the_event_loop(server) -> None:
     # item 5: a zstd batch of 9,580,000 empty records (67 MB decoded); every record at `now`,
     # the header's max timestamp a second later, so a lookup in between must read the batch
-    payload = bytes(cramjam.zstd.compress(EMPTY_RECORD * 9_580_000, level=19))
+    payload = empty_records_zstd(EMPTY_RECORD, LOOKUP_BOMB_RECORDS)
     now = _now()
-    bomb = _claiming(payload, 9_580_000, timestamp=now, max_timestamp=now + 1000)
+    bomb = claiming(payload, LOOKUP_BOMB_RECORDS, timestamp=now, max_timestamp=now + 1000)
     with Connection(server.host, server.port) as attacker:
         _create_topic(attacker, "defaults", {})
         assert produce(attacker, "defaults", 0, bomb).error_code == ErrorCode.invalid_record
@@ -271,7 +255,7 @@ def test_a_stored_four_gibibyte_bomb_does_not_stop_compaction(start_server) -> N
     # becomes compacted
     server = start_server(log_cleaner_backoff_ms="200")
     now = _now()
-    bomb = _claiming(_zstd_zeros(4 << 30), 1, timestamp=now, max_timestamp=now)
+    bomb = claiming(zstd_zeros(4 << 30), 1, timestamp=now, max_timestamp=now)
     assert 128 << 10 < len(bomb) < 132 << 10
     filler = build_batch([NewRecord(key=b"f", value=b"x" * 100_000)], timestamp=now)
 

@@ -17,6 +17,7 @@ from moldau.protocol.compression import (
     decompress_chunks,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
+from tests.bombs import zstd_zeros
 
 ALL_CODECS = list(CompressionType)
 DATA = b"".join(b"record-%06d;" % i for i in range(5000))
@@ -98,18 +99,8 @@ def test_output_buffer_grows_to_fit_highly_compressible_data(codec: CompressionT
     assert decompress(codec, packed, max_size=len(data)) == data  # exactly at the cap
 
 
-def _zstd_zeros(total: int, block: int = 128 * 1024) -> bytes:
-    """A zstd frame of `total` zero bytes built from RLE blocks (4 bytes per 128 KB)."""
-    frame = bytearray(b"\x28\xb5\x2f\xfd\x00" + bytes([(17 - 10) << 3]))
-    count = total // block
-    for index in range(count):
-        last = 1 if index == count - 1 else 0
-        frame += (last | (1 << 1) | (block << 3)).to_bytes(3, "little") + b"\x00"
-    return bytes(frame)
-
-
 def test_a_four_gibibyte_zstd_bomb_is_refused_at_the_cap_one_piece_at_a_time() -> None:
-    bomb = _zstd_zeros(4 << 30)
+    bomb = zstd_zeros(4 << 30)
     assert len(bomb) < 140_000
     tracemalloc.start()
     try:
@@ -138,7 +129,7 @@ def test_pieces_are_bounded_by_the_chunk_size(codec: CompressionType) -> None:
 
 
 def test_a_reader_that_stops_early_stops_the_work() -> None:
-    pieces = decompress_chunks(CompressionType.ZSTD, _zstd_zeros(4 << 30), max_size=8 << 30)
+    pieces = decompress_chunks(CompressionType.ZSTD, zstd_zeros(4 << 30), max_size=8 << 30)
     first = next(pieces)
     pieces.close()  # nothing past the first piece was decompressed
     assert len(first) <= DECOMPRESSION_CHUNK

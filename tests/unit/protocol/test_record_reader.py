@@ -12,31 +12,13 @@ from moldau.protocol.compression import DECOMPRESSION_CHUNK, CompressionType
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import decode_records, first_record_at_or_after, scan_records
 from moldau.protocol.records import (
-    BatchHeader,
     BatchLimits,
     NewRecord,
     TimestampType,
-    batch_with_payload,
     build_batch,
     validate_batches,
 )
-
-EMPTY_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value
-
-
-def _claiming(payload: bytes, records: int, codec: CompressionType = CompressionType.ZSTD) -> bytes:
-    """A batch around `payload` whose header declares `records` records."""
-    header = BatchHeader(0, 0, -1, 2, 0, 0, records - 1, 1000, 1000, -1, -1, -1, records)
-    return batch_with_payload(header, payload, compression=codec)
-
-
-def _zstd_zeros(total: int, block: int = 128 * 1024) -> bytes:
-    frame = bytearray(b"\x28\xb5\x2f\xfd\x00" + bytes([(17 - 10) << 3]))
-    count = total // block
-    for index in range(count):
-        last = 1 if index == count - 1 else 0
-        frame += (last | (1 << 1) | (block << 3)).to_bytes(3, "little") + b"\x00"
-    return bytes(frame)
+from tests.bombs import EMPTY_RECORD, PRODUCE_BOMB_RECORDS, claiming, empty_records_zstd, zstd_zeros
 
 
 def test_limits_follow_max_message_bytes() -> None:
@@ -46,8 +28,7 @@ def test_limits_follow_max_message_bytes() -> None:
 
 
 def test_the_issues_bomb_is_refused_from_its_header_before_any_decompression() -> None:
-    payload = bytes(cramjam.zstd.compress(EMPTY_RECORD * 2_396_000, level=19))
-    bomb = _claiming(payload, 2_396_000)
+    bomb = claiming(empty_records_zstd(EMPTY_RECORD, PRODUCE_BOMB_RECORDS), PRODUCE_BOMB_RECORDS)
     assert len(bomb) < 2000
     limits = BatchLimits.for_max_batch_bytes(1048588)
     with pytest.raises(KafkaError) as caught:
@@ -63,17 +44,17 @@ def test_the_issues_bomb_is_refused_from_its_header_before_any_decompression() -
 
 @pytest.mark.parametrize("read", [decode_records, scan_records])
 def test_a_bomb_declaring_one_record_stops_after_it(read) -> None:
-    bomb = _claiming(_zstd_zeros(4 << 30), 1)  # zeros: a record of length 0 comes first
+    bomb = claiming(zstd_zeros(4 << 30), 1)  # zeros: a record of length 0 comes first
     started = time.perf_counter()
     with pytest.raises(KafkaError) as caught:
         read(bomb, max_size=64 << 20)
     assert caught.value.code is ErrorCode.corrupt_message
     assert time.perf_counter() - started < 0.5
     # one good record, then 4 GiB: refused by the first piece after the record
-    payload = bytes(cramjam.zstd.compress(EMPTY_RECORD)) + _zstd_zeros(4 << 30)
+    payload = bytes(cramjam.zstd.compress(EMPTY_RECORD)) + zstd_zeros(4 << 30)
     started = time.perf_counter()
     with pytest.raises(KafkaError) as caught:
-        read(_claiming(payload, 1), max_size=64 << 20)
+        read(claiming(payload, 1), max_size=64 << 20)
     assert "remain after the last record" in caught.value.message
     assert time.perf_counter() - started < 0.5
 
@@ -82,13 +63,13 @@ def test_a_bomb_declaring_one_record_stops_after_it(read) -> None:
 def test_count_must_match_the_header(read) -> None:
     two = EMPTY_RECORD * 2
     with pytest.raises(KafkaError) as caught:
-        read(_claiming(two, 3, CompressionType.NONE), max_size=1000)
+        read(claiming(two, 3, codec=CompressionType.NONE), max_size=1000)
     assert caught.value.code is ErrorCode.corrupt_message
     assert "missing 1" in caught.value.message
     with pytest.raises(KafkaError) as caught:
-        read(_claiming(two, 1, CompressionType.NONE), max_size=1000)
+        read(claiming(two, 1, codec=CompressionType.NONE), max_size=1000)
     assert "remain after the last record" in caught.value.message
-    read(_claiming(two, 2, CompressionType.NONE), max_size=1000)
+    read(claiming(two, 2, codec=CompressionType.NONE), max_size=1000)
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))
@@ -142,9 +123,8 @@ def test_first_record_at_or_after_a_timestamp() -> None:
 
 def test_first_record_reads_no_further_than_the_record_it_finds() -> None:
     # a first record at the target, then bytes that would expand to 4 GiB: never reached
-    header = BatchHeader(0, 0, -1, 2, 0, 0, 1, 1000, 1000, -1, -1, -1, 2)
     first = bytes(cramjam.zstd.compress(EMPTY_RECORD))
-    bomb = batch_with_payload(header, first + _zstd_zeros(4 << 30), compression=4)
+    bomb = claiming(first + zstd_zeros(4 << 30), 2)
     started = time.perf_counter()
     assert first_record_at_or_after(bomb, 1000, max_size=16 << 20) == (0, 1000)
     assert time.perf_counter() - started < 0.1
@@ -153,7 +133,7 @@ def test_first_record_reads_no_further_than_the_record_it_finds() -> None:
 def test_invalid_record_lengths_are_corrupt() -> None:
     for payload in (b"\x00" * 20, b"\x0a" + b"\x00" * 5, b"\xff\xff\xff\xff\xff\xff"):
         with pytest.raises(KafkaError) as caught:
-            decode_records(_claiming(payload, 1, CompressionType.NONE), max_size=1000)
+            decode_records(claiming(payload, 1, codec=CompressionType.NONE), max_size=1000)
         assert caught.value.code is ErrorCode.corrupt_message
 
 
@@ -165,7 +145,7 @@ def test_invalid_record_lengths_are_corrupt() -> None:
     ],
 )
 def test_a_key_scan_stays_inside_a_malformed_record(record: bytes) -> None:
-    batch = _claiming(record, 1, CompressionType.NONE)
+    batch = claiming(record, 1, codec=CompressionType.NONE)
     with pytest.raises(KafkaError) as caught:
         scan_records(batch, max_size=1000, require_keys=True)
     assert caught.value.code is ErrorCode.corrupt_message

@@ -7,13 +7,10 @@ import logging
 import time
 
 from moldau.clock import ManualClock
-from moldau.protocol.compression import CompressionType
 from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
-    BatchHeader,
     ControlRecordType,
     NewRecord,
-    batch_with_payload,
     build_batch,
     build_control_batch,
     iter_batches,
@@ -24,6 +21,7 @@ from moldau.storage.log_loader import load_partition_log
 from moldau.storage.log_manager import LogManager
 from moldau.storage.results import AppendOrigin
 from moldau.types import TopicPartition
+from tests.bombs import claiming, zstd_zeros
 
 from .helpers import DIRECTORY, open_log
 
@@ -186,21 +184,9 @@ def test_max_compaction_lag_forces_cleaning_below_the_dirty_ratio(filesystem, cl
     assert clean_log(log) > 0
 
 
-def _zstd_zeros(total: int, block: int = 128 * 1024) -> bytes:
-    """A zstd frame of `total` zero bytes made of RLE blocks (4 bytes per 128 KB)."""
-    frame = bytearray(b"\x28\xb5\x2f\xfd\x00" + bytes([(17 - 10) << 3]))
-    count = total // block
-    for index in range(count):
-        last = 1 if index == count - 1 else 0
-        frame += (last | (1 << 1) | (block << 3)).to_bytes(3, "little") + b"\x00"
-    return bytes(frame)
-
-
 def _four_gibibyte_bomb(clock: ManualClock) -> bytes:
     """The issue's batch: 128 KB of zstd declaring one record, inflating to 4 GiB of zeros."""
-    now = clock.now_ms()
-    header = BatchHeader(0, 0, -1, 2, 0, 0, 0, now, now, -1, -1, -1, 1)
-    return batch_with_payload(header, _zstd_zeros(4 << 30), compression=CompressionType.ZSTD)
+    return claiming(zstd_zeros(4 << 30), 1, timestamp=clock.now_ms())
 
 
 def _log_with_a_bomb(filesystem, clock):

@@ -16,7 +16,6 @@ from moldau.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
     NewRecord,
-    batch_with_payload,
     build_batch,
     iter_batches,
 )
@@ -24,27 +23,27 @@ from moldau.storage.config import LogConfig
 from moldau.storage.log_loader import load_partition_log
 from moldau.storage.log_validator import DecodeBudget
 from moldau.types import TopicPartition
+from tests.bombs import (
+    EMPTY_RECORD,
+    KEYED_EMPTY_RECORD,
+    PRODUCE_BOMB_RECORDS,
+    claiming,
+    empty_records_zstd,
+)
 
 from .helpers import open_log
 
 NOW = 1_700_000_000_000
-EMPTY_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value
-KEYED_EMPTY_RECORD = b"\x0c\x00\x00\x00\x00\x01\x00"  # the same with an empty key
 COMPACTED = LogConfig(cleanup_policy=("compact",))
 RECOMPRESSED = LogConfig(compression_type="gzip")
-
-
-def _claiming(payload: bytes, records: int, codec: CompressionType = CompressionType.ZSTD) -> bytes:
-    header = BatchHeader(0, 0, -1, 2, 0, 0, records - 1, NOW, NOW, -1, -1, -1, records)
-    return batch_with_payload(header, payload, compression=codec)
 
 
 @pytest.mark.parametrize("config", [LogConfig(), COMPACTED, RECOMPRESSED], ids=str)
 def test_the_issues_bomb_is_invalid_record_at_once_on_every_topic(
     filesystem, clock, config
 ) -> None:
-    payload = bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 2_396_000, level=19))
-    bomb = _claiming(payload, 2_396_000)
+    payload = empty_records_zstd(KEYED_EMPTY_RECORD, PRODUCE_BOMB_RECORDS)
+    bomb = claiming(payload, PRODUCE_BOMB_RECORDS, timestamp=NOW)
     assert len(bomb) < 2000
     log = open_log(filesystem, clock, config)
     started = time.perf_counter()
@@ -60,9 +59,13 @@ def test_an_uncompressed_batch_over_the_record_limit_is_refused_by_the_fast_path
 ) -> None:
     config = LogConfig(max_message_bytes=700)  # at most 100 records of 7 bytes
     log = open_log(filesystem, clock, config)
-    log.append_as_leader(_claiming(EMPTY_RECORD * 90, 90, CompressionType.NONE), leader_epoch=0)
+    log.append_as_leader(
+        claiming(EMPTY_RECORD * 90, 90, codec=CompressionType.NONE, timestamp=NOW), leader_epoch=0
+    )
     with pytest.raises(KafkaError) as caught:
-        log.append_as_leader(_claiming(b"", 101, CompressionType.NONE), leader_epoch=0)
+        log.append_as_leader(
+            claiming(b"", 101, codec=CompressionType.NONE, timestamp=NOW), leader_epoch=0
+        )
     assert caught.value.code is ErrorCode.invalid_record
 
 
@@ -78,7 +81,7 @@ def test_compacted_topic_reads_keys_and_counts_without_building_records(filesyst
         )
     assert caught.value.code is ErrorCode.invalid_record
     # a header that declares fewer records than the data holds
-    extra = _claiming(bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 3)), 2)
+    extra = claiming(bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 3)), 2, timestamp=NOW)
     with pytest.raises(KafkaError) as caught:
         log.append_as_leader(extra, leader_epoch=0)
     assert caught.value.code is ErrorCode.corrupt_message
@@ -113,8 +116,8 @@ def test_a_request_decodes_at_most_sixteen_times_its_bytes_plus_one_batch(
 ) -> None:
     # each batch: ~60 bytes of zstd declaring 140,000 keyed records (under the 149,798 allowed),
     # 980 KB decoded: 16 of them fit one batch's allowance of 16.8 MB; the 18th goes past it
-    payload = bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 140_000, level=19))
-    bomb = _claiming(payload, 140_000)
+    payload = empty_records_zstd(KEYED_EMPTY_RECORD, 140_000)
+    bomb = claiming(payload, 140_000, timestamp=NOW)
     filesystem.makedirs("/data")
     logs = [
         load_partition_log(
@@ -137,8 +140,8 @@ def test_a_request_decodes_at_most_sixteen_times_its_bytes_plus_one_batch(
 
 
 def test_without_a_request_budget_each_append_has_its_own(filesystem, clock) -> None:
-    payload = bytes(cramjam.zstd.compress(KEYED_EMPTY_RECORD * 140_000, level=19))
+    payload = empty_records_zstd(KEYED_EMPTY_RECORD, 140_000)
     log = open_log(filesystem, clock, COMPACTED)
     for _ in range(20):
-        log.append_as_leader(bytearray(_claiming(payload, 140_000)), leader_epoch=0)
+        log.append_as_leader(bytearray(claiming(payload, 140_000, timestamp=NOW)), leader_epoch=0)
     assert log.log_end_offset == 20 * 140_000

@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import time
 
-import cramjam
-
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.records import (
-    BatchHeader,
     NewRecord,
     TimestampType,
-    batch_with_payload,
     build_batch,
 )
 from moldau.storage.config import LogConfig
+from tests.bombs import EMPTY_RECORD, LOOKUP_BOMB_RECORDS, claiming, empty_records_zstd
 
 from .helpers import open_log
 
 BASE = 1_700_000_000_000
-EMPTY_RECORD = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value
 
 
 def _records(*deltas: int) -> list[NewRecord]:
@@ -65,8 +61,9 @@ def test_a_batch_spanning_the_target_is_read_unless_reading_is_deferred(filesyst
 
 def test_a_batch_whose_header_overstates_its_timestamps_is_read_past(filesystem, clock) -> None:
     # every record at BASE, the header's max one second later: nothing in it reaches BASE + 500
-    header = BatchHeader(0, 0, -1, 2, 0, 0, 2, BASE, BASE + 1000, -1, -1, -1, 3)
-    lying = batch_with_payload(header, EMPTY_RECORD * 3, compression=CompressionType.NONE)
+    lying = claiming(
+        EMPTY_RECORD * 3, 3, codec=CompressionType.NONE, timestamp=BASE, max_timestamp=BASE + 1000
+    )
     log = open_log(filesystem, clock)
     log.append_as_leader(lying, leader_epoch=0)
     log.append_as_leader(build_batch(_records(600)), leader_epoch=0)
@@ -77,9 +74,8 @@ def test_a_batch_whose_header_overstates_its_timestamps_is_read_past(filesystem,
 def test_a_stored_bomb_is_not_read_beyond_the_topics_limits(filesystem, clock) -> None:
     # the 9.6 M-record batch, stored where max.message.bytes allowed it (or before the
     # limits existed), then looked up with the topic's limits back at their default
-    payload = bytes(cramjam.zstd.compress(EMPTY_RECORD * 9_580_000, level=19))
-    header = BatchHeader(0, 0, -1, 2, 0, 0, 9_579_999, BASE, BASE + 1000, -1, -1, -1, 9_580_000)
-    bomb = batch_with_payload(header, payload, compression=CompressionType.ZSTD)
+    payload = empty_records_zstd(EMPTY_RECORD, LOOKUP_BOMB_RECORDS)
+    bomb = claiming(payload, LOOKUP_BOMB_RECORDS, timestamp=BASE, max_timestamp=BASE + 1000)
     log = open_log(filesystem, clock, LogConfig(max_message_bytes=100 << 20))
     log.append_as_leader(bomb, leader_epoch=0)
     log.update_config(LogConfig())
