@@ -6,8 +6,8 @@ than the topic's `BatchLimits` allow. Reading records only where a config demand
 topics refuse records without a key (INVALID_RECORD), and a topic `compression.type` other than
 `producer` recompresses batches written with another codec. Those reads never build a record:
 they scan the decompressed bytes (framing, count, keys), and recompression compresses the same
-record bytes again. What they decode is bounded per batch (`BatchLimits`) and per produce
-request (`DecodeBudget`), so a request never costs much more than its own bytes.
+record bytes again. What they read is bounded per batch (`BatchLimits`) and per produce request
+(`DecodeBudget`), so a request never costs much more than its own bytes would uncompressed.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from moldau.protocol.records import (
     CONTROL_BIT,
     HEADER_SIZE,
     MAX_EXPANSION,
+    MIN_RECORD_SIZE,
     BatchHeader,
     BatchLimits,
     batch_with_payload,
@@ -48,26 +49,38 @@ def _limits_for(max_message_bytes: int) -> BatchLimits:
 
 
 class DecodeBudget:
-    """Decoded bytes the batches of one produce request may cost together: MAX_EXPANSION times
-    the bytes the request carried, plus one batch's worth. Records are at least MIN_RECORD_SIZE
-    bytes, so this bounds the records read as well. Shared by every partition of the request;
-    the batch that goes past it (itself within its `BatchLimits`) is the last one read."""
+    """What the batches of one produce request may cost to read together: records and decoded
+    bytes up to MAX_EXPANSION times what the request's bytes hold uncompressed, plus one batch's
+    worth (its `BatchLimits`). A batch's records are counted from its header before it is read;
+    its decoded bytes as it is read. Shared by every partition of the request; past it, the
+    request's remaining batches are refused (CORRUPT_MESSAGE: retriable, in a smaller request)."""
 
-    __slots__ = ("carried", "spent")
+    __slots__ = ("carried", "decoded", "records")
 
     def __init__(self) -> None:
-        self.carried = 0
-        self.spent = 0
+        self.carried = 0  # bytes of the request's record sets seen so far
+        self.decoded = 0
+        self.records = 0
+
+    def admit(self, header: BatchHeader, limits: BatchLimits) -> None:
+        """Count a batch's records before it is read."""
+        self.records += header.records_count
+        if self.records > limits.max_records + MAX_EXPANSION * self.carried // MIN_RECORD_SIZE:
+            raise self._spent()
 
     def spend(self, decoded: int, limits: BatchLimits) -> None:
-        """Count `decoded` bytes (0: check that some are left before reading a batch)."""
-        self.spent += decoded
-        if self.spent > limits.max_decoded_bytes + MAX_EXPANSION * self.carried:
-            raise KafkaError(
-                ErrorCode.corrupt_message,
-                f"the batches of this request decode to more than {MAX_EXPANSION} times its "
-                "size: send them in smaller requests",
-            )
+        """Count the bytes a batch decoded to."""
+        self.decoded += decoded
+        if self.decoded > limits.max_decoded_bytes + MAX_EXPANSION * self.carried:
+            raise self._spent()
+
+    @staticmethod
+    def _spent() -> KafkaError:
+        return KafkaError(
+            ErrorCode.corrupt_message,
+            f"the batches of this request decode to more than {MAX_EXPANSION} times its size: "
+            "send them in smaller requests",
+        )
 
 
 def target_compression(config: LogConfig) -> CompressionType | None:
@@ -122,7 +135,7 @@ def validate_for_leader(
         if header.is_control:
             parts.append(data)
             continue
-        budget.spend(0, limits)
+        budget.admit(header, limits)
         if target is None or header.compression is target:
             decoded = scan_records(
                 data,

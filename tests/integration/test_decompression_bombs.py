@@ -173,6 +173,7 @@ def server(module_server_factory):
         ("compacted", {"cleanup.policy": "compact"}, KEYED_EMPTY_RECORD),
         ("recompressed", {"compression.type": "gzip"}, EMPTY_RECORD),
     ],
+    ids=["compacted", "recompressed"],
 )
 def test_millions_of_empty_records_in_a_small_batch_are_refused_at_once(
     server, topic, configs, record

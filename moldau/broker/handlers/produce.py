@@ -13,8 +13,8 @@ the one request a busy broker sees thousands of times a second, and a task per r
 loop iterations its futures wait for were a measurable share of its latency.
 
 Topics that make the broker read records (compacted ones, a `compression.type` to recompress to)
-share one `DecodeBudget` per request: its batches together decode to at most 16 times its bytes
-plus one batch, so no request costs the event loop much more than it carried.
+share one `DecodeBudget` per request: its batches together read at most 16 times what its bytes
+hold uncompressed, plus one batch, so no request costs the event loop much more than it carried.
 """
 
 from __future__ import annotations

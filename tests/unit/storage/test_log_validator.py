@@ -4,6 +4,7 @@ per-request budget of decoded bytes."""
 
 from __future__ import annotations
 
+import random
 import time
 
 import cramjam
@@ -38,7 +39,9 @@ COMPACTED = LogConfig(cleanup_policy=("compact",))
 RECOMPRESSED = LogConfig(compression_type="gzip")
 
 
-@pytest.mark.parametrize("config", [LogConfig(), COMPACTED, RECOMPRESSED], ids=str)
+@pytest.mark.parametrize(
+    "config", [LogConfig(), COMPACTED, RECOMPRESSED], ids=["delete", "compacted", "recompressed"]
+)
 def test_the_issues_bomb_is_invalid_record_at_once_on_every_topic(
     filesystem, clock, config
 ) -> None:
@@ -111,37 +114,68 @@ def test_recompression_compresses_the_same_record_bytes(filesystem, clock) -> No
     ]
 
 
-def test_a_request_decodes_at_most_sixteen_times_its_bytes_plus_one_batch(
-    filesystem, clock
-) -> None:
-    # each batch: ~60 bytes of zstd declaring 140,000 keyed records (under the 149,798 allowed),
-    # 980 KB decoded: 16 of them fit one batch's allowance of 16.8 MB; the 18th goes past it
-    payload = empty_records_zstd(KEYED_EMPTY_RECORD, 140_000)
-    bomb = claiming(payload, 140_000, timestamp=NOW)
+def _partitions(filesystem, clock, count: int) -> list:
     filesystem.makedirs("/data")
-    logs = [
+    return [
         load_partition_log(
             filesystem, f"/data/t-{i}", TopicPartition("t", i), COMPACTED, clock=clock
         )
-        for i in range(30)
+        for i in range(count)
     ]
+
+
+def _append_all(logs, batch: bytes, budget: DecodeBudget) -> int:
+    """Append `batch` to each log in turn, as one produce request does; how many succeeded."""
+    for accepted, log in enumerate(logs):
+        try:
+            log.append_as_leader(bytearray(batch), leader_epoch=0, decode_budget=budget)
+        except KafkaError as error:
+            assert error.code is ErrorCode.corrupt_message
+            assert "smaller requests" in error.message
+            return accepted
+    return len(logs)
+
+
+def test_a_request_reads_one_batch_of_records_beyond_sixteen_times_its_bytes(
+    filesystem, clock
+) -> None:
+    # ~60 bytes of zstd declaring 140,000 keyed records (under the 149,798 a batch may hold):
+    # the first is read, the next is refused from its header, before any decompression
+    bomb = claiming(empty_records_zstd(KEYED_EMPTY_RECORD, 140_000), 140_000, timestamp=NOW)
+    logs = _partitions(filesystem, clock, 3)
+    started = time.perf_counter()
+    assert _append_all(logs, bomb, DecodeBudget()) == 1
+    assert time.perf_counter() - started < 0.3  # one batch scanned, ~40 ms
+    assert _append_all(logs[1:], bomb, DecodeBudget()) == 1  # a new request, a new budget
+
+
+def test_a_request_decodes_one_batch_of_bytes_beyond_sixteen_times_its_bytes(
+    filesystem, clock
+) -> None:
+    # one record of 1 MB of zeros in ~100 bytes of zstd: 16 fit one batch's 16.8 MB
+    bomb = build_batch(
+        [NewRecord(key=b"k", value=bytes(1 << 20))], compression=CompressionType.ZSTD, timestamp=NOW
+    )
+    assert len(bomb) < 200
     budget = DecodeBudget()
-    accepted = 0
-    with pytest.raises(KafkaError) as caught:
-        for log in logs:  # one partition after another, as a produce request is handled
-            log.append_as_leader(bytearray(bomb), leader_epoch=0, decode_budget=budget)
-            accepted += 1
-    assert caught.value.code is ErrorCode.corrupt_message
-    assert "smaller requests" in caught.value.message
-    assert 15 <= accepted <= 17
-    assert budget.spent <= 16 * 1048588 + 16 * budget.carried + 140_000 * 7
-    # a request of its own is served again
-    logs[-1].append_as_leader(bytearray(bomb), leader_epoch=0, decode_budget=DecodeBudget())
+    assert _append_all(_partitions(filesystem, clock, 20), bomb, budget) == 16
+    assert budget.decoded <= 16 * 1048588 + 16 * budget.carried + (1 << 20) + 100
+
+
+def test_ordinary_compressed_batches_fit_a_request_budget(filesystem, clock) -> None:
+    # 40 MB of hex values compressed about 2:1, well past one batch's 16.8 MB: all accepted
+    rng = random.Random(5)
+    records = [
+        NewRecord(key=b"key-%d" % i, value=rng.randbytes(45).hex().encode()) for i in range(10_000)
+    ]
+    batch = build_batch(records, compression=CompressionType.ZSTD, timestamp=NOW)
+    assert 1.5 < 1_000_000 / len(batch) < 4
+    assert _append_all(_partitions(filesystem, clock, 40), batch, DecodeBudget()) == 40
 
 
 def test_without_a_request_budget_each_append_has_its_own(filesystem, clock) -> None:
-    payload = empty_records_zstd(KEYED_EMPTY_RECORD, 140_000)
+    bomb = claiming(empty_records_zstd(KEYED_EMPTY_RECORD, 140_000), 140_000, timestamp=NOW)
     log = open_log(filesystem, clock, COMPACTED)
-    for _ in range(20):
-        log.append_as_leader(bytearray(claiming(payload, 140_000, timestamp=NOW)), leader_epoch=0)
-    assert log.log_end_offset == 20 * 140_000
+    for _ in range(3):
+        log.append_as_leader(bytearray(bomb), leader_epoch=0)
+    assert log.log_end_offset == 3 * 140_000
