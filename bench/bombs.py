@@ -1,9 +1,11 @@
 """Decompression bombs against a real broker: what each attack costs, and whether others are served.
 
-Three attacks of the hardening issue (items 5 and 6), each on a fresh `moldau server`:
+The attacks of the hardening issue (items 5 and 6), each on a fresh `moldau server`:
 
 - `produce`: a ~1.5 KB zstd batch of 2,396,000 empty records (16.8 MB decoded) produced over and
   over to a compacted topic and to a topic with `compression.type=gzip` (both decode records);
+- `within-limits`: requests of 40 batches of ~60 bytes of zstd, each declaring 140,000 keyed
+  records (under the 149,798 a batch may hold), to a compacted topic;
 - `list-offsets`: a ~6 KB zstd batch of 9,580,000 records (67 MB decoded) stored on a topic whose
   `max.message.bytes` allows it, then ListOffsets by timestamp and MAX_TIMESTAMP over and over;
 - `cleaner`: a 128 KB zstd batch that inflates to 4 GiB of zeros stored on a delete-policy topic
@@ -13,7 +15,7 @@ While an attack runs, a healthy client sends ApiVersions and a small produce on 
 connection; the script prints the slowest of its answers, the broker's CPU seconds and its peak
 RSS (VmHWM in /proc/PID/status), and what the attacker was answered. Figures only, no verdicts.
 
-    .venv/bin/python bench/bombs.py [--seconds 10] [--attacks produce,list-offsets,cleaner]
+    .venv/bin/python bench/bombs.py [--seconds 10] [--attacks produce,within-limits,list-offsets,cleaner]
 """
 
 from __future__ import annotations
@@ -264,6 +266,29 @@ def attack_produce(seconds: float) -> None:
             )
 
 
+def attack_within_limits(seconds: float) -> None:
+    # batches that pass every per-batch limit (140,000 records, under the 149,798 allowed), 40 of
+    # them in each request's record set: what bounds a request is the request's budget
+    with Broker() as broker:
+        connection = Connection(broker.port)
+        connection.create_topic("healthy", {})
+        connection.create_topic("compacted", {"cleanup.policy": "compact"})
+        now = int(time.time() * 1000)
+        one = claiming(empty_records_zstd(KEYED_EMPTY_RECORD, 140_000), 140_000, timestamp=now)
+        request = one * 40
+        header(
+            f"within limits: {len(one)} B zstd batches of 140,000 records, 40 in a "
+            f"{len(request)} B request, to a compacted topic"
+        )
+        print(f"  broker idle: peak RSS {peak_rss_mb(broker.pid):.0f} MB")
+        run_attack(
+            broker,
+            seconds,
+            lambda: str(connection.produce("compacted", request).error_code),
+            "healthy",
+        )
+
+
 def attack_list_offsets(seconds: float) -> None:
     payload = empty_records_zstd(EMPTY_RECORD, LOOKUP_BOMB_RECORDS)
     with Broker() as broker:
@@ -327,6 +352,7 @@ def attack_cleaner(seconds: float) -> None:
 
 ATTACKS = {
     "produce": attack_produce,
+    "within-limits": attack_within_limits,
     "list-offsets": attack_list_offsets,
     "cleaner": attack_cleaner,
 }
