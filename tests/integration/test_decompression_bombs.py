@@ -9,7 +9,6 @@ log cleaner for good. Longer attacks with figures: `bench/bombs.py`.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +32,8 @@ from tests.bombs import (
     zstd_zeros,
 )
 
-from .wire import Connection, fetch, produce
+from .healthy_client import HealthyClient
+from .wire import Connection, alter_topic, create_topic, fetch, list_offsets, produce
 
 RSS_BOUND_MB = 160  # idle is ~60 MB; before the fix: 433, 685, 1526 and 144 MB
 ANSWER_BOUND_S = 1.0
@@ -51,110 +51,9 @@ def _peak_rss_mb(server: Any) -> float:
     raise AssertionError("no VmHWM line")
 
 
-class HealthyClient(threading.Thread):
-    """ApiVersions and a one-record produce on a connection of its own, timing every answer."""
-
-    def __init__(self, server: Any, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.connection = Connection(server.host, server.port, timeout=30)
-        self.topic = topic
-        self.done = threading.Event()
-        self.slowest = 0.0
-        self.answers = 0
-        self.failure: BaseException | None = None
-
-    def run(self) -> None:
-        record = build_batch([NewRecord(key=b"k", value=b"healthy")], timestamp=_now())
-        calls: list[Callable[[], Any]] = [
-            lambda: self.connection.request(18, 3, {"client_software_name": "t"}),
-            lambda: produce(self.connection, self.topic, 0, record),
-        ]
-        try:
-            while not self.done.is_set():
-                for call in calls:
-                    started = time.perf_counter()
-                    call()
-                    self.slowest = max(self.slowest, time.perf_counter() - started)
-                    self.answers += 1
-                time.sleep(0.005)
-        except BaseException as error:  # reported by finish()
-            self.failure = error
-
-    def __enter__(self) -> HealthyClient:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.done.set()
-        self.join(30)
-        self.connection.__exit__(None, None, None)
-
-    def check(self) -> None:
-        assert self.failure is None, f"the healthy client failed: {self.failure!r}"
-        assert self.answers >= 4, "the healthy client was hardly answered"
-        assert self.slowest < ANSWER_BOUND_S, f"a healthy request took {self.slowest:.2f} s"
-
-
-def _create_topic(connection: Connection, name: str, configs: dict[str, str]) -> None:
-    response = connection.request(
-        19,
-        5,
-        {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": 1,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
-                }
-            ],
-            "timeout_ms": 30000,
-        },
-    )
-    assert response.topics[0].error_code == ErrorCode.none, response
-    deadline = time.monotonic() + 10
-    while _list_offsets(connection, name, -1).error_code != ErrorCode.none:
-        assert time.monotonic() < deadline, f"topic {name} got no leader"
-        time.sleep(0.05)
-
-
-def _alter_topic(connection: Connection, name: str, configs: dict[str, str]) -> None:
-    response = connection.request(
-        44,
-        1,
-        {
-            "resources": [
-                {
-                    "resource_type": 2,
-                    "resource_name": name,
-                    "configs": [
-                        {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()
-                    ],
-                }
-            ],
-        },
-    )
-    assert response.responses[0].error_code == ErrorCode.none, response
-
-
-def _list_offsets(connection: Connection, topic: str, timestamp: int) -> Any:
-    response = connection.request(
-        2,
-        7,
-        {
-            "replica_id": -1,
-            "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}
-            ],
-        },
-    )
-    return response.topics[0].partitions[0]
-
-
 def _records_in(connection: Connection, topic: str) -> int:
     """Records of partition 0 from its log start, counted from their batches' headers."""
-    start = _list_offsets(connection, topic, -2).offset
+    start = list_offsets(connection, topic, 0, -2).offset
     data = fetch(connection, topic, 0, start, max_bytes=10_000_000).records or b""
     return sum(batch.header.records_count for batch in iter_batches(data))
 
@@ -163,7 +62,7 @@ def _records_in(connection: Connection, topic: str) -> int:
 def server(module_server_factory):
     server = module_server_factory()
     with Connection(server.host, server.port) as connection:
-        _create_topic(connection, "healthy", {})
+        create_topic(connection, "healthy", {})
     return server
 
 
@@ -184,15 +83,15 @@ def test_millions_of_empty_records_in_a_small_batch_are_refused_at_once(
     bomb = claiming(payload, PRODUCE_BOMB_RECORDS, timestamp=now, max_timestamp=now)
     assert len(bomb) < 1600
     with Connection(server.host, server.port) as attacker:
-        _create_topic(attacker, topic, configs)
-        with HealthyClient(server, "healthy") as healthy:
+        create_topic(attacker, topic, configs)
+        with HealthyClient(server.host, server.port, "healthy") as healthy:
             deadline = time.monotonic() + 1.5
             answers = set()
             while time.monotonic() < deadline:
                 answers.add(produce(attacker, topic, 0, bomb).error_code)
         assert answers == {ErrorCode.invalid_record}
-        assert _list_offsets(attacker, topic, -1).offset == 0  # nothing was appended
-    healthy.check()
+        assert list_offsets(attacker, topic, 0, -1).offset == 0  # nothing was appended
+    healthy.check(ANSWER_BOUND_S)
     assert _peak_rss_mb(server) < RSS_BOUND_MB
 
 
@@ -203,22 +102,22 @@ def test_a_stored_batch_of_millions_of_records_is_looked_up_off_the_event_loop(s
     now = _now()
     bomb = claiming(payload, LOOKUP_BOMB_RECORDS, timestamp=now, max_timestamp=now + 1000)
     with Connection(server.host, server.port) as attacker:
-        _create_topic(attacker, "defaults", {})
+        create_topic(attacker, "defaults", {})
         assert produce(attacker, "defaults", 0, bomb).error_code == ErrorCode.invalid_record
         # stored where max.message.bytes allows it (as before the limits existed)
-        _create_topic(attacker, "stored", {"max.message.bytes": str(100 << 20)})
+        create_topic(attacker, "stored", {"max.message.bytes": str(100 << 20)})
         assert produce(attacker, "stored", 0, bomb).error_code == ErrorCode.none
-        with HealthyClient(server, "healthy") as healthy:
+        with HealthyClient(server.host, server.port, "healthy") as healthy:
             started = time.monotonic()
-            answer = _list_offsets(attacker, "stored", now + 500)  # reads all 9.58 M records
+            answer = list_offsets(attacker, "stored", 0, now + 500)  # reads all 9.58 M records
             assert time.monotonic() - started > 0.2  # it did read them, in a worker thread
         assert (answer.error_code, answer.offset) == (ErrorCode.none, -1)
-        healthy.check()
+        healthy.check(ANSWER_BOUND_S)
         # the topic's limits back at their defaults: the batch is no longer read at all
-        _alter_topic(attacker, "stored", {"max.message.bytes": "1048588"})
+        alter_topic(attacker, "stored", {"max.message.bytes": "1048588"})
         started = time.monotonic()
-        by_time = _list_offsets(attacker, "stored", now + 500)
-        by_max = _list_offsets(attacker, "stored", -3)
+        by_time = list_offsets(attacker, "stored", 0, now + 500)
+        by_max = list_offsets(attacker, "stored", 0, -3)
         assert time.monotonic() - started < ANSWER_BOUND_S
         assert (by_time.offset, by_time.timestamp) == (0, now + 1000)  # the batch's start
         assert (by_max.offset, by_max.timestamp) == (0, now + 1000)
@@ -269,20 +168,20 @@ def test_a_stored_four_gibibyte_bomb_does_not_stop_compaction(start_server) -> N
             )
 
     with Connection(server.host, server.port) as connection:
-        _create_topic(connection, "healthy", {})
-        _create_topic(connection, "victim", {"segment.bytes": "200000"})
+        create_topic(connection, "healthy", {})
+        create_topic(connection, "victim", {"segment.bytes": "200000"})
         compacted = {
             "cleanup.policy": "compact",
             "segment.bytes": "1000",
             "min.cleanable.dirty.ratio": "0.01",
         }
-        _create_topic(connection, "compacted", compacted)
+        create_topic(connection, "compacted", compacted)
         assert produce(connection, "victim", 0, bomb).error_code == ErrorCode.none
         for _ in range(2):  # past segment.bytes: the bomb's segment rolls and becomes cleanable
             produce(connection, "victim", 0, filler)
         duplicates(connection, "compacted", 20)
-        with HealthyClient(server, "healthy") as healthy:
-            _alter_topic(
+        with HealthyClient(server.host, server.port, "healthy") as healthy:
+            alter_topic(
                 connection,
                 "victim",
                 {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
@@ -290,7 +189,7 @@ def test_a_stored_four_gibibyte_bomb_does_not_stop_compaction(start_server) -> N
             _wait_for(lambda: _records_in(connection, "compacted") < 100, 20, "compaction")
             _wait_for(lambda: _warnings_in(server.log_path) == 1, 5, "the warning")
             time.sleep(1)  # more passes: the warning is not repeated
-        healthy.check()
+        healthy.check(ANSWER_BOUND_S)
         assert _warnings_in(server.log_path) == 1
         kept = fetch(connection, "victim", 0, 0, max_bytes=1).records
         assert kept[16:] == bomb[16:], "the batch is kept byte for byte"
