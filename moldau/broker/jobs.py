@@ -40,6 +40,7 @@ def start(node: Node) -> list[asyncio.Task[None]]:
             )
         )
     if node.config.get("log.cleaner.enable"):
+        log_manager.cleaner.backoff_seconds = int(node.config.get("log.cleaner.backoff.ms")) / 1000
         log_manager.start_cleaner()
         node.on_stop(log_manager.stop_cleaner)
     return tasks

@@ -19,11 +19,11 @@ from moldau.client.message import (
     TIMESTAMP_LOG_APPEND_TIME,
     Message,
 )
+from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
     ControlRecordType,
     RecordBatch,
     TimestampType,
-    decode_records,
     iter_batches,
     parse_control_record,
 )

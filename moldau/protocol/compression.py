@@ -15,8 +15,11 @@ Java consumers need: independent 64 KB blocks, no block or content checksums:
     magic 0x184D2204 (LE), FLG 0x60 (version 1, independent blocks), BD 0x40 (64 KB blocks),
     HC = (xxHash32(FLG BD) >> 8) & 0xFF, then blocks: size uint32 LE (high bit: stored raw),
     data; end mark uint32 0
-Every decompression takes `max_size`: output beyond it is refused with CORRUPT_MESSAGE before it is
-allocated, so a small batch cannot expand into gigabytes (a decompression bomb).
+Every decompression takes `max_size` and is incremental: `decompress_chunks` yields the output in
+pieces of about DECOMPRESSION_CHUNK bytes (a snappy block or an lz4 block may be larger, never
+beyond `max_size`) and refuses with CORRUPT_MESSAGE the piece that takes the running total past
+`max_size`, so a small batch that would expand into gigabytes (a decompression bomb) costs one
+piece of memory and at most `max_size` bytes of work. A caller that stops reading stops the work.
 """
 
 from __future__ import annotations
@@ -24,19 +27,21 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cramjam
+import zstandard
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["CompressionType", "compress", "decompress"]
+__all__ = ["DECOMPRESSION_CHUNK", "CompressionType", "compress", "decompress", "decompress_chunks"]
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")
 _INT32 = struct.Struct(">i")
 _XERIAL_BLOCK_SIZE = 32 * 1024
 _INITIAL_OUTPUT = 64 * 1024
+DECOMPRESSION_CHUNK = 256 * 1024
 
 
 class CompressionType(enum.IntEnum):
@@ -76,20 +81,42 @@ def decompress(
     codec: CompressionType | int, data: bytes | bytearray | memoryview, *, max_size: int
 ) -> bytes:
     """Decompress `data`; raise CORRUPT_MESSAGE if it is invalid or would exceed `max_size` bytes."""
+    if CompressionType(codec) is CompressionType.NONE:
+        if len(data) > max_size:
+            raise _too_large(max_size)
+        return bytes(data)
+    return b"".join(decompress_chunks(codec, data, max_size=max_size))
+
+
+def decompress_chunks(
+    codec: CompressionType | int, data: bytes | bytearray | memoryview, *, max_size: int
+) -> Iterator[bytes | bytearray | memoryview]:
+    """The decompressed bytes of `data`, piece by piece (see the module docstring); raises
+    CORRUPT_MESSAGE for invalid data and for the piece that would take the total past
+    `max_size`. NONE yields `data` itself, in one piece."""
     codec = CompressionType(codec)
     if codec is CompressionType.NONE:
         if len(data) > max_size:
             raise _too_large(max_size)
-        return bytes(data)
+        yield data
+        return
+    produced = 0
+    pieces: Iterator[bytes | memoryview]
     try:
         if codec is CompressionType.GZIP:
-            return _gzip_decompress(data, max_size)
-        if codec is CompressionType.SNAPPY:
-            return _snappy_decompress(bytes(data), max_size)
-        if codec is CompressionType.LZ4:
-            return _bounded_into(cramjam.lz4.decompress_into, bytes(data), max_size)
-        return _bounded_into(cramjam.zstd.decompress_into, bytes(data), max_size)
-    except (cramjam.DecompressionError, zlib.error, ValueError) as error:
+            pieces = _gzip_chunks(data)
+        elif codec is CompressionType.SNAPPY:
+            pieces = _snappy_chunks(bytes(data), max_size)
+        elif codec is CompressionType.LZ4:
+            pieces = _lz4_chunks(bytes(data), max_size)
+        else:
+            pieces = _zstd_chunks(data)
+        for piece in pieces:
+            produced += len(piece)
+            if produced > max_size:
+                raise _too_large(max_size)
+            yield piece
+    except (cramjam.DecompressionError, zlib.error, zstandard.ZstdError, ValueError) as error:
         raise KafkaError(
             ErrorCode.corrupt_message, f"cannot decompress {codec.name}: {error}"
         ) from None
@@ -99,19 +126,33 @@ def _too_large(max_size: int) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, f"decompressed size exceeds {max_size} bytes")
 
 
-def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+def _gzip_chunks(data: bytes | bytearray | memoryview) -> Iterator[bytes]:
     decompressor = zlib.decompressobj(47)  # gzip or zlib header, detected
-    output = decompressor.decompress(data, max_size + 1)
-    if len(output) > max_size or decompressor.unconsumed_tail:
-        raise _too_large(max_size)
-    if not decompressor.eof:
-        raise KafkaError(ErrorCode.corrupt_message, "truncated gzip data")
-    return output
+    pending: bytes | bytearray | memoryview = data
+    while True:
+        piece = decompressor.decompress(pending, DECOMPRESSION_CHUNK)
+        if piece:
+            yield piece
+        if decompressor.eof:
+            return
+        pending = decompressor.unconsumed_tail
+        if not pending and not piece:
+            raise ValueError("truncated gzip data")
+
+
+def _zstd_chunks(data: bytes | bytearray | memoryview) -> Iterator[bytes]:
+    # Frames one after another are read as one stream (as Kafka's ZstdInputStream does). The
+    # decoder's window is allocated as the frame declares (zstd refuses more than 128 MB) but its
+    # pages are touched only as output is written, which the running cap stops.
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    while piece := reader.read(DECOMPRESSION_CHUNK):
+        yield piece
 
 
 def _bounded_into(function: Callable[[bytes, bytearray], int], data: bytes, max_size: int) -> bytes:
     """Decompress into a buffer that grows (x4) from 8x the input up to `max_size + 1` bytes;
-    still full at that size means the data expands beyond `max_size`: refused."""
+    still full at that size means the data expands beyond `max_size`: refused. (Only for lz4
+    frames of linked blocks, which cannot be decoded block by block.)"""
     capacity = min(max_size + 1, max(_INITIAL_OUTPUT, 8 * len(data)))
     while True:
         output = bytearray(capacity)
@@ -135,13 +176,15 @@ def _snappy_block(block: bytes, max_size: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def _snappy_decompress(data: bytes, max_size: int) -> bytes:
+def _snappy_chunks(data: bytes, max_size: int) -> Iterator[bytes]:
+    """Plain snappy (one block, as librdkafka writes) or xerial's stream of blocks (Java's); each
+    block's size is read from its header and checked against what is left of `max_size` first."""
     if not data.startswith(XERIAL_MAGIC):
-        return _snappy_block(data, max_size)
+        yield _snappy_block(data, max_size)
+        return
     if len(data) < _XERIAL_HEADER.size:
         raise ValueError("truncated xerial header")
     position = _XERIAL_HEADER.size
-    parts: list[bytes] = []
     remaining = max_size
     while position < len(data):
         if position + 4 > len(data):
@@ -150,16 +193,72 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
         position += 4
         if length < 0 or position + length > len(data):
             raise ValueError("truncated xerial block")
-        part = _snappy_block(data[position : position + length], remaining)
-        remaining -= len(part)
-        parts.append(part)
+        piece = _snappy_block(data[position : position + length], remaining)
+        remaining -= len(piece)
         position += length
-    return b"".join(parts)
+        yield piece
 
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_SIZE = 64 * 1024
 _UINT32_LE = struct.Struct("<I")
+_LZ4_INDEPENDENT_BLOCKS = 0x20
+_LZ4_BLOCK_CHECKSUM = 0x10
+_LZ4_CONTENT_SIZE = 0x08
+_LZ4_CONTENT_CHECKSUM = 0x04
+_LZ4_DICTIONARY_ID = 0x01
+_LZ4_STORED = 0x80000000
+
+
+def _lz4_chunks(data: bytes, max_size: int) -> Iterator[bytes | memoryview]:
+    """An lz4 frame block by block, as Kafka's `Lz4BlockInputStream` reads it: each block is at
+    most the frame's declared block size (64 KB to 4 MB). Block and content checksums are
+    skipped (the batch's CRC32C already covers these bytes). Frames of linked blocks (Kafka
+    writes none and reads none) are decoded whole, within `max_size`."""
+    position = 0
+    while position < len(data):
+        if data[position : position + 4] != _LZ4_MAGIC or position + 7 > len(data):
+            raise ValueError("not an lz4 frame")
+        flags, descriptor = data[position + 4], data[position + 5]
+        if flags >> 6 != 1:
+            raise ValueError(f"unsupported lz4 frame version {flags >> 6}")
+        if not flags & _LZ4_INDEPENDENT_BLOCKS:
+            yield _bounded_into(cramjam.lz4.decompress_into, data[position:], max_size)
+            return
+        header_end = position + 6
+        header_end += 8 if flags & _LZ4_CONTENT_SIZE else 0
+        header_end += 4 if flags & _LZ4_DICTIONARY_ID else 0
+        if header_end >= len(data):
+            raise ValueError("truncated lz4 frame header")
+        if (_xxhash32(data[position + 4 : header_end]) >> 8) & 0xFF != data[header_end]:
+            raise ValueError("lz4 frame header checksum mismatch")
+        block_max = 1 << (8 + 2 * ((descriptor >> 4) & 0x07))  # 4 -> 64 KB ... 7 -> 4 MB
+        if block_max < _LZ4_BLOCK_SIZE:
+            raise ValueError("invalid lz4 block size")
+        output = bytearray(block_max)
+        block_checksum = 4 if flags & _LZ4_BLOCK_CHECKSUM else 0
+        position = header_end + 1
+        while True:
+            if position + 4 > len(data):
+                raise ValueError("truncated lz4 frame")
+            (size,) = _UINT32_LE.unpack_from(data, position)
+            position += 4
+            if size == 0:  # end mark
+                position += 4 if flags & _LZ4_CONTENT_CHECKSUM else 0
+                break
+            stored = size & _LZ4_STORED
+            size &= ~_LZ4_STORED
+            if size > block_max or position + size + block_checksum > len(data):
+                raise ValueError("truncated or oversized lz4 block")
+            block = data[position : position + size]
+            position += size + block_checksum
+            if stored:
+                yield block
+                continue
+            written = int(cramjam.lz4.decompress_block_into(block, output, output_len=block_max))
+            yield bytes(memoryview(output)[:written])
+        if position > len(data):
+            raise ValueError("truncated lz4 content checksum")
 
 
 def _lz4_frame(data: bytes) -> bytes:

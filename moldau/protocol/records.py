@@ -1,4 +1,5 @@
-"""RecordBatch v2 (magic 2): parse, validate, decode and build Kafka's record batches.
+"""RecordBatch v2 (magic 2): parse, validate and build Kafka's record batches (`record_reader.py`
+reads their records).
 
     RecordBatch (61-byte header, big-endian)            offset
       baseOffset            int64                          0
@@ -41,20 +42,21 @@ from typing import NamedTuple
 
 import crc32c
 
-from moldau.protocol.compression import CompressionType, compress, decompress
+from moldau.protocol.compression import CompressionType, compress
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
     "HEADER_SIZE",
     "BatchHeader",
+    "BatchLimits",
     "ControlRecordType",
     "NewRecord",
     "Record",
     "RecordBatch",
     "TimestampType",
+    "batch_with_payload",
     "build_batch",
     "build_control_batch",
-    "decode_records",
     "iter_batches",
     "parse_control_record",
     "rebuild_batch",
@@ -68,6 +70,11 @@ CRC_START = 21  # the CRC covers attributes .. end of batch
 MAGIC = 2
 NO_TIMESTAMP = -1
 DEFAULT_MAX_RECORDS_SIZE = 64 * 1024 * 1024
+# The smallest record: its length, attributes, timestamp and offset deltas, null key and value
+# and no headers, one byte each. No batch of N bytes holds more than N / 7 uncompressed records.
+MIN_RECORD_SIZE = 7
+# Decoded bytes a batch may hold per byte of its topic's max.message.bytes.
+MAX_EXPANSION = 16
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
@@ -184,8 +191,31 @@ class RecordBatch:
             self.header.magic == MAGIC and crc32c.crc32c(self.data[CRC_START:]) == self.header.crc
         )
 
-    def records(self, *, max_size: int = DEFAULT_MAX_RECORDS_SIZE) -> list[Record]:
-        return decode_records(self.data, max_size=max_size)
+    def records(
+        self, *, max_size: int = DEFAULT_MAX_RECORDS_SIZE, max_records: int | None = None
+    ) -> list[Record]:
+        """Every record, by `record_reader.decode_records` (imported here: it builds on this
+        module)."""
+        from moldau.protocol.record_reader import decode_records
+
+        return decode_records(self.data, max_size=max_size, max_records=max_records)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """What one batch of a topic may cost to read, from its `max.message.bytes`: no more records
+    than that many bytes hold uncompressed (compression buys bytes, not records), and no more
+    than MAX_EXPANSION times that many decoded bytes."""
+
+    max_records: int
+    max_decoded_bytes: int
+
+    @classmethod
+    def for_max_batch_bytes(cls, max_batch_bytes: int) -> BatchLimits:
+        return cls(
+            max_records=max(1, max_batch_bytes // MIN_RECORD_SIZE),
+            max_decoded_bytes=MAX_EXPANSION * max(max_batch_bytes, 1),
+        )
 
 
 def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[RecordBatch]:
@@ -209,14 +239,17 @@ def validate_batches(
     buffer: bytes | bytearray | memoryview,
     *,
     max_batch_size: int | None = None,
+    max_records: int | None = None,
     check_counts: bool = True,
 ) -> list[tuple[int, BatchHeader]]:
     """Check every batch of a produce buffer from its header: lengths, magic, CRC, counts.
 
     Returns `(position, header)` per batch. Raises CORRUPT_MESSAGE (bad framing, magic, CRC),
-    MESSAGE_TOO_LARGE (a batch over `max_batch_size`) or INVALID_RECORD (bad record count; not
-    checked with `check_counts=False`, for compacted batches copied from a leader).
+    MESSAGE_TOO_LARGE (a batch over `max_batch_size`) or INVALID_RECORD (a record count below 1,
+    above `max_records` or not matching the last offset delta; not checked with
+    `check_counts=False`, for compacted batches copied from a leader).
     """
+    most_records = max_records if max_records is not None else 2**31
     view = memoryview(buffer)
     end = len(view)
     if end == 0:
@@ -245,7 +278,15 @@ def validate_batches(
             raise KafkaError(ErrorCode.corrupt_message, "CRC32C mismatch")
         if attributes & COMPRESSION_MASK > _MAX_CODEC:
             raise KafkaError(ErrorCode.corrupt_message, "unknown compression codec")
-        if check_counts and (records_count <= 0 or last_delta != records_count - 1):
+        if check_counts and not (
+            0 < records_count <= most_records and last_delta == records_count - 1
+        ):
+            if records_count > most_records:
+                raise KafkaError(
+                    ErrorCode.invalid_record,
+                    f"batch declares {records_count} records, more than the {most_records} "
+                    "a batch of this topic may hold",
+                )
             raise KafkaError(
                 ErrorCode.invalid_record,
                 f"{records_count} records with last offset delta {last_delta}",
@@ -266,83 +307,12 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    if position < len(data) and data[position] < 0x80:  # one byte: most lengths and deltas
-        byte = data[position]
-        return (byte >> 1) ^ -(byte & 1), position + 1
-    result = 0
-    shift = 0
-    while True:
-        if position >= len(data):
-            raise KafkaError(ErrorCode.corrupt_message, "truncated varint")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise KafkaError(ErrorCode.corrupt_message, "varint too long")
-    return (result >> 1) ^ -(result & 1), position
-
-
-def _read_bytes(data: bytes, position: int) -> tuple[bytes | None, int]:
-    length, position = _read_varint(data, position)
-    if length < 0:
-        return None, position
-    if position + length > len(data):
-        raise KafkaError(ErrorCode.corrupt_message, "record field overruns its batch")
-    return data[position : position + length], position + length
-
-
 def _write_bytes(out: bytearray, value: bytes | None) -> None:
     if value is None:
         _write_varint(out, -1)
     else:
         _write_varint(out, len(value))
         out += value
-
-
-def decode_records(
-    batch: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_RECORDS_SIZE
-) -> list[Record]:
-    """Decode every record of one batch (decompressing at most `max_size` bytes)."""
-    header = BatchHeader.parse(batch)
-    view = memoryview(batch)[HEADER_SIZE : header.batch_length + LOG_OVERHEAD]
-    data = decompress(header.compression, view, max_size=max_size)
-    log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
-    records: list[Record] = []
-    position = 0
-    for _ in range(header.records_count):
-        length, position = _read_varint(data, position)
-        end = position + length
-        if length < 0 or end > len(data):
-            raise KafkaError(ErrorCode.corrupt_message, "record overruns its batch")
-        position += 1  # attributes, unused
-        timestamp_delta, position = _read_varint(data, position)
-        offset_delta, position = _read_varint(data, position)
-        key, position = _read_bytes(data, position)
-        value, position = _read_bytes(data, position)
-        header_count, position = _read_varint(data, position)
-        headers: list[tuple[str, bytes | None]] = []
-        for _ in range(header_count):
-            header_key, position = _read_bytes(data, position)
-            header_value, position = _read_bytes(data, position)
-            if header_key is None:
-                raise KafkaError(ErrorCode.corrupt_message, "null header key")
-            headers.append((header_key.decode("utf-8", "replace"), header_value))
-        if position != end:
-            raise KafkaError(ErrorCode.corrupt_message, "record length mismatch")
-        timestamp = (
-            header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
-        )
-        records.append(
-            _new_tuple(
-                Record,
-                (header.base_offset + offset_delta, timestamp, key, value, tuple(headers)),
-            )
-        )
-    return records
 
 
 def _encode_record(
@@ -418,6 +388,25 @@ def build_batch(
         producer_epoch,
         base_sequence,
         len(items),
+    )
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)
+
+
+def batch_with_payload(
+    header: BatchHeader,
+    payload: bytes | bytearray | memoryview,
+    *,
+    compression: CompressionType | int,
+) -> bytes:
+    """A batch with the fields of `header` around `payload`, records already encoded (and
+    compressed with `compression`): batch length, codec bits and CRC are set to match."""
+    attributes = (header.attributes & ~COMPRESSION_MASK) | int(compression)
+    batch = bytearray(HEADER_SIZE) + payload
+    HEADER.pack_into(
+        batch,
+        0,
+        *header._replace(batch_length=len(batch) - LOG_OVERHEAD, crc=0, attributes=attributes),
     )
     struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)

@@ -19,7 +19,7 @@ from typing import Any, Final
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
-from moldau.storage import LogConfig, LogManager, PartitionLog
+from moldau.storage import DecodeBudget, LogConfig, LogManager, PartitionLog
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -124,14 +124,24 @@ class ReplicaManager:
 
     # --- produce -------------------------------------------------------------------------------
 
-    def append_records(self, tp: TopicPartition, records: bytes, *, required_acks: int) -> Any:
-        """Append to the leader's log; returns the storage's AppendResult. Sync: no awaits."""
+    def append_records(
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        *,
+        required_acks: int,
+        decode_budget: DecodeBudget | None = None,
+    ) -> Any:
+        """Append to the leader's log; returns the storage's AppendResult. Sync: no awaits.
+        `decode_budget` is shared by the partitions of one produce request."""
         partition = self.leader_partition(tp)
         if required_acks == -1:
             min_isr = partition.log.config.min_insync_replicas
             if len(partition.isr) < min_isr:
                 raise KafkaError(ErrorCode.not_enough_replicas)
-        result = partition.log.append_as_leader(records, leader_epoch=partition.leader_epoch)
+        result = partition.log.append_as_leader(
+            records, leader_epoch=partition.leader_epoch, decode_budget=decode_budget
+        )
         partition.maybe_advance_high_watermark()
         self.fetch_purgatory.wake(tp)
         return result

@@ -12,15 +12,27 @@ One pass over a log with `cleanup.policy` containing `compact`:
      all survive is copied byte for byte, others are rebuilt with their original offsets;
   4. swap: fsync, rename `.log.cleaned` → `.log.swap` (the commit point), then over `.log`; the
      loader finishes a swap interrupted by a crash, so the log is valid at every moment.
+
+A batch the cleaner cannot read within the topic's `BatchLimits` (a decompression bomb stored
+before a topic became compacted, a corrupt one) is copied as it is: its records join no key's
+history and are never removed, which keeps every record a reader could see. The partition is
+reported uncleanable with the reason (logged once) and the rest of it is cleaned. A partition
+whose cleaning fails in any other way is reported the same and left alone until the broker
+restarts, as Kafka's `LogCleanerManager` marks a partition uncleanable; the other partitions,
+`__consumer_offsets` among them, are cleaned on, and the cleaner thread outlives any error.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from moldau.clock import SYSTEM_CLOCK, Clock
-from moldau.protocol.records import BatchHeader, RecordBatch, rebuild_batch
+from moldau.protocol.errors import KafkaError
+from moldau.protocol.records import BatchHeader, Record, RecordBatch, rebuild_batch
+from moldau.storage.log_validator import batch_limits
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
@@ -31,10 +43,14 @@ from moldau.storage.segment import (
 from moldau.storage.transaction_index import AbortedTransaction
 
 if TYPE_CHECKING:
+    from moldau.storage.config import LogConfig
     from moldau.storage.log_manager import LogManager
     from moldau.storage.partition_log import PartitionLog
+    from moldau.types import TopicPartition
 
 __all__ = ["LogCleaner", "clean_log"]
+
+log = logging.getLogger(__name__)
 
 
 class LogCleaner:
@@ -49,6 +65,13 @@ class LogCleaner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.bytes_cleaned = 0
+        # partition -> (its log, why, whether it is left alone); kept until the broker restarts
+        self._uncleanable: dict[TopicPartition, tuple[PartitionLog, str, bool]] = {}
+
+    @property
+    def uncleanable(self) -> dict[TopicPartition, str]:
+        """Partitions the cleaner met something in, and what (Kafka's uncleanable partitions)."""
+        return {tp: reason for tp, (_log, reason, _left) in self._uncleanable.items()}
 
     def start(self) -> None:
         if self._thread is not None:
@@ -65,21 +88,68 @@ class LogCleaner:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.clean_once()
+            try:
+                self.clean_once()
+            except Exception:  # the thread must outlive anything a pass meets
+                log.exception(
+                    "log cleaner pass failed; the next starts in %ss", self.backoff_seconds
+                )
             self._stop.wait(self.backoff_seconds)
 
     def clean_once(self, now_ms: int | None = None) -> int:
         """Clean every compacted log that is dirty enough; returns bytes read."""
         total = 0
-        for log in self.manager.logs():
+        for partition_log in self.manager.logs():
             if self._stop.is_set():
                 break
-            if log.config.compact and not log.closed:
-                total += clean_log(log, now_ms=now_ms)
+            if not partition_log.config.compact or partition_log.closed:
+                continue
+            mark = self._uncleanable.get(partition_log.topic_partition)
+            if mark is not None and mark[0] is partition_log and mark[2]:
+                continue  # left alone since its cleaning failed
+            try:
+                total += clean_log(
+                    partition_log, now_ms=now_ms, on_unreadable=self._unreadable_in(partition_log)
+                )
+            except Exception as error:
+                self._mark(
+                    partition_log,
+                    f"cleaning failed ({error!r}); the partition is no longer cleaned until the "
+                    "broker restarts",
+                    leave_alone=True,
+                    failure=error,
+                )
         self.bytes_cleaned += total
         if total:
             self.manager.checkpoint_cleaner_offsets()
         return total
+
+    def _unreadable_in(self, partition_log: PartitionLog) -> Callable[[int, str], None]:
+        def report(offset: int, reason: str) -> None:
+            self._mark(
+                partition_log,
+                f"batch at offset {offset} cannot be read ({reason}); it is kept as it is and "
+                "the rest of the partition is cleaned",
+            )
+
+        return report
+
+    def _mark(
+        self,
+        partition_log: PartitionLog,
+        reason: str,
+        *,
+        leave_alone: bool = False,
+        failure: BaseException | None = None,
+    ) -> None:
+        """Report a partition uncleanable: logged the first time (and again if it is now left
+        alone)."""
+        tp = partition_log.topic_partition
+        mark = self._uncleanable.get(tp)
+        if mark is not None and mark[0] is partition_log and (mark[2] or not leave_alone):
+            return
+        self._uncleanable[tp] = (partition_log, reason, leave_alone)
+        log.warning("uncleanable partition %s: %s", tp, reason, exc_info=failure)
 
 
 def _cleanable_segments(log: PartitionLog, now: int) -> list[LogSegment]:
@@ -106,8 +176,14 @@ def _in_aborted(batch: RecordBatch, aborted: list[AbortedTransaction]) -> bool:
     )
 
 
-def clean_log(log: PartitionLog, *, now_ms: int | None = None) -> int:
-    """One cleaning pass over `log` (see the module docstring); returns bytes read."""
+def clean_log(
+    log: PartitionLog,
+    *,
+    now_ms: int | None = None,
+    on_unreadable: Callable[[int, str], None] | None = None,
+) -> int:
+    """One cleaning pass over `log` (see the module docstring); returns bytes read.
+    `on_unreadable(base offset, reason)` hears of each batch kept as it is, once a pass."""
     now = log.clock.now_ms() if now_ms is None else now_ms
     with log._lock:
         segments = _cleanable_segments(log, now)
@@ -126,6 +202,7 @@ def clean_log(log: PartitionLog, *, now_ms: int | None = None) -> int:
             return 0
         aborted = log.aborted_transactions(segments[0].base_offset, end_offset)
         config = log.config
+    read = _BatchReader(config, on_unreadable)
     latest: dict[bytes, int] = {}
     for segment in segments:
         if segment.next_offset <= first_dirty:
@@ -133,15 +210,40 @@ def clean_log(log: PartitionLog, *, now_ms: int | None = None) -> int:
         for batch in segment.batches():
             if batch.header.is_control or _in_aborted(batch, aborted):
                 continue
-            for record in batch.records():
+            for record in read(batch) or ():
                 if record.key is not None:
                     latest[record.key] = record.offset
     for segment in segments:
-        cleaned = _rewrite_segment(log, segment, latest, aborted, now, config.delete_retention_ms)
+        cleaned = _rewrite_segment(
+            log, segment, latest, aborted, now, config.delete_retention_ms, read
+        )
         _swap(log, segment, cleaned)
     with log._lock:
         log.first_dirty_offset = max(log.first_dirty_offset, end_offset)
     return total
+
+
+class _BatchReader:
+    """A batch's records within the topic's batch limits, or None for a batch that cannot be
+    read (reported once)."""
+
+    def __init__(self, config: LogConfig, on_unreadable: Callable[[int, str], None] | None) -> None:
+        self.limits = batch_limits(config)
+        self.on_unreadable = on_unreadable
+        self.unreadable: set[int] = set()
+
+    def __call__(self, batch: RecordBatch) -> list[Record] | None:
+        try:
+            return batch.records(
+                max_size=self.limits.max_decoded_bytes, max_records=self.limits.max_records
+            )
+        except KafkaError as error:
+            base_offset = batch.header.base_offset
+            if base_offset not in self.unreadable:
+                self.unreadable.add(base_offset)
+                if self.on_unreadable is not None:
+                    self.on_unreadable(base_offset, str(error))
+            return None
 
 
 def _rewrite_segment(
@@ -151,6 +253,7 @@ def _rewrite_segment(
     aborted: list[AbortedTransaction],
     now: int,
     delete_retention_ms: int,
+    read: _BatchReader,
 ) -> LogSegment:
     cleaned = LogSegment(
         log.filesystem,
@@ -169,8 +272,9 @@ def _rewrite_segment(
             data: bytes | memoryview = batch.data
         elif _in_aborted(batch, aborted):
             continue
+        elif (records := read(batch)) is None:  # cannot be read: kept as it is
+            data = batch.data
         else:
-            records = batch.records()
             kept = [
                 r
                 for r in records

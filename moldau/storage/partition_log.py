@@ -31,14 +31,20 @@ from moldau.protocol.records import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    decode_records,
     validate_batches,
 )
+from moldau.storage import timestamp_lookup
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_maintenance import LogMaintenance
-from moldau.storage.log_validator import fast_path_limits, storage_error, validate_for_leader
+from moldau.storage.log_validator import (
+    DecodeBudget,
+    batch_limits,
+    fast_path_limits,
+    storage_error,
+    validate_for_leader,
+)
 from moldau.storage.producer_state import (
     SNAPSHOT_SUFFIX,
     ProducerStateEntry,
@@ -166,6 +172,7 @@ class PartitionLog(LogMaintenance):
         leader_epoch: int,
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        decode_budget: DecodeBudget | None = None,
     ) -> AppendResult:
         """Validate, assign offsets and append the batches of a produce request.
 
@@ -174,32 +181,33 @@ class PartitionLog(LogMaintenance):
         produce hot path: it works from the 61-byte headers only and never copies record data.
         A writable `records` (bytearray, writable memoryview) is handed over: base offset and
         epoch are rewritten in it and it is written as is; for read-only bytes the new first 16
-        bytes go out as a separate buffer of a vectored write.
+        bytes go out as a separate buffer of a vectored write. `decode_budget` is shared by the
+        partitions of one produce request (see `DecodeBudget`).
         """
         view = memoryview(records)
         now = self.clock.now_ms() if now_ms is None else now_ms
         if origin is not AppendOrigin.CLIENT or len(view) < HEADER_SIZE:
-            return self._append_batches(view, leader_epoch, now, origin)
+            return self._append_batches(view, leader_epoch, now, origin, decode_budget)
         # Fast path, the common produce: one valid batch, no producer id, CreateTime, no config
         # that needs the records decoded. Same checks and effects as `_append_batches`, in fewer
         # Python steps; anything else (including every invalid batch) goes there.
         values = _HEADER_UNPACK(view, 0)
         size = values[1] + LOG_OVERHEAD
-        max_message_bytes, after_max_ms, before_max_ms, plain = self._fast_limits
+        max_message_bytes, max_records, after_max_ms, before_max_ms, plain = self._fast_limits
         if (
             size != len(view)
             or values[3] != 2  # magic
             or values[9] >= 0  # producer id
             or values[5] & _SLOW_ATTRIBUTES
             or size > max_message_bytes
-            or values[12] <= 0
+            or not 0 < values[12] <= max_records
             or values[6] != values[12] - 1
             or not plain
             or _crc32c(view[CRC_START:]) != values[4]
             or values[8] > now + after_max_ms
             or 0 <= values[7] < now - before_max_ms
         ):
-            return self._append_batches(view, leader_epoch, now, origin)
+            return self._append_batches(view, leader_epoch, now, origin, decode_budget)
         with self._lock:
             if self.closed:
                 self._check_open()
@@ -235,12 +243,21 @@ class PartitionLog(LogMaintenance):
             )
 
     def _append_batches(
-        self, view: memoryview, leader_epoch: int, now: int, origin: AppendOrigin
+        self,
+        view: memoryview,
+        leader_epoch: int,
+        now: int,
+        origin: AppendOrigin,
+        decode_budget: DecodeBudget | None = None,
     ) -> AppendResult:
         """The general append: any number of batches, any config, producer state."""
         config = self.config
         view, batches = validate_for_leader(
-            view, config, now=now, from_client=origin is AppendOrigin.CLIENT
+            view,
+            config,
+            now=now,
+            from_client=origin is AppendOrigin.CLIENT,
+            budget=decode_budget,
         )
         append_time = now if config.log_append_time else -1
         has_producers = any(header[9] >= 0 for _position, header in batches)
@@ -490,43 +507,44 @@ class PartitionLog(LogMaintenance):
 
     # -- timestamps and epochs --
 
-    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first record with a timestamp >= `timestamp` (ListOffsets), or None."""
+    def offset_for_timestamp(
+        self, timestamp: int, *, read_records: bool = True
+    ) -> TimestampOffset | None:
+        """The first record with a timestamp >= `timestamp` (ListOffsets), or None. Reading a
+        batch is bounded by the topic's batch limits; with `read_records=False` nothing is read
+        and an answer that needs it comes back with `exact=False` (see `timestamp_lookup`)."""
         with self._lock:
             segments = list(self.segments)
-        for segment in segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp)
-            if found is None:
-                continue
-            _position, batch = found
-            for record in decode_records(batch.data):
-                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                    epoch = self.leader_epoch_cache.epoch_for_offset(record.offset)
-                    return TimestampOffset(
-                        timestamp=record.timestamp, offset=record.offset, leader_epoch=epoch
-                    )
-        return None
+            limits = batch_limits(self.config)
+        found = timestamp_lookup.offset_for_timestamp(
+            segments,
+            timestamp,
+            log_start_offset=self.log_start_offset,
+            limits=limits,
+            read_records=read_records,
+        )
+        return None if found is None else self._timestamp_offset(found)
 
-    def max_timestamp_offset(self) -> TimestampOffset | None:
-        """The first record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734)."""
+    def max_timestamp_offset(self, *, read_records: bool = True) -> TimestampOffset | None:
+        """The first record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734);
+        `read_records` as for `offset_for_timestamp`."""
         with self._lock:
             best = max(self.segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
-            offset = best.offset_of_max_timestamp
-            found = best.find_batch(offset)
-        if found is not None:  # the index names the batch; the record is found inside it
-            position, header = found
-            for record in decode_records(best.log.pread(header.size, position)):
-                if record.timestamp == best.max_timestamp:
-                    offset = record.offset
-                    break
+            found = best.find_batch(best.offset_of_max_timestamp)
+            limits = batch_limits(self.config)
+        lookup = timestamp_lookup.max_timestamp_offset(
+            best, found, limits=limits, read_records=read_records
+        )
+        return self._timestamp_offset(lookup)
+
+    def _timestamp_offset(self, lookup: timestamp_lookup.Lookup) -> TimestampOffset:
         return TimestampOffset(
-            timestamp=best.max_timestamp,
-            offset=offset,
-            leader_epoch=self.leader_epoch_cache.epoch_for_offset(offset),
+            timestamp=lookup.timestamp,
+            offset=lookup.offset,
+            leader_epoch=self.leader_epoch_cache.epoch_for_offset(lookup.offset),
+            exact=lookup.exact,
         )
 
     def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import crc32c
 
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
     BatchHeader,
     ControlRecordType,
-    decode_records,
     parse_control_record,
 )
 from moldau.storage.transaction_index import AbortedTransaction

@@ -54,3 +54,6 @@ class TimestampOffset:
     timestamp: int
     offset: int
     leader_epoch: int
+    # False: not the record but the first offset of the batch holding it, found without reading
+    # the batch (a lookup with read_records=False); ask again with read_records=True
+    exact: bool = True

@@ -449,15 +449,6 @@ class LogSegment:
         next_offset = self.next_offset if following is None else following.base_offset
         return FileRegion(self.log, start, end - start, data), next_offset, False
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, RecordBatch] | None:
-        """The first batch (position-ordered) whose max timestamp is >= `timestamp`."""
-        start_offset = self.time_index.lookup(timestamp)
-        _offset, position = self.offset_index.lookup(start_offset)
-        for batch in self.batches(position):
-            if batch.header.max_timestamp >= timestamp:
-                return batch.position, batch
-        return None
-
     # -- truncation, flushing, closing --
 
     def truncate_to(self, offset: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import time
 from types import TracebackType
 from typing import Any
 
@@ -96,3 +97,72 @@ def fetch(
     [topic_response] = response.responses
     [partition_response] = topic_response.partitions
     return partition_response
+
+
+def create_topic(
+    connection: Connection,
+    name: str,
+    configs: dict[str, str] | None = None,
+    *,
+    timeout_s: float = 10,
+) -> None:
+    """CreateTopics v5 (one partition, topic configs as given), then wait until it has a leader."""
+    response = connection.request(
+        19,
+        5,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+            ],
+            "timeout_ms": 30_000,
+        },
+    )
+    assert response.topics[0].error_code == 0, response
+    deadline = time.monotonic() + timeout_s
+    while list_offsets(connection, name, 0, -1).error_code != 0:
+        assert time.monotonic() < deadline, f"topic {name} got no leader"
+        time.sleep(0.05)
+
+
+def alter_topic(connection: Connection, name: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs v1: set `configs` on topic `name`."""
+    response = connection.request(
+        44,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": name,
+                    "configs": [
+                        {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()
+                    ],
+                }
+            ],
+        },
+    )
+    assert response.responses[0].error_code == 0, response
+
+
+def list_offsets(connection: Connection, topic: str, partition: int, timestamp: int) -> Any:
+    """ListOffsets v7 for one partition; returns its answer (error_code, offset, timestamp)."""
+    response = connection.request(
+        2,
+        7,
+        {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": timestamp}],
+                }
+            ],
+        },
+    )
+    return response.topics[0].partitions[0]

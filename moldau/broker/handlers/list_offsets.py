@@ -4,10 +4,17 @@ v2 adds isolation_level (latest is the last stable offset under read_committed);
 epochs; v6 flexible; v7 max timestamp (KIP-734); v8 earliest local (-4, KIP-405); v9 earliest
 pending upload (-5); v10 a timeout; v11 latest tiered (-6). Without tiered storage, local and
 pending-upload lookups are the log start offset.
+
+A timestamp lookup is answered on the event loop when indexes and batch headers answer it; one
+that has to read a batch's records (see `storage.timestamp_lookup`) is read in a worker thread,
+the request's such lookups one after another. A partition named twice in one request answers
+INVALID_REQUEST, as Kafka's does (a request cannot repeat one expensive lookup).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
@@ -24,9 +31,11 @@ LATEST_TIERED = -6
 
 
 @handler(ApiKey.LIST_OFFSETS, 1, 11)
-def handle_list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
     replica_manager = ctx.node.replica_manager
     isolation_level = getattr(request, "isolation_level", 0)
+    named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    to_read: list[tuple[dict[str, Any], Any, int]] = []
     topics = []
     for topic in request.topics:
         partitions = []
@@ -38,20 +47,46 @@ def handle_list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 "offset": -1,
                 "leader_epoch": -1,
             }
+            partitions.append(response)
+            if named[topic.name, requested.partition_index] > 1:
+                response["error_code"] = ErrorCode.invalid_request
+                continue
             try:
                 partition = replica_manager.leader_partition(
                     TopicPartition(topic.name, requested.partition_index),
                     getattr(requested, "current_leader_epoch", -1),
                 )
-                response.update(_lookup(partition, requested.timestamp, isolation_level))
+                answer = _lookup(partition, requested.timestamp, isolation_level, read=False)
             except KafkaError as exc:
                 response["error_code"] = exc.code
-            partitions.append(response)
+                continue
+            if answer is None:
+                to_read.append((response, partition, requested.timestamp))
+            else:
+                response.update(answer)
         topics.append({"name": topic.name, "partitions": partitions})
+    if to_read:
+        await asyncio.get_running_loop().run_in_executor(
+            None, _read_lookups, to_read, isolation_level
+        )
     return {"throttle_time": 0, "topics": topics}
 
 
-def _lookup(partition: Any, timestamp: int, isolation_level: int) -> dict[str, Any]:
+def _read_lookups(to_read: list[tuple[dict[str, Any], Any, int]], isolation_level: int) -> None:
+    """The lookups that read a batch (in a worker thread)."""
+    for response, partition, timestamp in to_read:
+        try:
+            response.update(_lookup(partition, timestamp, isolation_level, read=True) or {})
+        except KafkaError as exc:
+            response["error_code"] = exc.code
+        except OSError:
+            response["error_code"] = ErrorCode.kafka_storage_error
+
+
+def _lookup(
+    partition: Any, timestamp: int, isolation_level: int, *, read: bool
+) -> dict[str, Any] | None:
+    """The answer's fields; None if it needs a batch read and `read` is False."""
     log = partition.log
     if timestamp == LATEST:
         offset = log.last_stable_offset if isolation_level == 1 else log.high_watermark
@@ -64,13 +99,15 @@ def _lookup(partition: Any, timestamp: int, isolation_level: int) -> dict[str, A
     if timestamp == LATEST_TIERED:
         return {"offset": -1}
     if timestamp == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset()
+        found = log.max_timestamp_offset(read_records=read)
     elif timestamp < 0:
         raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
     else:
-        found = log.offset_for_timestamp(timestamp)
+        found = log.offset_for_timestamp(timestamp, read_records=read)
     if found is None:
         return {"offset": -1, "timestamp": -1}
+    if not found.exact:
+        return None
     upper = log.last_stable_offset if isolation_level == 1 else log.high_watermark
     if found.offset >= upper:
         return {"offset": -1, "timestamp": -1}

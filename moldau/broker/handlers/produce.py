@@ -11,6 +11,10 @@ The handler is a plain function, not a coroutine: acks=0/1 answer in the same ca
 returns a `Deferred` that the flush's completion resolves through callbacks. A produce request is
 the one request a busy broker sees thousands of times a second, and a task per request plus the
 loop iterations its futures wait for were a measurable share of its latency.
+
+Topics that make the broker read records (compacted ones, a `compression.type` to recompress to)
+share one `DecodeBudget` per request: its batches together read at most 16 times what its bytes
+hold uncompressed, plus one batch, so no request costs the event loop much more than it carried.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import HEADER_SIZE, BatchHeader
+from moldau.storage import DecodeBudget
 from moldau.types import TopicPartition
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -38,6 +43,7 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
     image = node.metadata_image
     responses = []
     durable_waits: list[tuple[dict[str, Any], TopicPartition, int]] = []
+    decode_budget = DecodeBudget()
     if acks not in (0, 1, -1):
         code = ErrorCode.invalid_required_acks
     else:
@@ -74,7 +80,9 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
                 node.authorize_write(ctx, tp, transactional_id)
                 if transactional_id is not None:
                     _verify_transaction(node, tp, records, transactional_id)
-                result = replica_manager.append_records(tp, records, required_acks=acks)
+                result = replica_manager.append_records(
+                    tp, records, required_acks=acks, decode_budget=decode_budget
+                )
             except KafkaError as exc:
                 response["error_code"] = exc.code
                 response["error_message"] = exc.message

@@ -1,14 +1,23 @@
-"""Codecs round-trip, read Java's framed snappy, and refuse decompression bombs."""
+"""Codecs round-trip, read Java's framed snappy, and refuse decompression bombs piece by piece."""
 
 from __future__ import annotations
 
 import gzip
+import tracemalloc
 
 import cramjam
 import pytest
 
-from moldau.protocol.compression import XERIAL_MAGIC, CompressionType, compress, decompress
+from moldau.protocol.compression import (
+    DECOMPRESSION_CHUNK,
+    XERIAL_MAGIC,
+    CompressionType,
+    compress,
+    decompress,
+    decompress_chunks,
+)
 from moldau.protocol.errors import ErrorCode, KafkaError
+from tests.bombs import zstd_zeros
 
 ALL_CODECS = list(CompressionType)
 DATA = b"".join(b"record-%06d;" % i for i in range(5000))
@@ -88,3 +97,83 @@ def test_output_buffer_grows_to_fit_highly_compressible_data(codec: CompressionT
     with pytest.raises(KafkaError):
         decompress(codec, packed, max_size=len(data) - 1)
     assert decompress(codec, packed, max_size=len(data)) == data  # exactly at the cap
+
+
+def test_a_four_gibibyte_zstd_bomb_is_refused_at_the_cap_one_piece_at_a_time() -> None:
+    bomb = zstd_zeros(4 << 30)
+    assert len(bomb) < 140_000
+    tracemalloc.start()
+    try:
+        largest = produced = 0
+        with pytest.raises(KafkaError) as caught:
+            for piece in decompress_chunks(CompressionType.ZSTD, bomb, max_size=16 << 20):
+                largest = max(largest, len(piece))
+                produced += len(piece)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert caught.value.code is ErrorCode.corrupt_message
+    assert "exceeds" in caught.value.message
+    assert produced <= 16 << 20
+    assert largest <= DECOMPRESSION_CHUNK
+    assert peak < 4 * DECOMPRESSION_CHUNK, "pieces must not pile up"
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD])
+def test_pieces_are_bounded_by_the_chunk_size(codec: CompressionType) -> None:
+    data = DATA * 50  # ~3.4 MB
+    pieces = list(decompress_chunks(codec, compress(codec, data), max_size=len(data)))
+    assert b"".join(pieces) == data
+    assert len(pieces) > 1
+    assert max(len(piece) for piece in pieces) <= DECOMPRESSION_CHUNK
+
+
+def test_a_reader_that_stops_early_stops_the_work() -> None:
+    pieces = decompress_chunks(CompressionType.ZSTD, zstd_zeros(4 << 30), max_size=8 << 30)
+    first = next(pieces)
+    pieces.close()  # nothing past the first piece was decompressed
+    assert len(first) <= DECOMPRESSION_CHUNK
+
+
+def test_concatenated_zstd_frames_read_as_one_stream() -> None:
+    packed = compress(CompressionType.ZSTD, b"a" * 1000) + compress(
+        CompressionType.ZSTD, b"b" * 500
+    )
+    assert decompress(CompressionType.ZSTD, packed, max_size=1500) == b"a" * 1000 + b"b" * 500
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"block_linked": False},
+        {
+            "block_linked": False,
+            "block_checksum": True,
+            "content_checksum": True,
+            "store_size": True,
+        },
+        {"block_linked": False, "block_size": 0},  # the library's default: 64 KB blocks
+        {"block_linked": True},  # python-lz4's default; decoded whole, still within the cap
+    ],
+)
+def test_lz4_frames_of_other_writers_are_read(options: dict[str, object]) -> None:
+    lz4_frame = pytest.importorskip("lz4.frame")
+    data = DATA * 10
+    packed = lz4_frame.compress(data, **options)
+    assert decompress(CompressionType.LZ4, packed, max_size=len(data)) == data
+    with pytest.raises(KafkaError):
+        decompress(CompressionType.LZ4, packed, max_size=len(data) - 1)
+
+
+def test_lz4_block_larger_than_the_frame_declares_is_corrupt() -> None:
+    packed = bytearray(compress(CompressionType.LZ4, DATA))
+    packed[7:11] = (70_000).to_bytes(4, "little")  # first block's size, over the 64 KB maximum
+    with pytest.raises(KafkaError) as caught:
+        decompress(CompressionType.LZ4, bytes(packed), max_size=10 * len(DATA))
+    assert caught.value.code is ErrorCode.corrupt_message
+
+
+def test_xerial_snappy_block_is_checked_against_the_cap_before_it_is_decoded() -> None:
+    packed = compress(CompressionType.SNAPPY, bytes(200_000))  # 7 blocks of 32 KB
+    with pytest.raises(KafkaError):
+        list(decompress_chunks(CompressionType.SNAPPY, packed, max_size=100_000))

@@ -12,15 +12,16 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
     ControlRecordType,
     NewRecord,
     TimestampType,
+    batch_with_payload,
     build_batch,
     build_control_batch,
-    decode_records,
     iter_batches,
     parse_control_record,
     validate_batches,
@@ -201,3 +202,16 @@ def test_property_build_then_decode_is_identity(
     assert [r.offset for r in decoded] == list(range(base_offset, base_offset + len(records)))
     kafka_values = [r.value for r in MemoryRecords(batch).next_batch()]
     assert kafka_values == [r.value for r in records]
+
+
+def test_batch_with_payload_recodes_a_batch_around_new_bytes() -> None:
+    batch = build_batch(RECORDS, base_offset=7, producer_id=3, compression=CompressionType.GZIP)
+    header = BatchHeader.parse(batch)
+    plain = build_batch(RECORDS, base_offset=7, producer_id=3)
+    rewrapped = batch_with_payload(header, plain[HEADER_SIZE:], compression=CompressionType.NONE)
+    validate_batches(rewrapped)
+    assert BatchHeader.parse(rewrapped).compression is CompressionType.NONE
+    assert BatchHeader.parse(rewrapped)._replace(
+        attributes=0, crc=0, batch_length=0
+    ) == header._replace(attributes=0, crc=0, batch_length=0)
+    assert decode_records(rewrapped) == decode_records(batch)

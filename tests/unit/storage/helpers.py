@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from moldau.clock import ManualClock
-from moldau.protocol.records import NewRecord, build_batch, decode_records, iter_batches
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from moldau.storage.config import LogConfig
 from moldau.storage.log_loader import load_partition_log
 from moldau.storage.memory_filesystem import MemoryFileSystem

@@ -1,12 +1,27 @@
-"""Compaction: latest value per key, tombstones, dirty ratio, lag, transactions, atomic swap."""
+"""Compaction: latest value per key, tombstones, dirty ratio, lag, transactions, atomic swap, and a
+cleaner that survives any batch."""
 
 from __future__ import annotations
 
+import logging
+import time
+
 from moldau.clock import ManualClock
-from moldau.protocol.records import ControlRecordType, NewRecord, build_batch, build_control_batch
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import (
+    ControlRecordType,
+    NewRecord,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+)
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
+from moldau.storage.log_loader import load_partition_log
+from moldau.storage.log_manager import LogManager
 from moldau.storage.results import AppendOrigin
+from moldau.types import TopicPartition
+from tests.bombs import claiming, zstd_zeros
 
 from .helpers import DIRECTORY, open_log
 
@@ -24,7 +39,8 @@ def keyed(key: bytes, value: bytes | None, clock: ManualClock, **kwargs) -> byte
 
 
 def live_records(log) -> dict[int, tuple[bytes | None, bytes | None]]:
-    from moldau.protocol.records import decode_records, iter_batches
+    from moldau.protocol.record_reader import decode_records
+    from moldau.protocol.records import iter_batches
 
     data = log.read(
         log.log_start_offset, max_bytes=1 << 30, max_offset=log.log_end_offset
@@ -166,3 +182,135 @@ def test_max_compaction_lag_forces_cleaning_below_the_dirty_ratio(filesystem, cl
     assert clean_log(log) == 0
     clock.advance(10_001)
     assert clean_log(log) > 0
+
+
+def _four_gibibyte_bomb(clock: ManualClock) -> bytes:
+    """The issue's batch: 128 KB of zstd declaring one record, inflating to 4 GiB of zeros."""
+    return claiming(zstd_zeros(4 << 30), 1, timestamp=clock.now_ms())
+
+
+def _log_with_a_bomb(filesystem, clock):
+    """A delete-policy log that stored the bomb among keyed batches, then became compacted."""
+    filesystem.makedirs("/data")
+    log = load_partition_log(
+        filesystem, DIRECTORY, TopicPartition("victim", 0), LogConfig(), clock=clock
+    )
+    for i in range(10):
+        log.append_as_leader(keyed(b"k%d" % (i % 2), b"before-%d" % i, clock), leader_epoch=0)
+    bomb_offset = log.append_as_leader(_four_gibibyte_bomb(clock), leader_epoch=0).first_offset
+    for i in range(10):
+        log.append_as_leader(keyed(b"k%d" % (i % 2), b"after-%d" % i, clock), leader_epoch=0)
+    log.roll()
+    log.append_as_leader(keyed(b"k0", b"active", clock), leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    log.update_config(COMPACT)
+    return log, bomb_offset
+
+
+def test_a_stored_bomb_is_kept_as_it_is_and_the_rest_compacted(filesystem, clock) -> None:
+    log, bomb_offset = _log_with_a_bomb(filesystem, clock)
+    bomb = _four_gibibyte_bomb(clock)
+    reported: list[tuple[int, str]] = []
+    started = time.perf_counter()
+    assert clean_log(log, on_unreadable=lambda offset, reason: reported.append((offset, reason)))
+    assert time.perf_counter() - started < 2
+    assert [offset for offset, _reason in reported] == [bomb_offset]
+    assert "invalid record length 0" in reported[0][1]
+    stored = log.read(bomb_offset, max_bytes=1, max_offset=bomb_offset + 1).read_bytes()
+    assert stored[16:] == bomb[16:]  # byte for byte but its offset and epoch
+    data = log.read(0, max_bytes=1 << 30, max_offset=log.log_end_offset).read_bytes()
+    cleaned = [b for b in iter_batches(data) if b.header.base_offset != bomb_offset]
+    values = [r.value for b in cleaned for r in decode_records(b.data)]
+    assert values == [b"after-8", b"after-9", b"active"]
+
+
+def test_the_cleaner_reports_the_partition_once_and_cleans_the_others(
+    filesystem, clock, caplog
+) -> None:
+    logs = LogManager(["/d1"], fs=filesystem, clock=clock)
+    logs.startup()
+    victim = logs.get_or_create_log(TopicPartition("victim", 0), LogConfig())
+    healthy = logs.get_or_create_log(TopicPartition("healthy", 0), COMPACT)
+    for i in range(10):
+        victim.append_as_leader(keyed(b"k", b"v%d" % i, clock), leader_epoch=0)
+    victim.append_as_leader(_four_gibibyte_bomb(clock), leader_epoch=0)
+    victim.roll()
+    victim.update_config(COMPACT)
+    for log in (victim, healthy):
+        for i in range(30):
+            log.append_as_leader(keyed(b"k%d" % (i % 3), b"v%d" % i, clock), leader_epoch=0)
+        log.update_high_watermark(log.log_end_offset)
+    with caplog.at_level(logging.WARNING, logger="moldau.storage.cleaner"):
+        healthy_before = healthy.size_bytes
+        assert logs.cleaner.clean_once() > 0
+        for i in range(30):
+            healthy.append_as_leader(keyed(b"k%d" % (i % 3), b"w%d" % i, clock), leader_epoch=0)
+        healthy.update_high_watermark(healthy.log_end_offset)
+        assert logs.cleaner.clean_once() > 0
+    assert healthy.size_bytes < healthy_before
+    assert list(logs.cleaner.uncleanable) == [TopicPartition("victim", 0)]
+    assert "batch at offset 10 cannot be read" in logs.cleaner.uncleanable[victim.topic_partition]
+    warnings = [r for r in caplog.records if "uncleanable partition victim-0" in r.getMessage()]
+    assert len(warnings) == 1  # once, not every pass
+    logs.shutdown()
+    # after a restart the next pass over the victim meets the batch again, and cleans on
+    again = LogManager(["/d1"], fs=filesystem, clock=clock)
+    again.startup()
+    victim = again.get_or_create_log(TopicPartition("victim", 0), COMPACT)
+    for i in range(30):
+        victim.append_as_leader(keyed(b"k%d" % (i % 3), b"x%d" % i, clock), leader_epoch=0)
+    victim.update_high_watermark(victim.log_end_offset)
+    before = victim.size_bytes
+    assert again.cleaner.clean_once() > 0
+    assert victim.size_bytes < before
+    assert list(again.cleaner.uncleanable) == [TopicPartition("victim", 0)]
+    again.shutdown()
+
+
+def test_a_partition_whose_cleaning_fails_is_left_alone_and_the_others_cleaned(
+    filesystem, clock, caplog, monkeypatch
+) -> None:
+    logs = LogManager(["/d1"], fs=filesystem, clock=clock)
+    logs.startup()
+    broken = logs.get_or_create_log(TopicPartition("broken", 0), COMPACT)
+    healthy = logs.get_or_create_log(TopicPartition("healthy", 0), COMPACT)
+    for log in (broken, healthy):
+        for i in range(30):
+            log.append_as_leader(keyed(b"k%d" % (i % 3), b"v%d" % i, clock), leader_epoch=0)
+        log.update_high_watermark(log.log_end_offset)
+    attempts = []
+
+    def fail(*args, **kwargs):
+        attempts.append(1)
+        raise OSError("disk says no")
+
+    monkeypatch.setattr(broken.segments[0], "batches", fail)
+    with caplog.at_level(logging.WARNING, logger="moldau.storage.cleaner"):
+        before = healthy.size_bytes
+        logs.cleaner.clean_once()
+        logs.cleaner.clean_once()
+    assert healthy.size_bytes < before
+    assert attempts == [1]  # not tried again in the second pass
+    assert "no longer cleaned" in logs.cleaner.uncleanable[broken.topic_partition]
+    assert len([r for r in caplog.records if "uncleanable partition" in r.getMessage()]) == 1
+    logs.shutdown()
+
+
+def test_the_cleaner_thread_outlives_a_failed_pass(filesystem, clock, monkeypatch) -> None:
+    logs = LogManager(["/d1"], fs=filesystem, clock=clock)
+    logs.startup()
+    passes = []
+
+    def clean_once(now_ms=None):
+        passes.append(1)
+        raise RuntimeError("a pass that fails outright")
+
+    monkeypatch.setattr(logs.cleaner, "clean_once", clean_once)
+    logs.cleaner.backoff_seconds = 0.01
+    logs.start_cleaner()
+    deadline = time.monotonic() + 5
+    while len(passes) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(passes) >= 3
+    assert logs.cleaner._thread is not None and logs.cleaner._thread.is_alive()
+    logs.shutdown()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from moldau.clock import ManualClock
-from moldau.protocol.records import NewRecord, build_batch, decode_records, iter_batches
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import OsFileSystem

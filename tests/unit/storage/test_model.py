@@ -13,7 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import NewRecord, build_batch, decode_records, iter_batches
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
 from moldau.storage.memory_filesystem import MemoryFileSystem

@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import BatchHeader, TimestampType, decode_records, iter_batches
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import BatchHeader, TimestampType, iter_batches
 from moldau.storage.config import LogConfig
 
 from .helpers import DIRECTORY, batch, open_log, values_from
