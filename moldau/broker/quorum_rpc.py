@@ -18,7 +18,7 @@ from typing import Any
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import NewRecord, build_batch, decode_records, iter_batches
+from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import (
     BeginQuorumEpochRequest,
@@ -83,7 +83,7 @@ def decode_entries(data: bytes | None) -> tuple[LogEntry, ...]:
     for batch in iter_batches(data):
         if not batch.is_valid():
             raise KafkaError(ErrorCode.corrupt_message, "a metadata batch failed its CRC")
-        records = tuple(record.value or b"" for record in decode_records(batch.data))
+        records = tuple(record.value or b"" for record in batch.records())
         entries.append(
             LogEntry(
                 base_offset=batch.header.base_offset,
