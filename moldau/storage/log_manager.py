@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.storage.caching_filesystem import CachingFileSystem
 from moldau.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -59,11 +60,16 @@ class LogManager:
         clock: Clock = SYSTEM_CLOCK,
         default_config: LogConfig | None = None,
         recovery_threads: int = 4,
+        max_open_files: int | None = None,
     ) -> None:
+        """`max_open_files`: keep at most that many segment files open (`CachingFileSystem`)."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         self.log_dirs = [d.rstrip("/") or "/" for d in log_dirs]
-        self.filesystem: FileSystem = fs if fs is not None else OsFileSystem()
+        filesystem: FileSystem = fs if fs is not None else OsFileSystem()
+        if max_open_files is not None:
+            filesystem = CachingFileSystem(filesystem, max_open_files)
+        self.filesystem = filesystem
         self.clock = clock
         self.default_config = default_config or LogConfig()
         self.recovery_threads = recovery_threads

@@ -47,6 +47,9 @@ class MemoryFile:
     def fileno(self) -> int:
         raise io.UnsupportedOperation("in-memory file has no descriptor")
 
+    def pinned(self) -> MemoryFile:
+        return self
+
     def pread(self, size: int, position: int) -> bytes:
         node = self._check()
         return bytes(node.data[position : position + size])
@@ -97,11 +100,11 @@ class MemoryFileSystem:
     def _parent(self, path: str) -> str:
         return posixpath.dirname(path.rstrip("/")) or "/"
 
-    def open(self, path: str) -> MemoryFile:
+    def open(self, path: str, *, create: bool = True) -> MemoryFile:
         with self.lock:
             node = self._files.get(path)
             if node is None:
-                if self._parent(path) not in self._directories:
+                if not create or self._parent(path) not in self._directories:
                     raise FileNotFoundError(path)
                 node = self._files[path] = _Node()
             return MemoryFile(self, path, node)
