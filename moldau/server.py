@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 READY_LINE = "Moldau ready: bootstrap.servers={bootstrap}"
 
 
+class StopError(Exception):
+    """The node started and served, but stopping it failed (the cause is chained)."""
+
+
 def install_event_loop_policy() -> None:
     try:
         import uvloop
@@ -42,12 +46,20 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
         loop.add_signal_handler(signum, stop.set)
     try:
         await node.start()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await node.stop()
+        raise
+    try:
         if print_ready:
             print(READY_LINE.format(bootstrap=node.bootstrap_servers), flush=True)
         await stop.wait()
         log.info("shutting down")
     finally:
-        await node.stop()
+        try:
+            await node.stop()
+        except Exception as error:
+            raise StopError(str(error)) from error
 
 
 class Server:

@@ -14,6 +14,7 @@ import ctypes
 import gc
 import logging
 import platform
+import resource
 import sys
 import uuid
 from collections.abc import Callable
@@ -23,6 +24,11 @@ from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.registry import RequestContext, load_handlers
+from moldau.broker.resources import (
+    check_partition_limits,
+    open_segment_files,
+    raise_open_files_limit,
+)
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
@@ -33,11 +39,13 @@ from moldau.net.listener import Endpoint, Listener
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage import LogConfig, LogManager
+from moldau.storage.log_dir_failures import LogDirState
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+INTERNAL_TOPIC_TIMEOUT_S = 60.0
 
 
 class Node:
@@ -66,6 +74,12 @@ class Node:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        check_partition_limits(self.config)
+        if self._tune_process:
+            soft, hard = raise_open_files_limit()
+        else:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        max_open_files = open_segment_files(self.config, soft, hard)
         load_handlers()
         dispatcher = Dispatcher(self)
         max_frame = int(self.config.get("socket.request.max.bytes"))
@@ -88,9 +102,18 @@ class Node:
             raise ValueError("no client listener in `listeners`")
 
         self.log_manager = LogManager(
-            self.config.log_dirs, clock=self.clock, default_config=self.default_log_config()
+            self.config.log_dirs,
+            clock=self.clock,
+            default_config=self.default_log_config(),
+            max_open_files=max_open_files,
         )
-        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup)
+        loop = asyncio.get_running_loop()
+        self.log_manager.failures.add_listener(
+            lambda log_dir, state, error: _call_soon(
+                loop, self._on_log_dir_change, log_dir, state, error
+            )
+        )
+        await loop.run_in_executor(None, self.log_manager.startup)
         self.replica_manager = ReplicaManager(self.log_manager, node_id=self.node_id)
         self._publisher = MetadataPublisher(self)
         self.controller = await QuorumController.open(
@@ -151,6 +174,8 @@ class Node:
             except (asyncio.CancelledError, Exception):
                 pass
         self._background.clear()
+        if self._publisher is not None:
+            await self._publisher.stop()
         for listener in self.listeners:
             await listener.close()
         self.listeners.clear()
@@ -165,6 +190,37 @@ class Node:
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         self._on_stop_callbacks.append(callback)
+
+    # --- log dirs ------------------------------------------------------------------------------
+
+    def _on_log_dir_change(self, log_dir: str, state: LogDirState, error: OSError | None) -> None:
+        """On the loop, after a log dir changed state (`LogDirFailureChannel`)."""
+        if self.replica_manager is None or self._stopped.is_set():
+            return
+        if state is LogDirState.FAILED:
+            gone = self.replica_manager.handle_log_dir_failure(
+                log_dir, f"log dir {log_dir} failed: {error}"
+            )
+            self._unload_coordinators(gone)
+        elif state is LogDirState.ONLINE and self._publisher is not None:
+            self._publisher.retry_offline(log_dir)
+
+    def _unload_coordinators(self, partitions: list[TopicPartition]) -> None:
+        """Coordinator partitions whose log went offline stop being coordinated here."""
+        from moldau.coordinator.runtime import OFFSETS_TOPIC
+        from moldau.coordinator.transaction_runtime import TRANSACTION_STATE_TOPIC
+
+        runtimes = {
+            OFFSETS_TOPIC: self.group_coordinator,
+            TRANSACTION_STATE_TOPIC: self.transaction_coordinator,
+        }
+        for tp in partitions:
+            runtime = runtimes.get(tp.topic)
+            if runtime is not None:
+                task = asyncio.get_running_loop().create_task(
+                    runtime.unload_partition(tp.partition)
+                )
+                self._background.append(task)
 
     # --- endpoints -----------------------------------------------------------------------------
 
@@ -196,11 +252,17 @@ class Node:
         return f"{first.host}:{first.port}"
 
     def broker_endpoints(self, listener_name: str) -> list[dict[str, Any]]:
+        """Live brokers with their endpoint on `listener_name`; this node's own are the ones it
+        listens on now (its registration may be older: see QuorumController.start)."""
         brokers = []
+        own = {endpoint.name: endpoint for endpoint in self.advertised_endpoints()}
         for broker in self.metadata_image.live_brokers():
-            endpoint = broker.endpoint(listener_name) or (
-                broker.endpoints[0] if broker.endpoints else None
-            )
+            if broker.broker_id == self.node_id and own:
+                endpoint = own.get(listener_name) or next(iter(own.values()))
+            else:
+                endpoint = broker.endpoint(listener_name) or (
+                    broker.endpoints[0] if broker.endpoints else None
+                )
             if endpoint is None:
                 continue
             brokers.append(
@@ -270,25 +332,12 @@ class Node:
                 del errors[name]
         return errors
 
-    async def wait_for_partitions(self, names: list[str], timeout_s: float = 5.0) -> None:
-        """Wait until this broker hosts the partitions of `names` that it leads (bounded)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while loop.time() < deadline:
-            image = self.metadata_image
-            missing = False
-            for name in names:
-                topic = image.topics.get(name)
-                if topic is None:
-                    continue
-                for index, partition in topic.partitions.items():
-                    if partition.leader == self.node_id and (
-                        TopicPartition(name, index) not in self.replica_manager.partitions
-                    ):
-                        missing = True
-            if not missing:
-                return
-            await asyncio.sleep(0.005)
+    async def wait_for_partitions(self, names: list[str], timeout_s: float = 5.0) -> bool:
+        """Wait (bounded) until the logs of `names` this broker hosts are created: the
+        publisher creates them in a worker thread. False if some are still waiting."""
+        if self._publisher is None:
+            return True
+        return await self._publisher.settled(names, timeout_s)
 
     async def ensure_internal_topic(
         self, name: str, *, partitions: int, configs: dict[str, str]
@@ -312,7 +361,10 @@ class Node:
         for result in results:
             if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
                 raise RuntimeError(f"cannot create {name}: {result.error_message}")
-        await self.wait_for_partitions([name])
+        if not await self.wait_for_partitions([name], timeout_s=INTERNAL_TOPIC_TIMEOUT_S):
+            raise RuntimeError(
+                f"the logs of {name} were not created within {INTERNAL_TOPIC_TIMEOUT_S:.0f} s"
+            )
 
     # --- authorization (ACLs arrive with the security issue) -----------------------------------
 
@@ -321,6 +373,14 @@ class Node:
 
     def authorize_delete(self, ctx: RequestContext, tp: TopicPartition) -> None:
         return None
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
+    """`loop.call_soon_threadsafe`, or nothing once the loop is closed (a late report)."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        pass
 
 
 def _parse_protocol_map(entries: Any) -> dict[str, str]:

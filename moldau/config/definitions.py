@@ -162,6 +162,25 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("log.message.timestamp.after.max.ms", L, 3600000),
         _key("log.preallocate", B, False),
         _key("log.segment.delete.delay.ms", L, 60000),
+        _key(
+            "log.dir.recheck.interval.ms",
+            L,
+            10000,
+            "Moldau: how often a log dir that ran out of space is probed (a 64 KiB write and "
+            "fsync); once the probe succeeds the directory is online again.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key(
+            "log.open.files.max",
+            INT,
+            -1,
+            "Moldau: the most segment files (.log, .index, .timeindex, .txnindex) kept open at "
+            "once; the least recently used are closed and reopened when next used. -1: half "
+            "of RLIMIT_NOFILE.",
+            read_only=True,
+            minimum=-1,
+        ),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
         _key("compression.gzip.level", INT, -1),
         _key("compression.lz4.level", INT, 9),

@@ -11,12 +11,20 @@ CreateTopics of one name cannot both succeed. After each commit the publishers g
 formats the log directories on first start (meta.properties), opens the metadata log in
 `<metadata.log.dir or first log.dir>/__cluster_metadata-0/`, replays it, writes the bootstrap
 records of a new cluster and registers this broker.
+
+A full disk: an operation whose records would leave less than `METADATA_RESERVE_BYTES` free in
+the metadata log's directory is refused with KAFKA_STORAGE_ERROR (per topic for the topic
+operations) before anything is appended, and so is every write after an append failed (the
+quorum's state is then ahead of its file: a restart sorts it out). A broker that cannot
+re-register at start keeps the registration the log already has, so a node whose disk filled
+up still starts and serves reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import uuid
@@ -49,6 +57,7 @@ from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.serde import deserialize_record, serialize_record
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.driver import QuorumStateStore, RaftDriver
 from moldau.raft.file_log import FileReplicatedLog
 from moldau.raft.log import LogEntry, ReplicatedLog
@@ -59,6 +68,8 @@ from moldau.raft.quorum_state import FileQuorumStateStore
 logger = logging.getLogger(__name__)
 
 METADATA_LOG_DIRECTORY_NAME = "__cluster_metadata-0"
+# Space the metadata log keeps free for itself: an operation that would leave less is refused.
+METADATA_RESERVE_BYTES = 1024 * 1024
 
 Publisher = Callable[[MetadataDelta, MetadataImage], None]
 T = TypeVar("T")
@@ -110,6 +121,8 @@ class QuorumController:
         self._lock = asyncio.Lock()
         self._inflight: asyncio.Future[int] | None = None
         self._started = False
+        self._directory = log.directory if isinstance(log, FileReplicatedLog) else None
+        self._append_failure: KafkaError | None = None
         self.registration: BrokerRegistrationResult | None = None
 
     @classmethod
@@ -162,7 +175,16 @@ class QuorumController:
         await self._driver.start()
         await self._run(lambda: (self._core.bootstrap_records(), None))
         if registration is not None:
-            self.registration = await self.register_broker(registration)
+            try:
+                self.registration = await self.register_broker(registration)
+            except KafkaError as error:
+                if registration.broker_id not in self._core.image.brokers:
+                    raise
+                logger.error(
+                    "cannot register broker %d (%s): serving with its earlier registration",
+                    registration.broker_id,
+                    error.message,
+                )
 
     async def stop(self) -> None:
         if not self._started:
@@ -208,18 +230,20 @@ class QuorumController:
         self, topics: Sequence[NewTopic], *, validate_only: bool = False
     ) -> list[CreateTopicResult]:
         return await self._run(
-            lambda: self._core.create_topics(topics, validate_only=validate_only)
+            lambda: self._core.create_topics(topics, validate_only=validate_only),
+            refuse=_refuse_each,
         )
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         """Delete topics given by name or topic id; results in the same order."""
-        return await self._run(lambda: self._core.delete_topics(topics))
+        return await self._run(lambda: self._core.delete_topics(topics), refuse=_refuse_each)
 
     async def create_partitions(
         self, increases: Sequence[PartitionsIncrease], *, validate_only: bool = False
     ) -> list[CreatePartitionsResult]:
         return await self._run(
-            lambda: self._core.create_partitions(increases, validate_only=validate_only)
+            lambda: self._core.create_partitions(increases, validate_only=validate_only),
+            refuse=_refuse_each,
         )
 
     async def elect_leaders(
@@ -269,7 +293,14 @@ class QuorumController:
     ) -> ProducerIdsBlock:
         return await self._run(lambda: self._core.allocate_producer_ids(broker_id, broker_epoch))
 
-    async def _run(self, operation: Callable[[], tuple[list[MetadataRecord], T]]) -> T:
+    async def _run(
+        self,
+        operation: Callable[[], tuple[list[MetadataRecord], T]],
+        *,
+        refuse: Callable[[T, KafkaError], T] | None = None,
+    ) -> T:
+        """Decide, append, wait for the commit. A write the metadata log cannot take raises
+        KAFKA_STORAGE_ERROR, or answers `refuse(result, error)` when given."""
         if not self._started:
             raise RuntimeError("the controller is not running")
         async with self._lock:
@@ -278,10 +309,42 @@ class QuorumController:
             await self._wait_inflight()
             records, result = operation()
             if records:
-                future = self._driver.append([serialize_record(r) for r in records])
+                serialized = [serialize_record(r) for r in records]
+                refusal = self._refusal(sum(len(data) for data in serialized))
+                if refusal is None:
+                    try:
+                        future = self._driver.append(serialized)
+                    except OSError as error:
+                        logger.error("appending to the metadata log failed: %s", error)
+                        refusal = self._append_failure = KafkaError(
+                            ErrorCode.kafka_storage_error,
+                            f"the metadata log failed ({error}); restart the node",
+                        )
+                if refusal is not None:
+                    if refuse is None:
+                        raise refusal
+                    return refuse(result, refusal)
                 self._inflight = future
                 await asyncio.shield(future)
         return result
+
+    def _refusal(self, size: int) -> KafkaError | None:
+        """Why the metadata log cannot take `size` more bytes now, or None."""
+        if self._append_failure is not None:
+            return self._append_failure
+        if self._directory is None:
+            return None
+        try:
+            stat = os.statvfs(self._directory)
+        except OSError:
+            return None
+        free = stat.f_bavail * stat.f_frsize
+        if free >= size + METADATA_RESERVE_BYTES:
+            return None
+        return KafkaError(
+            ErrorCode.kafka_storage_error,
+            f"No space left for the metadata log in {self._directory} ({free} bytes free).",
+        )
 
     async def _wait_inflight(self) -> None:
         inflight = self._inflight
@@ -314,3 +377,13 @@ class QuorumController:
                 publisher(delta, image)
             except Exception:
                 logger.exception("metadata publisher %r failed", publisher)
+
+
+def _refuse_each(results: list[T], error: KafkaError) -> list[T]:
+    """`results` with every success turned into `error` (nothing was written)."""
+    return [
+        dataclasses.replace(result, error_code=error.code, error_message=error.message)  # type: ignore[type-var]
+        if getattr(result, "error_code", None) == ErrorCode.none
+        else result
+        for result in results
+    ]

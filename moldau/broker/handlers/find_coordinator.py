@@ -30,7 +30,9 @@ def _endpoint(ctx: RequestContext, node_id: int) -> tuple[str, int] | None:
 
 
 def _group_coordinator_id(ctx: RequestContext, group_id: str) -> int | None:
-    """This node if it coordinates the group, else the leader of the group's partition."""
+    """This node if it coordinates the group, else the leader of the group's partition; None
+    (COORDINATOR_NOT_AVAILABLE) if that is this node but it does not coordinate the partition
+    (its log is offline: see the replica manager)."""
     runtime = ctx.node.group_coordinator
     if runtime is None:
         return None
@@ -39,6 +41,8 @@ def _group_coordinator_id(ctx: RequestContext, group_id: str) -> int | None:
     topic = ctx.node.metadata_image.topics.get(OFFSETS_TOPIC)
     partition = topic.partitions.get(runtime.partition_for(group_id)) if topic else None
     leader = getattr(partition, "leader", -1)
+    if leader == ctx.node.node_id:
+        return None
     return leader if leader is not None and leader >= 0 else None
 
 
