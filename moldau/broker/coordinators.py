@@ -89,9 +89,25 @@ async def start(node: Node) -> None:
         await runtime.stop()
 
     node.on_stop(stop)
-    await runtime.start()
+    # A partition whose log is offline (a full or failed disk) is loaded once it is back
+    # (`Node.on_partition_hosted`); meanwhile its groups get COORDINATOR_NOT_AVAILABLE.
+    await runtime.start(_hosted(node, OFFSETS_TOPIC, config.offsets_topic_num_partitions))
     if transactions is not None:
-        await transactions.start()
+        await transactions.start(
+            _hosted(
+                node,
+                TRANSACTION_STATE_TOPIC,
+                transactions.config.transaction_state_log_num_partitions,
+            )
+        )
+
+
+def _hosted(node: Node, topic: str, count: int) -> list[int]:
+    return [
+        index
+        for index in range(count)
+        if node.replica_manager.get_partition(TopicPartition(topic, index)) is not None
+    ]
 
 
 async def _start_transaction_coordinator(

@@ -41,10 +41,14 @@ def start(node: Node) -> list[asyncio.Task[None]]:
             )
         )
     recheck_interval_s = int(node.config.get("log.dir.recheck.interval.ms")) / 1000.0
+
+    def recheck() -> None:
+        log_manager.recheck_log_dirs()
+        node.controller.restore_metadata_reserve()
+
     tasks.append(
         asyncio.create_task(
-            _every(recheck_interval_s, log_manager.recheck_log_dirs, "log dir re-check"),
-            name="log-dir-recheck",
+            _every(recheck_interval_s, recheck, "log dir re-check"), name="log-dir-recheck"
         )
     )
     if node.config.get("log.cleaner.enable"):

@@ -253,6 +253,7 @@ class MetadataPublisher:
             return
         config = node.log_config_for(topic.configs)
         replica_manager.become_leader_or_follower(tp, _state(topic, tp), config)
+        node.on_partition_hosted(tp)
 
 
 def _state(topic: TopicImage, tp: TopicPartition) -> PartitionState:

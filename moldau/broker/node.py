@@ -205,8 +205,15 @@ class Node:
         elif state is LogDirState.ONLINE and self._publisher is not None:
             self._publisher.retry_offline(log_dir)
 
-    def _unload_coordinators(self, partitions: list[TopicPartition]) -> None:
-        """Coordinator partitions whose log went offline stop being coordinated here."""
+    def on_partition_hosted(self, tp: TopicPartition) -> None:
+        """A log created late (it was offline) may be a coordinator partition to load."""
+        runtime = self._coordinator_runtimes().get(tp.topic)
+        if runtime is not None:
+            self._background.append(
+                asyncio.get_running_loop().create_task(runtime.load_partition(tp.partition))
+            )
+
+    def _coordinator_runtimes(self) -> dict[str, Any]:
         from moldau.coordinator.runtime import OFFSETS_TOPIC
         from moldau.coordinator.transaction_runtime import TRANSACTION_STATE_TOPIC
 
@@ -214,6 +221,11 @@ class Node:
             OFFSETS_TOPIC: self.group_coordinator,
             TRANSACTION_STATE_TOPIC: self.transaction_coordinator,
         }
+        return {topic: runtime for topic, runtime in runtimes.items() if runtime is not None}
+
+    def _unload_coordinators(self, partitions: list[TopicPartition]) -> None:
+        """Coordinator partitions whose log went offline stop being coordinated here."""
+        runtimes = self._coordinator_runtimes()
         for tp in partitions:
             runtime = runtimes.get(tp.topic)
             if runtime is not None:

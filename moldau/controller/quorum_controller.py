@@ -15,9 +15,10 @@ records of a new cluster and registers this broker.
 A full disk: an operation whose records would leave less than `METADATA_RESERVE_BYTES` free in
 the metadata log's directory is refused with KAFKA_STORAGE_ERROR (per topic for the topic
 operations) before anything is appended, and so is every write after an append failed (the
-quorum's state is then ahead of its file: a restart sorts it out). A broker that cannot
-re-register at start keeps the registration the log already has, so a node whose disk filled
-up still starts and serves reads.
+quorum's state is then ahead of its file: a restart sorts it out). At start a full disk
+releases the metadata log's reserve (`metadata_reserve.py`) so the quorum can persist its
+epoch, and a broker that cannot re-register keeps the registration the log already has: a node
+whose disk filled up still starts and serves reads.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import TypeVar
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.values import BrokerConfig
+from moldau.controller import metadata_reserve
 from moldau.controller.core import ControllerCore
 from moldau.controller.operations import (
     AlterConfigsResource,
@@ -147,6 +149,8 @@ class QuorumController:
                 node_id=config.node_id,
                 cluster_id=config.get("cluster.id"),
             )
+            os.makedirs(directory, exist_ok=True)
+            metadata_reserve.release_if_full(directory, needed=METADATA_RESERVE_BYTES)
             return cluster_id, FileReplicatedLog(directory)
 
         cluster_id, log = await loop.run_in_executor(executor, open_storage)
@@ -165,7 +169,15 @@ class QuorumController:
             executor=executor,
         )
         await controller.start(registration=registration)
+        await loop.run_in_executor(executor, controller.restore_metadata_reserve)
         return controller
+
+    def restore_metadata_reserve(self) -> bool:
+        """Write the metadata log's reserve again if it was released and there is room now
+        (blocking: call it from a worker thread)."""
+        if self._directory is None:
+            return False
+        return metadata_reserve.restore(self._directory, margin=METADATA_RESERVE_BYTES)
 
     async def start(self, *, registration: BrokerRegistration | None = None) -> None:
         """Elect, replay the whole log, write bootstrap records, register `registration`."""

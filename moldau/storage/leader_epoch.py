@@ -74,15 +74,18 @@ class LeaderEpochCache:
                 found = epoch
             return found, log_end_offset
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Forget epochs starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, best_effort: bool = False) -> None:
+        """Forget epochs starting at or after `end_offset` (the log was truncated there).
+
+        `best_effort` (opening a log): a checkpoint that cannot be written now (a full disk)
+        keeps its old entries, which the next load drops again; the cache is right anyway."""
         with self._lock:
             kept = [(e, o) for e, o in self.entries if o < end_offset]
             if kept != self.entries:
                 self.entries = kept
-                self._write()
+                self._write(best_effort=best_effort)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, best_effort: bool = False) -> None:
         """The log start moved to `start_offset`: the epoch covering it now starts there."""
         with self._lock:
             covering = [(e, o) for e, o in self.entries if o <= start_offset]
@@ -90,12 +93,16 @@ class LeaderEpochCache:
             kept = ([(covering[-1][0], start_offset)] if covering else []) + later
             if kept != self.entries:
                 self.entries = kept
-                self._write()
+                self._write(best_effort=best_effort)
 
     def clear(self) -> None:
         with self._lock:
             self.entries = []
             self._write()
 
-    def _write(self) -> None:
-        write_epoch_checkpoint(self._filesystem, self._path, self.entries)
+    def _write(self, *, best_effort: bool = False) -> None:
+        try:
+            write_epoch_checkpoint(self._filesystem, self._path, self.entries)
+        except OSError:
+            if not best_effort:
+                raise

@@ -122,8 +122,9 @@ def load_partition_log(
         log_end_offset = log_start_offset
 
     epochs = LeaderEpochCache(filesystem, directory)
-    epochs.truncate_from_end(log_end_offset)
-    epochs.truncate_from_start(log_start_offset)
+    # written if the disk lets us: on a full one the log still opens, to serve reads
+    epochs.truncate_from_end(log_end_offset, best_effort=True)
+    epochs.truncate_from_start(log_start_offset, best_effort=True)
 
     producer_state = ProducerStateManager()
     replay_from = log_end_offset if first_recovered is None else first_recovered

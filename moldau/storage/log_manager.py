@@ -186,12 +186,21 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.items())
         unclean = set(self.failures.offline_dirs())
+        failed: dict[str, list[TopicPartition]] = {}
         for tp, partition_log in logs:
             try:
                 partition_log.close()
-            except OSError as error:  # reported by the log; recovery finishes the job
-                unclean.add(self._log_dir_of.get(tp, ""))
-                logger.warning("closing the log of %s failed: %s", tp, error)
+            except OSError:  # reported by the log; recovery finishes the job
+                failed.setdefault(self._log_dir_of.get(tp, ""), []).append(tp)
+        for log_dir, partitions in failed.items():
+            unclean.add(log_dir)
+            logger.warning(
+                "%d logs in %s could not be flushed and closed cleanly (%s): the next start "
+                "recovers them",
+                len(partitions),
+                log_dir,
+                self.failures.error(log_dir) or "I/O error",
+            )
         self.checkpoint_all()
         for _due, partition_log, path in self._pending_directory_deletes:
             try:

@@ -59,7 +59,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
     if key_type == GROUP_KEY:
         coordinator_id = _group_coordinator_id(ctx, key)
     elif key_type == TRANSACTION_KEY:
-        available = getattr(ctx.node, "transaction_coordinator", None) is not None
+        runtime = getattr(ctx.node, "transaction_coordinator", None)
+        available = runtime is not None and runtime.is_coordinator_for(key)
         coordinator_id = int(ctx.node.node_id) if available else None
     else:
         answer["error_code"] = ErrorCode.invalid_request
