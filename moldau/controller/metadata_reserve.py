@@ -45,8 +45,7 @@ def release_if_full(directory: str, *, needed: int) -> bool:
         return False
     os.truncate(path, max(size - RELEASE_BYTES, 0))
     logger.warning(
-        "only %d bytes free for the metadata log in %s: released %d bytes of its reserve "
-        "(%d left)",
+        "only %d bytes free for the metadata log in %s: released %d bytes of its reserve (%d left)",
         free,
         directory,
         min(size, RELEASE_BYTES),

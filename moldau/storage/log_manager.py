@@ -187,11 +187,22 @@ class LogManager:
             logs = list(self._logs.items())
         unclean = set(self.failures.offline_dirs())
         failed: dict[str, list[TopicPartition]] = {}
-        for tp, partition_log in logs:
+
+        def close(item: tuple[TopicPartition, PartitionLog]) -> None:
+            tp, partition_log = item
             try:
                 partition_log.close()
             except OSError:  # reported by the log; recovery finishes the job
-                failed.setdefault(self._log_dir_of.get(tp, ""), []).append(tp)
+                with self._lock:
+                    failed.setdefault(self._log_dir_of.get(tp, ""), []).append(tp)
+
+        # Closing is mostly fsyncs: threads overlap them (Kafka closes logs in parallel too).
+        if len(logs) > 1 and self.recovery_threads > 1:
+            with ThreadPoolExecutor(max_workers=self.recovery_threads) as pool:
+                list(pool.map(close, logs))
+        else:
+            for item in logs:
+                close(item)
         for log_dir, partitions in failed.items():
             unclean.add(log_dir)
             logger.warning(

@@ -628,9 +628,11 @@ class PartitionLog(LogMaintenance):
         try:
             self.flush()
             with self._lock:
-                self.filesystem.write_file_atomic(
-                    self.snapshot_path(self._log_end_offset), self.producer_state.snapshot_bytes()
-                )
+                snapshot = self.snapshot_path(self._log_end_offset)
+                if not self.filesystem.exists(snapshot):  # else the same state: nothing moved
+                    self.filesystem.write_file_atomic(
+                        snapshot, self.producer_state.snapshot_bytes()
+                    )
                 self.active_segment.offset_index.trim()
                 self.active_segment.time_index.trim()
                 self.active_segment.fsync()
