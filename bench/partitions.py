@@ -4,6 +4,10 @@ CreateTopics/CreatePartitions attack, and how long a healthy client waits meanwh
     .venv/bin/python bench/partitions.py [--partitions 20000] [--per-topic 1000]
         [--produce-to 2000] [--override KEY=VALUE ...] [--skip-attack]
 
+(20,000 partitions of one's own need `--override max.broker.partitions=20100`: the default cap
+counts the 100 internal ones; `prlimit --nofile=4096:4096 .venv/bin/python bench/...` runs the
+broker under a lower descriptor limit.)
+
 Steps, on one fresh `moldau server`: create `--partitions` partitions as topics of `--per-topic`
 (one CreateTopics request each), produce one record to each of the first `--produce-to` of them
 (so their active segments have data and indexes), then read the broker's open descriptors
