@@ -1,12 +1,13 @@
 """Storage benchmark: PartitionLog appends against raw os.write/fsync, reads, lookups, compaction.
 
-    .venv/bin/python bench/storage.py [--dir DIR] [--megabytes N]
+    .venv/bin/python bench/storage.py [--dir DIR] [--megabytes N] [--open-files N]
 
 Appends of 1 KB, 16 KB and 1 MB batches, with and without an fsync per append, each next to a
 raw `os.write` (+ `os.fsync`) loop of the same buffers into a plain file in the same directory;
 the ratio column is PartitionLog throughput / raw throughput. Then read-region lookups per second
 on a small and a large log (index lookups are a bisect, so the rate should barely move), and
-compaction throughput.
+compaction throughput. `--open-files N` writes and reads through the broker's file-handle cache
+(`CachingFileSystem`, at most N files open) instead of plain `OsFileSystem` handles.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from moldau.clock import SystemClock
 from moldau.protocol.records import NewRecord, build_batch
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
-from moldau.storage.filesystem import OsFileSystem
+from moldau.storage.filesystem import FileSystem, OsFileSystem
 from moldau.storage.log_loader import load_partition_log
 from moldau.types import TopicPartition
 
@@ -36,9 +37,12 @@ def make_batch(size: int) -> bytearray:
     )
 
 
+FILESYSTEM: FileSystem = OsFileSystem()
+
+
 def new_log(directory: str, name: str, config: LogConfig | None = None):  # type: ignore[no-untyped-def]
     return load_partition_log(
-        OsFileSystem(),
+        FILESYSTEM,
         os.path.join(directory, name),
         TopicPartition(name, 0),
         config or LogConfig(),
@@ -148,7 +152,13 @@ def main() -> None:
         "--dir", default=None, help="directory on the disk to measure (default: a temp dir)"
     )
     parser.add_argument("--megabytes", type=int, default=256, help="bytes per no-fsync run")
+    parser.add_argument("--open-files", type=int, default=0, help="through the handle cache")
     args = parser.parse_args()
+    if args.open_files:
+        from moldau.storage.caching_filesystem import CachingFileSystem
+
+        global FILESYSTEM
+        FILESYSTEM = CachingFileSystem(OsFileSystem(), args.open_files)
     directory = tempfile.mkdtemp(prefix="moldau-bench-", dir=args.dir)
     try:
         bench_appends(directory, args.megabytes)

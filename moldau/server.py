@@ -26,6 +26,10 @@ READY_LINE = "Moldau ready: bootstrap.servers={bootstrap}"
 CONTROLLER_READY_LINE = "Moldau ready: bootstrap.controllers={bootstrap}"
 
 
+class StopError(Exception):
+    """The node started and served, but stopping it failed (the cause is chained)."""
+
+
 def install_event_loop_policy() -> None:
     try:
         import uvloop
@@ -43,6 +47,11 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
         loop.add_signal_handler(signum, stop.set)
     try:
         await node.start()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await node.stop()
+        raise
+    try:
         if print_ready:
             if node.layout.is_broker:
                 print(READY_LINE.format(bootstrap=node.bootstrap_servers), flush=True)
@@ -53,7 +62,10 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
         await stop.wait()
         log.info("shutting down")
     finally:
-        await node.stop()
+        try:
+            await node.stop()
+        except Exception as error:
+            raise StopError(str(error)) from error
 
 
 class Server:

@@ -1,4 +1,5 @@
-"""Background jobs of a broker: retention, time-based flushes and the log cleaner.
+"""Background jobs of a broker: retention, time-based flushes, the log cleaner and the re-check
+of full log dirs.
 
 Each job runs its blocking storage work in a worker thread (never on the event loop) and is
 owned by the node, which cancels and awaits it on shutdown.
@@ -39,6 +40,17 @@ def start(node: Node) -> list[asyncio.Task[None]]:
                 name="flush",
             )
         )
+    recheck_interval_s = int(node.config.get("log.dir.recheck.interval.ms")) / 1000.0
+
+    def recheck() -> None:
+        log_manager.recheck_log_dirs()
+        node.controller.restore_metadata_reserve()
+
+    tasks.append(
+        asyncio.create_task(
+            _every(recheck_interval_s, recheck, "log dir re-check"), name="log-dir-recheck"
+        )
+    )
     if node.config.get("log.cleaner.enable"):
         log_manager.cleaner.backoff_seconds = int(node.config.get("log.cleaner.backoff.ms")) / 1000
         log_manager.start_cleaner()

@@ -14,6 +14,7 @@ import ctypes
 import gc
 import logging
 import platform
+import resource
 import sys
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,11 @@ from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.quorum_transport import QuorumTransport
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
+from moldau.broker.resources import (
+    check_partition_limits,
+    open_segment_files,
+    raise_open_files_limit,
+)
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
@@ -38,11 +44,13 @@ from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage import LogConfig, LogManager
+from moldau.storage.log_dir_failures import LogDirState
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+INTERNAL_TOPIC_TIMEOUT_S = 60.0
 
 
 class Node:
@@ -80,6 +88,12 @@ class Node:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        check_partition_limits(self.config)
+        if self._tune_process:
+            soft, hard = raise_open_files_limit()
+        else:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        max_open_files = open_segment_files(self.config, soft, hard)
         load_handlers()
         layout = self.layout
         if layout.is_broker:
@@ -90,9 +104,18 @@ class Node:
                 await self._bind(address, Dispatcher(self, CONTROLLER), self.controller_listeners)
         if layout.is_broker:
             self.log_manager = LogManager(
-                self.config.log_dirs, clock=self.clock, default_config=self.default_log_config()
+                self.config.log_dirs,
+                clock=self.clock,
+                default_config=self.default_log_config(),
+                max_open_files=max_open_files,
             )
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.startup)
+            loop = asyncio.get_running_loop()
+            self.log_manager.failures.add_listener(
+                lambda log_dir, state, error: _call_soon(
+                    loop, self._on_log_dir_change, log_dir, state, error
+                )
+            )
+            await loop.run_in_executor(None, self.log_manager.startup)
             self.replica_manager = ReplicaManager(self.log_manager, node_id=self.node_id)
             self._publisher = MetadataPublisher(self)
             self._publisher.listeners = self.metadata_listeners
@@ -250,6 +273,8 @@ class Node:
         if self.lifecycle is not None:
             await self.lifecycle.stop()  # controlled shutdown while the quorum still answers
             self.lifecycle = None
+        if self._publisher is not None:
+            await self._publisher.stop()
         for listener in self.listeners:
             await listener.close()
         self.listeners.clear()
@@ -274,6 +299,51 @@ class Node:
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         self._on_stop_callbacks.append(callback)
+
+    # --- log dirs ------------------------------------------------------------------------------
+
+    def _on_log_dir_change(self, log_dir: str, state: LogDirState, error: OSError | None) -> None:
+        """On the loop, after a log dir changed state (`LogDirFailureChannel`)."""
+        if self.replica_manager is None or self._stopped.is_set():
+            return
+        if state is LogDirState.FAILED:
+            gone = self.replica_manager.handle_log_dir_failure(
+                log_dir, f"log dir {log_dir} failed: {error}"
+            )
+            self._unload_coordinators(gone)
+        elif state is LogDirState.ONLINE and self._publisher is not None:
+            self._publisher.retry_offline(log_dir)
+
+    def on_partition_hosted(self, tp: TopicPartition) -> None:
+        """A log created late (it was offline) may be a coordinator partition to load."""
+        runtime = self._coordinator_runtimes().get(tp.topic)
+        topic = self.metadata_image.topics.get(tp.topic)
+        partition = topic.partitions.get(tp.partition) if topic is not None else None
+        if runtime is not None and partition is not None and partition.leader == self.node_id:
+            self._background.append(
+                asyncio.get_running_loop().create_task(runtime.load_partition(tp.partition))
+            )
+
+    def _coordinator_runtimes(self) -> dict[str, Any]:
+        from moldau.coordinator.runtime import OFFSETS_TOPIC
+        from moldau.coordinator.transaction_runtime import TRANSACTION_STATE_TOPIC
+
+        runtimes = {
+            OFFSETS_TOPIC: self.group_coordinator,
+            TRANSACTION_STATE_TOPIC: self.transaction_coordinator,
+        }
+        return {topic: runtime for topic, runtime in runtimes.items() if runtime is not None}
+
+    def _unload_coordinators(self, partitions: list[TopicPartition]) -> None:
+        """Coordinator partitions whose log went offline stop being coordinated here."""
+        runtimes = self._coordinator_runtimes()
+        for tp in partitions:
+            runtime = runtimes.get(tp.topic)
+            if runtime is not None:
+                task = asyncio.get_running_loop().create_task(
+                    runtime.unload_partition(tp.partition)
+                )
+                self._background.append(task)
 
     # --- endpoints -----------------------------------------------------------------------------
 
@@ -316,11 +386,17 @@ class Node:
         return f"{first.host}:{first.port}"
 
     def broker_endpoints(self, listener_name: str) -> list[dict[str, Any]]:
+        """Live brokers with their endpoint on `listener_name`; this node's own are the ones it
+        listens on now (its registration may be older: see QuorumController.start)."""
         brokers = []
+        own = {endpoint.name: endpoint for endpoint in self.advertised_endpoints()}
         for broker in self.metadata_image.live_brokers():
-            endpoint = broker.endpoint(listener_name) or (
-                broker.endpoints[0] if broker.endpoints else None
-            )
+            if broker.broker_id == self.node_id and own:
+                endpoint = own.get(listener_name) or next(iter(own.values()))
+            else:
+                endpoint = broker.endpoint(listener_name) or (
+                    broker.endpoints[0] if broker.endpoints else None
+                )
             if endpoint is None:
                 continue
             brokers.append(
@@ -391,25 +467,12 @@ class Node:
                 del errors[name]
         return errors
 
-    async def wait_for_partitions(self, names: list[str], timeout_s: float = 5.0) -> None:
-        """Wait until this broker hosts the partitions of `names` that it leads (bounded)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while loop.time() < deadline:
-            image = self.metadata_image
-            missing = False
-            for name in names:
-                topic = image.topics.get(name)
-                if topic is None:
-                    continue
-                for index, partition in topic.partitions.items():
-                    if partition.leader == self.node_id and (
-                        TopicPartition(name, index) not in self.replica_manager.partitions
-                    ):
-                        missing = True
-            if not missing:
-                return
-            await asyncio.sleep(0.005)
+    async def wait_for_partitions(self, names: list[str], timeout_s: float = 5.0) -> bool:
+        """Wait (bounded) until the logs of `names` this broker hosts are created: the
+        publisher creates them in a worker thread. False if some are still waiting."""
+        if self._publisher is None:
+            return True
+        return await self._publisher.settled(names, timeout_s)
 
     async def ensure_internal_topic(
         self, name: str, *, partitions: int, configs: dict[str, str]
@@ -432,7 +495,10 @@ class Node:
         for result in results:
             if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
                 raise RuntimeError(f"cannot create {name}: {result.error_message}")
-        await self.wait_for_partitions([name])
+        if not await self.wait_for_partitions([name], timeout_s=INTERNAL_TOPIC_TIMEOUT_S):
+            raise RuntimeError(
+                f"the logs of {name} were not created within {INTERNAL_TOPIC_TIMEOUT_S:.0f} s"
+            )
 
     # --- authorization (ACLs arrive with the security issue) -----------------------------------
 
@@ -441,6 +507,14 @@ class Node:
 
     def authorize_delete(self, ctx: RequestContext, tp: TopicPartition) -> None:
         return None
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
+    """`loop.call_soon_threadsafe`, or nothing once the loop is closed (a late report)."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        pass
 
 
 # glibc's mallopt parameters (malloc.h).

@@ -29,7 +29,7 @@ def server_command(
     """Start a Moldau node (a combined single-node cluster by default)."""
     from moldau.config.cluster import ClusterLayout, check_properties
     from moldau.config.values import BrokerConfig, ConfigError
-    from moldau.server import install_event_loop_policy, serve
+    from moldau.server import StopError, install_event_loop_policy, serve
 
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),
@@ -49,6 +49,10 @@ def server_command(
     install_event_loop_policy()
     try:
         asyncio.run(serve(config))
+    except StopError as exc:
+        logging.getLogger("moldau.server").error("stopping failed", exc_info=exc.__cause__)
+        typer.echo(f"error: the server did not stop cleanly: {exc}", err=True)
+        raise typer.Exit(1) from None
     except (ValueError, OSError) as exc:
         typer.echo(f"error: cannot start the server: {exc}", err=True)
         raise typer.Exit(1) from None

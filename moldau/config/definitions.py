@@ -70,6 +70,7 @@ B, S, INT, L, D, LS, P = (
 )
 
 _WEEK_MS = 7 * 24 * 3600 * 1000
+MAX_BROKER_PARTITIONS_DEFAULT = 20_000
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 BROKER_KEYS: dict[str, ConfigKey] = {
@@ -121,6 +122,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("log.dir", S, "./moldau-data", read_only=True),
         _key("metadata.log.dir", S, None, read_only=True),
         _key("num.partitions", INT, 1, minimum=1),
+        _key(
+            "max.partitions",
+            INT,
+            2147483647,
+            "The most partitions the cluster may have (KIP-578); CreateTopics and "
+            "CreatePartitions above it answer POLICY_VIOLATION.",
+            minimum=1,
+        ),
+        _key(
+            "max.broker.partitions",
+            INT,
+            MAX_BROKER_PARTITIONS_DEFAULT,
+            "The most partition replicas one broker may host, internal topics included "
+            "(KIP-578; Moldau's default is finite); more answer POLICY_VIOLATION.",
+            minimum=1,
+        ),
         _key("default.replication.factor", INT, 1),
         _key("min.insync.replicas", INT, 1, minimum=1),
         _key("auto.create.topics.enable", B, True),
@@ -185,6 +202,25 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("log.message.timestamp.after.max.ms", L, 3600000),
         _key("log.preallocate", B, False),
         _key("log.segment.delete.delay.ms", L, 60000),
+        _key(
+            "log.dir.recheck.interval.ms",
+            L,
+            10000,
+            "Moldau: how often a log dir that ran out of space is probed (a 64 KiB write and "
+            "fsync); once the probe succeeds the directory is online again.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key(
+            "log.open.files.max",
+            INT,
+            -1,
+            "Moldau: the most segment files (.log, .index, .timeindex, .txnindex) kept open at "
+            "once; the least recently used are closed and reopened when next used. -1: half "
+            "of RLIMIT_NOFILE.",
+            read_only=True,
+            minimum=-1,
+        ),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
         _key("compression.gzip.level", INT, -1),
         _key("compression.lz4.level", INT, 9),

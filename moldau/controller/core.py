@@ -39,6 +39,12 @@ from moldau.controller.operations import (
     ProducerIdsBlock,
     TopicPartitionsResult,
 )
+from moldau.controller.partition_limits import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS_PER_REQUEST,
+    PartitionBudget,
+    requested_total,
+)
 from moldau.controller.topic_names import find_collision, validate_topic_name
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage, TopicImage
@@ -105,10 +111,16 @@ class ControllerCore:
     def create_topics(
         self, topics: Sequence[NewTopic], *, validate_only: bool = False
     ) -> tuple[list[MetadataRecord], list[CreateTopicResult]]:
+        if requested_total(map(self._partitions_asked, topics)) > MAX_PARTITIONS_PER_REQUEST:
+            return [], [
+                _topic_error(t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS_PER_REQUEST)
+                for t in topics
+            ]
         records: list[MetadataRecord] = []
         results: list[CreateTopicResult] = []
         counts = Counter(topic.name for topic in topics)
         names_in_use = set(self._image.topics)
+        budget = PartitionBudget(self._image, self.config)
         for topic in topics:
             if counts[topic.name] > 1:
                 results.append(
@@ -116,7 +128,7 @@ class ControllerCore:
                 )
                 continue
             try:
-                topic_records, result = self._create_topic(topic, names_in_use)
+                topic_records, result = self._create_topic(topic, names_in_use, budget)
             except KafkaError as error:
                 results.append(_topic_error(topic.name, error.code, error.message))
                 continue
@@ -126,8 +138,16 @@ class ControllerCore:
                 records.extend(topic_records)
         return records, results
 
+    def _partitions_asked(self, topic: NewTopic) -> int:
+        """How many partitions `topic` asks for, counted as Kafka counts them for its cap."""
+        if topic.assignments:
+            return len(topic.assignments)
+        if topic.num_partitions == -1:
+            return int(self.config.get("num.partitions"))
+        return topic.num_partitions
+
     def _create_topic(
-        self, topic: NewTopic, names_in_use: set[str]
+        self, topic: NewTopic, names_in_use: set[str], budget: PartitionBudget
     ) -> tuple[list[MetadataRecord], CreateTopicResult]:
         name = topic.name
         validate_topic_name(name)
@@ -164,9 +184,11 @@ class ControllerCore:
                     ErrorCode.invalid_replication_factor,
                     "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
+            budget.check_count(num_partitions)
             assignments = self._place_replicas(
                 num_partitions, replication_factor, start=len(self._image.topics)
             )
+        budget.take(assignments)
         topic_id = self._new_topic_id()
         records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
         records.extend(
@@ -345,14 +367,24 @@ class ControllerCore:
     def create_partitions(
         self, increases: Sequence[PartitionsIncrease], *, validate_only: bool = False
     ) -> tuple[list[MetadataRecord], list[CreatePartitionsResult]]:
+        if requested_total(map(self._partitions_added, increases)) > MAX_PARTITIONS_PER_REQUEST:
+            return [], [
+                CreatePartitionsResult(
+                    name=increase.name,
+                    error_code=ErrorCode.policy_violation,
+                    error_message=TOO_MANY_PARTITIONS_PER_REQUEST,
+                )
+                for increase in increases
+            ]
         records: list[MetadataRecord] = []
         results: list[CreatePartitionsResult] = []
         counts = Counter(increase.name for increase in increases)
+        budget = PartitionBudget(self._image, self.config)
         for increase in increases:
             try:
                 if counts[increase.name] > 1:
                     raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
-                new_records = self._create_partitions(increase)
+                new_records = self._create_partitions(increase, budget)
             except KafkaError as error:
                 results.append(
                     CreatePartitionsResult(
@@ -365,7 +397,16 @@ class ControllerCore:
                 records.extend(new_records)
         return records, results
 
-    def _create_partitions(self, increase: PartitionsIncrease) -> list[MetadataRecord]:
+    def _partitions_added(self, increase: PartitionsIncrease) -> int:
+        """How many partitions `increase` asks for (its assignments, when given, say)."""
+        if increase.assignments is not None:
+            return len(increase.assignments)
+        topic = self._image.topics.get(increase.name)
+        return increase.count - len(topic.partitions) if topic is not None else 0
+
+    def _create_partitions(
+        self, increase: PartitionsIncrease, budget: PartitionBudget
+    ) -> list[MetadataRecord]:
         topic = self._find_topic(increase.name)
         current = len(topic.partitions)
         if increase.count < current:
@@ -391,7 +432,9 @@ class ControllerCore:
             for replicas in assignments:
                 self._check_replicas(replicas, expected_length=replication_factor)
         else:
+            budget.check_count(added)
             assignments = self._place_replicas(added, replication_factor, start=current)
+        budget.take(assignments)
         return self._partition_records(topic.topic_id, assignments, first=current)
 
     # Leaders and replicas.

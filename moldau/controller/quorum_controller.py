@@ -16,6 +16,14 @@ formats the log directories on first start (meta.properties), opens the metadata
 records of a new cluster and registers this broker. In a cluster of several nodes the node
 opens it with `start=False`, starts its controller listener, then `start()`s it: the quorum's
 messages must flow before anything can commit.
+
+A full disk: an operation whose records would leave less than `METADATA_RESERVE_BYTES` free in
+the metadata log's directory is refused with KAFKA_STORAGE_ERROR (per topic for the topic
+operations) before anything is appended, and so is every write after an append failed (the
+quorum's state is then ahead of its file: a restart sorts it out). At start a full disk
+releases the metadata log's reserve (`metadata_reserve.py`) so the quorum can persist its
+epoch, and a broker that cannot re-register keeps the registration the log already has: a node
+whose disk filled up still starts and serves reads.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -34,6 +43,7 @@ from typing import TypeVar
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
+from moldau.controller import metadata_reserve
 from moldau.controller.core import ControllerCore
 from moldau.controller.operations import (
     AlterConfigsResource,
@@ -72,6 +82,8 @@ from moldau.raft.quorum_state import FileQuorumStateStore
 logger = logging.getLogger(__name__)
 
 METADATA_LOG_DIRECTORY_NAME = "__cluster_metadata-0"
+# Space the metadata log keeps free for itself: an operation that would leave less is refused.
+METADATA_RESERVE_BYTES = 1024 * 1024
 
 Publisher = Callable[[MetadataDelta, MetadataImage], None]
 T = TypeVar("T")
@@ -136,6 +148,8 @@ class QuorumController:
         self._activation: asyncio.Task[None] | None = None
         self._fencing: asyncio.Task[None] | None = None
         self.active_changed = asyncio.Event()  # set whenever the active controller may differ
+        self._directory = log.directory if isinstance(log, FileReplicatedLog) else None
+        self._append_failure: KafkaError | None = None
         self.registration: BrokerRegistrationResult | None = None
 
     @classmethod
@@ -173,6 +187,8 @@ class QuorumController:
             cluster_id = ensure_formatted(
                 directories, node_id=config.node_id, cluster_id=config.get("cluster.id")
             )
+            os.makedirs(directory, exist_ok=True)
+            metadata_reserve.release_if_full(directory, needed=METADATA_RESERVE_BYTES)
             return cluster_id, FileReplicatedLog(directory)
 
         cluster_id, log = await loop.run_in_executor(executor, open_storage)
@@ -194,7 +210,15 @@ class QuorumController:
         )
         if start:
             await controller.start(registration=registration)
+        await loop.run_in_executor(executor, controller.restore_metadata_reserve)
         return controller
+
+    def restore_metadata_reserve(self) -> bool:
+        """Write the metadata log's reserve again if it was released and there is room now
+        (blocking: call it from a worker thread)."""
+        if self._directory is None:
+            return False
+        return metadata_reserve.restore(self._directory, margin=METADATA_RESERVE_BYTES)
 
     async def start(self, *, registration: BrokerRegistration | None = None) -> None:
         """Join the quorum and wait until something is committed and replayed (a single voter
@@ -208,11 +232,20 @@ class QuorumController:
             await self._wait_active()
             await self._run(lambda: (self._core.bootstrap_records(), None))
             if registration is not None:
-                self.registration = await self._run(
-                    lambda: self._core.register_broker(
-                        registration, now_ms=self.clock.now_ms(), unfence=True
+                try:
+                    self.registration = await self._run(
+                        lambda: self._core.register_broker(
+                            registration, now_ms=self.clock.now_ms(), unfence=True
+                        )
                     )
-                )
+                except KafkaError as error:
+                    if registration.broker_id not in self._core.image.brokers:
+                        raise
+                    logger.error(
+                        "cannot register broker %d (%s): serving with its earlier registration",
+                        registration.broker_id,
+                        error.message,
+                    )
 
     async def stop(self) -> None:
         if not self._started:
@@ -283,18 +316,20 @@ class QuorumController:
         self, topics: Sequence[NewTopic], *, validate_only: bool = False
     ) -> list[CreateTopicResult]:
         return await self._run(
-            lambda: self._core.create_topics(topics, validate_only=validate_only)
+            lambda: self._core.create_topics(topics, validate_only=validate_only),
+            refuse=_refuse_each,
         )
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         """Delete topics given by name or topic id; results in the same order."""
-        return await self._run(lambda: self._core.delete_topics(topics))
+        return await self._run(lambda: self._core.delete_topics(topics), refuse=_refuse_each)
 
     async def create_partitions(
         self, increases: Sequence[PartitionsIncrease], *, validate_only: bool = False
     ) -> list[CreatePartitionsResult]:
         return await self._run(
-            lambda: self._core.create_partitions(increases, validate_only=validate_only)
+            lambda: self._core.create_partitions(increases, validate_only=validate_only),
+            refuse=_refuse_each,
         )
 
     async def elect_leaders(
@@ -355,7 +390,14 @@ class QuorumController:
     ) -> ProducerIdsBlock:
         return await self._run(lambda: self._core.allocate_producer_ids(broker_id, broker_epoch))
 
-    async def _run(self, operation: Callable[[], tuple[list[MetadataRecord], T]]) -> T:
+    async def _run(
+        self,
+        operation: Callable[[], tuple[list[MetadataRecord], T]],
+        *,
+        refuse: Callable[[T, KafkaError], T] | None = None,
+    ) -> T:
+        """Decide, append, wait for the commit. A write the metadata log cannot take raises
+        KAFKA_STORAGE_ERROR, or answers `refuse(result, error)` when given."""
         if not self._started:
             raise RuntimeError("the controller is not running")
         async with self._lock:
@@ -370,13 +412,47 @@ class QuorumController:
                 )
             records, result = operation()
             if records:
+                serialized = [serialize_record(r) for r in records]
+                refusal = self._refusal(sum(len(data) for data in serialized))
+                if refusal is None:
+                    try:
+                        future = self._driver.append(serialized)
+                    except NotLeaderError as exc:
+                        raise KafkaError(ErrorCode.not_controller, str(exc)) from None
+                    except OSError as error:
+                        logger.error("appending to the metadata log failed: %s", error)
+                        refusal = self._append_failure = KafkaError(
+                            ErrorCode.kafka_storage_error,
+                            f"the metadata log failed ({error}); restart the node",
+                        )
+                if refusal is not None:
+                    if refuse is None:
+                        raise refusal
+                    return refuse(result, refusal)
+                self._inflight = future
                 try:
-                    future = self._driver.append([serialize_record(r) for r in records])
-                    self._inflight = future
                     await asyncio.shield(future)
                 except NotLeaderError as exc:
                     raise KafkaError(ErrorCode.not_controller, str(exc)) from None
         return result
+
+    def _refusal(self, size: int) -> KafkaError | None:
+        """Why the metadata log cannot take `size` more bytes now, or None."""
+        if self._append_failure is not None:
+            return self._append_failure
+        if self._directory is None:
+            return None
+        try:
+            stat = os.statvfs(self._directory)
+        except OSError:
+            return None
+        free = stat.f_bavail * stat.f_frsize
+        if free >= size + METADATA_RESERVE_BYTES:
+            return None
+        return KafkaError(
+            ErrorCode.kafka_storage_error,
+            f"No space left for the metadata log in {self._directory} ({free} bytes free).",
+        )
 
     async def _wait_inflight(self) -> None:
         inflight = self._inflight
@@ -459,3 +535,13 @@ class QuorumController:
                 publisher(delta, image)
             except Exception:
                 logger.exception("metadata publisher %r failed", publisher)
+
+
+def _refuse_each(results: list[T], error: KafkaError) -> list[T]:
+    """`results` with every success turned into `error` (nothing was written)."""
+    return [
+        dataclasses.replace(result, error_code=error.code, error_message=error.message)  # type: ignore[type-var]
+        if getattr(result, "error_code", None) == ErrorCode.none
+        else result
+        for result in results
+    ]

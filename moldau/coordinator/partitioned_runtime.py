@@ -6,6 +6,13 @@ never read a clock of their own: the runtime fires `tick()` when `next_deadline(
 the records an operation returned, and reloads a partition from its log when a write fails (the
 core is then ahead of the log). A subclass supplies how a partition loads, unloads, and how an
 operation's result is completed.
+
+A failed write answers `append_error_code(error)`: Kafka's mapping (CoordinatorRuntime), except
+that KAFKA_STORAGE_ERROR answers COORDINATOR_NOT_AVAILABLE, not NOT_COORDINATOR. Kafka moves the
+partition's leadership away from a failed disk, so NOT_COORDINATOR sends clients to the new
+leader; here there may be no other replica, and a client told NOT_COORDINATOR by the only
+coordinator there is asks again forever, while COORDINATOR_NOT_AVAILABLE makes it back off and
+retry until the disk has room.
 """
 
 from __future__ import annotations
@@ -17,7 +24,34 @@ from collections.abc import Awaitable
 from typing import Any, Generic, Protocol, TypeVar
 
 from moldau.clock import Clock
-from moldau.protocol.errors import KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+_NOT_AVAILABLE = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+        ErrorCode.kafka_storage_error,
+    }
+)
+_TOO_LARGE = frozenset(
+    {ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size}
+)
+
+
+def append_error_code(error: BaseException) -> ErrorCode:
+    """What a coordinator answers when appending its records failed with `error`."""
+    if isinstance(error, OSError):
+        return ErrorCode.coordinator_not_available
+    if not isinstance(error, KafkaError):
+        return ErrorCode.not_coordinator
+    if error.code in _NOT_AVAILABLE:
+        return ErrorCode.coordinator_not_available
+    if error.code in _TOO_LARGE:
+        return ErrorCode.unknown_server_error
+    return ErrorCode.not_coordinator
+
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest
 from moldau.coordinator.coordinator import GroupCoordinator
 from moldau.coordinator.offsets import PartitionCommit
-from moldau.coordinator.partitioned_runtime import PartitionedRuntime
+from moldau.coordinator.partitioned_runtime import PartitionedRuntime, append_error_code
 from moldau.coordinator.records import CoordinatorRecord, decode_record, encode_record
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
 from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
@@ -193,9 +193,10 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
                 await self._write_in_order(topic_partition, [write for write, _ in batch])
             except Exception as exc:  # the log refused: state is ahead of it, so reload
                 logger.warning("append to %s failed: %r; reloading", topic_partition, exc)
+                code = append_error_code(exc)
                 for _, waiter in batch:
                     if not waiter.done():
-                        waiter.set_exception(KafkaError(ErrorCode.not_coordinator))
+                        waiter.set_exception(KafkaError(code))
                 self._spawn(self._reload(partition.index))
                 return
             for _, waiter in batch:

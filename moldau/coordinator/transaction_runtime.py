@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.clock import SYSTEM_CLOCK, Clock
-from moldau.coordinator.partitioned_runtime import PartitionedRuntime
+from moldau.coordinator.partitioned_runtime import PartitionedRuntime, append_error_code
 from moldau.coordinator.runtime import partition_for_group
 from moldau.coordinator.transaction_coordinator import TransactionCoordinator
 from moldau.coordinator.transaction_metadata import (
@@ -150,7 +150,7 @@ class TransactionCoordinatorRuntime(PartitionedRuntime[_Partition]):
                 )
                 if self._partitions.get(partition.index) is partition:
                     self._spawn(self._reload(partition.index))
-                raise KafkaError(ErrorCode.not_coordinator) from exc
+                raise KafkaError(append_error_code(exc)) from exc
         if self._partitions.get(partition.index) is partition:
             for markers in result.markers:
                 self._start_markers(partition, markers)

@@ -4,6 +4,10 @@ It turns metadata changes into partition roles (`apply_metadata`), appends produ
 leaders (`append_records`), answers acks=all once the batch is durable (`when_durable`: group
 commit — one fsync covers every append before it), and parks fetches in the purgatory until
 `min_bytes` are ready or `max_wait_ms` passes (`watch_for_data`).
+
+A partition this broker should host but cannot (its log could not be created, or its log dir
+failed) is offline, Kafka's `HostedPartition.Offline`: every request for it answers
+KAFKA_STORAGE_ERROR instead of UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.node_id = node_id
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: dict[TopicPartition, str] = {}  # -> why (the log dir's error)
         self.fetch_purgatory = Purgatory()
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
         self._flushing: set[TopicPartition] = set()
@@ -86,6 +91,7 @@ class ReplicaManager:
             partition = Partition(tp, partition_log, topic_id=state.topic_id)
             partition.local_node_id = self.node_id
             self.partitions[tp] = partition
+            self.offline_partitions.pop(tp, None)
         else:
             partition.log.update_config(config)
         new_epoch = state.leader_epoch != partition.leader_epoch or partition.leader_id < 0
@@ -107,10 +113,36 @@ class ReplicaManager:
 
     def stop_replica(self, tp: TopicPartition, *, delete: bool) -> None:
         partition = self.partitions.pop(tp, None)
+        self.offline_partitions.pop(tp, None)
         if partition is not None:
             self.fetch_purgatory.wake(tp)
         if delete:
             self.log_manager.delete_log(tp)
+
+    def mark_offline(self, tp: TopicPartition, reason: str) -> None:
+        """`tp` should be hosted here but has no usable log: KAFKA_STORAGE_ERROR to every
+        request for it until `become_leader_or_follower` succeeds."""
+        partition = self.partitions.pop(tp, None)
+        self.offline_partitions[tp] = reason
+        if partition is not None:
+            self.fetch_purgatory.wake(tp)
+        self._fail_durable_waiters(tp, reason)
+
+    def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
+        """A FAILED log dir: its partitions go offline and their logs are closed (as Kafka's
+        `handleLogDirFailure`). Returns them."""
+        gone = self.log_manager.take_offline(log_dir)
+        for tp in gone:
+            self.mark_offline(tp, reason)
+        return gone
+
+    def _fail_durable_waiters(self, tp: TopicPartition, reason: str) -> None:
+        error = KafkaError(ErrorCode.kafka_storage_error, reason)
+        for _offset, callback in self._durable_waiters.pop(tp, ()):
+            try:
+                callback(error)
+            except Exception:
+                log.exception("a durability callback of %s failed", tp)
 
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
@@ -118,6 +150,9 @@ class ReplicaManager:
     def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
+            reason = self.offline_partitions.get(tp)
+            if reason is not None:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{tp} is offline: {reason}")
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         partition.check_leader(current_leader_epoch)
         return partition

@@ -26,6 +26,12 @@ class FileHandle(Protocol):
         """The OS descriptor (for sendfile); raises `io.UnsupportedOperation` when there is none."""
         ...
 
+    def pinned(self) -> FileHandle:
+        """A handle on the same file that stays open for as long as the caller keeps it (a
+        `FileRegion` keeps one while its bytes are sent), even if this one is closed by a
+        handle cache meanwhile. Plain handles return themselves."""
+        ...
+
     def pread(self, size: int, position: int) -> bytes: ...
 
     def pwritev(self, buffers: Sequence[Buffer], position: int, size: int = -1) -> int:
@@ -48,8 +54,9 @@ class FileHandle(Protocol):
 class FileSystem(Protocol):
     """Paths are plain strings; `rename` replaces its target atomically."""
 
-    def open(self, path: str) -> FileHandle:
-        """Open for reading and writing, creating the file if missing."""
+    def open(self, path: str, *, create: bool = True) -> FileHandle:
+        """Open for reading and writing, creating the file if missing (FileNotFoundError
+        instead when `create` is False)."""
         ...
 
     def exists(self, path: str) -> bool: ...
@@ -73,17 +80,33 @@ class FileSystem(Protocol):
         ...
 
 
+_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+
+
 class OsFile:
-    """A descriptor opened with `os.open`; all I/O is positional (`os.pread`, `os.pwritev`)."""
+    """A descriptor opened with `os.open`; all I/O is positional (`os.pread`, `os.pwritev`).
+
+    The descriptor is closed by `close()` or, like a Python file object's, when the last
+    reference to the handle goes: a handle cache that drops a handle while a file region still
+    holds it leaves the descriptor open until the region is sent (see `caching_filesystem.py`).
+    """
 
     __slots__ = ("_fd", "path")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._fd = -1
+        self._fd = os.open(path, (_OPEN_FLAGS | os.O_CREAT) if create else _OPEN_FLAGS, 0o644)
+
+    def __del__(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
 
     def fileno(self) -> int:
         return self._fd
+
+    def pinned(self) -> OsFile:
+        return self
 
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self._fd, size, position)
@@ -127,8 +150,8 @@ class OsFile:
 class OsFileSystem:
     """The real disk."""
 
-    def open(self, path: str) -> OsFile:
-        return OsFile(path)
+    def open(self, path: str, *, create: bool = True) -> OsFile:
+        return OsFile(path, create=create)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

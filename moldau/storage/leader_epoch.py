@@ -3,6 +3,11 @@
 Invariants: epochs and start offsets both strictly increase. `end_offset_for(epoch)` answers
 OffsetForLeaderEpoch: the start offset of the first epoch above the requested one (or the log end
 offset for the latest epoch), so a follower can truncate a divergent tail.
+
+The checkpoint file is rewritten (fsynced) only when the entries differ from what it holds.
+Opening a log truncates in memory only (`write=False`): the file may keep entries at or past the
+log end, which every load drops again and the next change overwrites; a restarted partition that
+is assigned the epoch it had then writes nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class LeaderEpochCache:
         self._path = posixpath.join(directory, LEADER_EPOCH_CHECKPOINT)
         self._lock = threading.Lock()
         self.entries: list[tuple[int, int]] = read_epoch_checkpoint(filesystem, self._path)
+        self._written = list(self.entries)  # what the file holds
 
     @property
     def latest_epoch(self) -> int:
@@ -74,15 +80,17 @@ class LeaderEpochCache:
                 found = epoch
             return found, log_end_offset
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Forget epochs starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """Forget epochs starting at or after `end_offset` (the log was truncated there);
+        `write=False` leaves the file as it is (see the module docstring)."""
         with self._lock:
             kept = [(e, o) for e, o in self.entries if o < end_offset]
             if kept != self.entries:
                 self.entries = kept
-                self._write()
+                if write:
+                    self._write()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, write: bool = True) -> None:
         """The log start moved to `start_offset`: the epoch covering it now starts there."""
         with self._lock:
             covering = [(e, o) for e, o in self.entries if o <= start_offset]
@@ -90,7 +98,8 @@ class LeaderEpochCache:
             kept = ([(covering[-1][0], start_offset)] if covering else []) + later
             if kept != self.entries:
                 self.entries = kept
-                self._write()
+                if write:
+                    self._write()
 
     def clear(self) -> None:
         with self._lock:
@@ -98,4 +107,7 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
+        if self.entries == self._written:
+            return
         write_epoch_checkpoint(self._filesystem, self._path, self.entries)
+        self._written = list(self.entries)

@@ -122,8 +122,9 @@ def load_partition_log(
         log_end_offset = log_start_offset
 
     epochs = LeaderEpochCache(filesystem, directory)
-    epochs.truncate_from_end(log_end_offset)
-    epochs.truncate_from_start(log_start_offset)
+    # in memory only: opening a log writes no checkpoint (and so works on a full disk)
+    epochs.truncate_from_end(log_end_offset, write=False)
+    epochs.truncate_from_start(log_start_offset, write=False)
 
     producer_state = ProducerStateManager()
     replay_from = log_end_offset if first_recovered is None else first_recovered

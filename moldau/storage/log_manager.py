@@ -6,11 +6,18 @@ and delete them, and drive flushes, retention, checkpoints and the cleaner.
               replication-offset-checkpoint, cleaner-offset-checkpoint
     <log.dir>/.kafka_cleanshutdown            present only after a clean shutdown
     <log.dir>/<topic>-<partition>.<id>-delete  a deleted partition waiting for removal
+
+I/O errors are reported to `failures` (`log_dir_failures.py`) by the log dir they happened in:
+start-up opens what it can and leaves a partition that fails to open for `get_or_create_log`
+to retry, checkpoints skip a directory that cannot be written, and shutdown closes every log it
+can and writes the clean-shutdown marker only where everything was flushed and closed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import posixpath
 import threading
 import uuid
@@ -18,6 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.storage.caching_filesystem import CachingFileSystem
 from moldau.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -32,6 +40,7 @@ from moldau.storage.checkpoints import (
 from moldau.storage.cleaner import LogCleaner
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import FileSystem, OsFileSystem
+from moldau.storage.log_dir_failures import LogDirFailureChannel, LogDirState
 from moldau.storage.log_loader import (
     PARTITION_METADATA,
     load_partition_log,
@@ -41,6 +50,8 @@ from moldau.storage.partition_log import PartitionLog
 from moldau.types import TopicPartition
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
+
+logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIRECTORY_SUFFIX = "-delete"
@@ -59,16 +70,23 @@ class LogManager:
         clock: Clock = SYSTEM_CLOCK,
         default_config: LogConfig | None = None,
         recovery_threads: int = 4,
+        max_open_files: int | None = None,
     ) -> None:
+        """`max_open_files`: keep at most that many segment files open (`CachingFileSystem`)."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         self.log_dirs = [d.rstrip("/") or "/" for d in log_dirs]
-        self.filesystem: FileSystem = fs if fs is not None else OsFileSystem()
+        filesystem: FileSystem = fs if fs is not None else OsFileSystem()
+        if max_open_files is not None:
+            filesystem = CachingFileSystem(filesystem, max_open_files)
+        self.filesystem = filesystem
         self.clock = clock
         self.default_config = default_config or LogConfig()
         self.recovery_threads = recovery_threads
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        self._unopened: dict[TopicPartition, str] = {}  # found at start-up, failed to open
+        self.failures = LogDirFailureChannel(self.log_dirs)
         self._pending_directory_deletes: list[tuple[int, PartitionLog, str]] = []
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
@@ -82,14 +100,19 @@ class LogManager:
         """Open every partition under every log dir, recovering after an unclean shutdown."""
         jobs = []
         for log_dir in self.log_dirs:
-            self.filesystem.makedirs(log_dir)
-            marker = posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE)
-            clean = self.filesystem.exists(marker)
+            try:
+                self.filesystem.makedirs(log_dir)
+                marker = posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE)
+                clean = self.filesystem.exists(marker)
+                names = self.filesystem.listdir(log_dir)
+            except OSError as error:
+                self.failures.report(log_dir, error)
+                continue
             recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
             cleaned = self._read_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT)
-            for name in self.filesystem.listdir(log_dir):
+            for name in names:
                 path = posixpath.join(log_dir, name)
                 if not self.filesystem.isdir(path):
                     continue
@@ -114,21 +137,27 @@ class LogManager:
 
         def open_one(job: tuple[TopicPartition, str, str, bool, int, int, int, int]) -> None:
             tp, log_dir, path, clean, recovery_point, start, high_watermark, first_dirty = job
-            log = load_partition_log(
-                self.filesystem,
-                path,
-                tp,
-                self.default_config,
-                clock=self.clock,
-                recovery_point=recovery_point,
-                log_start_offset=start,
-                high_watermark=high_watermark,
-                clean_shutdown=clean,
-            )
+            try:
+                log = load_partition_log(
+                    self.filesystem,
+                    path,
+                    tp,
+                    self.default_config,
+                    clock=self.clock,
+                    recovery_point=recovery_point,
+                    log_start_offset=start,
+                    high_watermark=high_watermark,
+                    clean_shutdown=clean,
+                )
+            except OSError as error:
+                self.failures.report(log_dir, error)
+                logger.error("cannot open the log of %s in %s: %s", tp, log_dir, error)
+                with self._lock:
+                    self._unopened[tp] = log_dir
+                return
             log.first_dirty_offset = min(max(first_dirty, log.log_start_offset), log.log_end_offset)
             with self._lock:
-                self._logs[tp] = log
-                self._log_dir_of[tp] = log_dir
+                self._register(tp, log, log_dir)
 
         if len(jobs) > 1 and self.recovery_threads > 1:
             with ThreadPoolExecutor(max_workers=self.recovery_threads) as pool:
@@ -137,24 +166,69 @@ class LogManager:
             for job in jobs:
                 open_one(job)
         for log_dir in self.log_dirs:
-            self.filesystem.remove(posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE))
+            try:
+                self.filesystem.remove(posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE))
+            except OSError as error:
+                self.failures.report(log_dir, error)
         self.checkpoint_all()
         self.started = True
+
+    def _register(self, tp: TopicPartition, partition_log: PartitionLog, log_dir: str) -> None:
+        """Under `_lock`: a log of this manager, reporting its I/O errors for `log_dir`."""
+        partition_log.io_error_handler = functools.partial(self.failures.report, log_dir)
+        self._logs[tp] = partition_log
+        self._log_dir_of[tp] = log_dir
+        self._unopened.pop(tp, None)
 
     def shutdown(self) -> None:
         """Stop the cleaner, flush and close every log, write checkpoints and the clean marker."""
         self.stop_cleaner()
         with self._lock:
-            logs = list(self._logs.values())
-        for log in logs:
-            log.close()
+            logs = list(self._logs.items())
+        unclean = set(self.failures.offline_dirs())
+        failed: dict[str, list[TopicPartition]] = {}
+
+        def close(item: tuple[TopicPartition, PartitionLog]) -> None:
+            tp, partition_log = item
+            try:
+                partition_log.close()
+            except OSError:  # reported by the log; recovery finishes the job
+                with self._lock:
+                    failed.setdefault(self._log_dir_of.get(tp, ""), []).append(tp)
+
+        # Closing is mostly fsyncs: threads overlap them (Kafka closes logs in parallel too).
+        if len(logs) > 1 and self.recovery_threads > 1:
+            with ThreadPoolExecutor(max_workers=self.recovery_threads) as pool:
+                list(pool.map(close, logs))
+        else:
+            for item in logs:
+                close(item)
+        for log_dir, partitions in failed.items():
+            unclean.add(log_dir)
+            logger.warning(
+                "%d logs in %s could not be flushed and closed cleanly (%s): the next start "
+                "recovers them",
+                len(partitions),
+                log_dir,
+                self.failures.error(log_dir) or "I/O error",
+            )
         self.checkpoint_all()
-        for _due, log, path in self._pending_directory_deletes:
-            self._remove_deleted_log(log, path)
+        for _due, partition_log, path in self._pending_directory_deletes:
+            try:
+                self._remove_deleted_log(partition_log, path)
+            except OSError as error:
+                logger.warning("removing %s failed: %s", path, error)
         self._pending_directory_deletes.clear()
         for log_dir in self.log_dirs:
+            if log_dir in unclean or self.failures.state(log_dir) is not LogDirState.ONLINE:
+                continue  # recovered at the next start
             marker = json.dumps({"version": 0, "brokerEpoch": -1}).encode("utf-8")
-            self.filesystem.write_file_atomic(posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
+            try:
+                self.filesystem.write_file_atomic(
+                    posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE), marker
+                )
+            except OSError as error:
+                self.failures.report(log_dir, error)
         self.started = False
 
     def __enter__(self) -> LogManager:
@@ -194,17 +268,27 @@ class LogManager:
                 if topic_id is not None and log.topic_id is None:
                     self._write_topic_id(log, topic_id)
                 return log
-            counts = {d: 0 for d in self.log_dirs}
-            for log_dir in self._log_dir_of.values():
-                counts[log_dir] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir = self._unopened.get(tp) or self._least_loaded_dir()
             path = posixpath.join(log_dir, str(tp))
-            log = load_partition_log(self.filesystem, path, tp, config, clock=self.clock)
-            if topic_id is not None:
-                self._write_topic_id(log, topic_id)
-            self._logs[tp] = log
-            self._log_dir_of[tp] = log_dir
+            try:
+                log = load_partition_log(self.filesystem, path, tp, config, clock=self.clock)
+                if topic_id is not None:
+                    self._write_topic_id(log, topic_id)
+            except OSError as error:
+                self.failures.report(log_dir, error)
+                raise
+            self._register(tp, log, log_dir)
             return log
+
+    def _least_loaded_dir(self) -> str:
+        """Where a new log goes: the directory with the fewest, failed ones last (as Kafka)."""
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for log_dir in self._log_dir_of.values():
+            counts[log_dir] += 1
+        return min(
+            self.log_dirs,
+            key=lambda d: (self.failures.state(d) is LogDirState.FAILED, counts[d]),
+        )
 
     def _write_topic_id(self, log: PartitionLog, topic_id: object) -> None:
         write_partition_metadata(
@@ -212,12 +296,14 @@ class LogManager:
         )
         log.topic_id = topic_id_text(topic_id)
 
-    def delete_log(self, tp: TopicPartition) -> bool:
+    def delete_log(self, tp: TopicPartition, *, checkpoint: bool = True) -> bool:
         """Remove a partition: its directory is renamed `<tp>.<id>-delete` at once and removed
-        after `file.delete.delay.ms` (in-flight reads of it complete)."""
+        after `file.delete.delay.ms` (in-flight reads of it complete). `checkpoint=False` leaves
+        the checkpoint files to the caller (one rewrite after many deletions)."""
         with self._lock:
             log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
+            self._unopened.pop(tp, None)
         if log is None or log_dir is None:
             return False
         with log._lock:
@@ -227,8 +313,21 @@ class LogManager:
         due = self.clock.now_ms() + log.config.file_delete_delay_ms
         with self._lock:
             self._pending_directory_deletes.append((due, log, target))
-        self.checkpoint_all()
+        if checkpoint:
+            self.checkpoint_all()
         return True
+
+    def take_offline(self, log_dir: str) -> list[TopicPartition]:
+        """Forget and close (quietly) the logs of a FAILED directory; returns their partitions.
+        They answer KAFKA_STORAGE_ERROR from the broker until the node restarts (Kafka)."""
+        with self._lock:
+            gone = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
+            logs = [self._logs.pop(tp) for tp in gone]
+            for tp in gone:
+                del self._log_dir_of[tp]
+        for partition_log in logs:
+            partition_log.close_quietly()
+        return gone
 
     def _remove_deleted_log(self, log: PartitionLog, path: str) -> None:
         for segment in log.segments:
@@ -242,16 +341,22 @@ class LogManager:
         """One retention pass over every log; returns segments deleted."""
         now = self.clock.now_ms() if now_ms is None else now_ms
         deleted = 0
-        for log in self.logs():
-            deleted += log.delete_old_segments(now)
-            log.delete_expired_segments(now)
+        for partition_log in self.logs():
+            try:
+                deleted += partition_log.delete_old_segments(now)
+                partition_log.delete_expired_segments(now)
+            except OSError as error:
+                self._report(partition_log, error)
         with self._lock:
             due = [(d, log, p) for d, log, p in self._pending_directory_deletes if d <= now]
             self._pending_directory_deletes = [
                 item for item in self._pending_directory_deletes if item[0] > now
             ]
-        for _due, log, path in due:
-            self._remove_deleted_log(log, path)
+        for _due, partition_log, path in due:
+            try:
+                self._remove_deleted_log(partition_log, path)
+            except OSError as error:
+                logger.warning("removing %s failed: %s", path, error)
         self.checkpoint_all()
         return deleted
 
@@ -259,16 +364,28 @@ class LogManager:
         """Flush logs due by `flush.ms` or `flush.messages`; returns how many were flushed."""
         now = self.clock.now_ms() if now_ms is None else now_ms
         flushed = 0
-        for log in self.logs():
-            config = log.config
-            if log.unflushed_messages and (
-                now - log.last_flush_ms >= config.flush_ms
-                or log.unflushed_messages >= config.flush_messages
+        for partition_log in self.logs():
+            config = partition_log.config
+            if partition_log.unflushed_messages and (
+                now - partition_log.last_flush_ms >= config.flush_ms
+                or partition_log.unflushed_messages >= config.flush_messages
             ):
-                log.flush()
+                try:
+                    partition_log.flush()
+                except OSError:
+                    continue  # reported by the log
                 flushed += 1
         self.checkpoint_all()
         return flushed
+
+    def _report(self, partition_log: PartitionLog, error: OSError) -> None:
+        log_dir = self._log_dir_of.get(partition_log.topic_partition)
+        if log_dir is not None:
+            self.failures.report(log_dir, error)
+
+    def recheck_log_dirs(self) -> list[str]:
+        """Probe the full log dirs; returns those that have room again (see LogDirFailureChannel)."""
+        return self.failures.recheck(self.filesystem)
 
     def start_cleaner(self) -> None:
         self.cleaner.start()
@@ -283,10 +400,15 @@ class LogManager:
             return read_offset_checkpoint(self.filesystem, posixpath.join(log_dir, name))
         except (CheckpointError, ValueError):
             return {}
+        except OSError as error:
+            self.failures.report(log_dir, error)
+            return {}
 
     def _write_checkpoint(self, name: str, value_of: str, *, compacted_only: bool = False) -> None:
         with self._checkpoint_lock:
             for log_dir in self.log_dirs:
+                if self.failures.state(log_dir) is LogDirState.FAILED:
+                    continue
                 offsets = {
                     tp: int(getattr(log, value_of))
                     for tp, log in list(self._logs.items())
@@ -295,7 +417,11 @@ class LogManager:
                 }
                 path = posixpath.join(log_dir, name)
                 if self._checkpointed.get(path) != offsets:  # unchanged files are not rewritten
-                    write_offset_checkpoint(self.filesystem, path, offsets)
+                    try:
+                        write_offset_checkpoint(self.filesystem, path, offsets)
+                    except OSError as error:
+                        self.failures.report(log_dir, error)
+                        continue
                     self._checkpointed[path] = offsets
 
     def checkpoint_recovery_points(self) -> None:

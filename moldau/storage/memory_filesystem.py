@@ -4,11 +4,16 @@ Each file keeps its current bytes and the bytes of its last fsync. `crash()` rep
 its durable bytes (plus, with `tear=True`, a random prefix of the unsynced tail: a torn write) and
 invalidates every open handle, as if the process died. Directory operations (create, rename,
 remove) are durable at once, as on a journaling file system after the directory is fsynced.
+
+Disk faults: `capacity_bytes` makes a write that would grow the files past it fail with ENOSPC,
+writing nothing (a full disk); `failing = errno.EIO` makes every operation fail (a dying disk).
 """
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import posixpath
 import random
 import threading
@@ -42,10 +47,14 @@ class MemoryFile:
     def _check(self) -> _Node:
         if self._closed or self._generation != self._filesystem.generation:
             raise OSError(9, "bad file descriptor", self.path)
+        self._filesystem._check_failing(self.path)
         return self._node
 
     def fileno(self) -> int:
         raise io.UnsupportedOperation("in-memory file has no descriptor")
+
+    def pinned(self) -> MemoryFile:
+        return self
 
     def pread(self, size: int, position: int) -> bytes:
         node = self._check()
@@ -55,6 +64,7 @@ class MemoryFile:
         node = self._check()
         data = b"".join(bytes(b) for b in buffers)
         with self._filesystem.lock:
+            self._filesystem._grow(self.path, len(node.data), position + len(data))
             if position > len(node.data):
                 node.data.extend(bytes(position - len(node.data)))
             node.data[position : position + len(data)] = data
@@ -68,7 +78,7 @@ class MemoryFile:
 
     def truncate(self, size: int) -> None:
         node = self._check()
-        with self._filesystem.lock:
+        with self._filesystem.lock:  # growing makes a sparse file: it takes no space here
             if size < len(node.data):
                 del node.data[size:]
             else:
@@ -91,17 +101,35 @@ class MemoryFileSystem:
         self.lock = threading.RLock()
         self.generation = 0
         self.fsync_count = 0
+        self.capacity_bytes: int | None = None
+        self.failing: int | None = None  # an errno every operation fails with
         self._files: dict[str, _Node] = {}
         self._directories: set[str] = {"/"}
 
     def _parent(self, path: str) -> str:
         return posixpath.dirname(path.rstrip("/")) or "/"
 
-    def open(self, path: str) -> MemoryFile:
+    def _check_failing(self, path: str) -> None:
+        if self.failing is not None:
+            raise OSError(self.failing, os.strerror(self.failing), path)
+
+    def used_bytes(self) -> int:
+        with self.lock:
+            return sum(len(node.data) for node in self._files.values())
+
+    def _grow(self, path: str, old_size: int, new_size: int) -> None:
+        """Under `lock`: refuse (ENOSPC) a file growing from `old_size` past the capacity."""
+        capacity = self.capacity_bytes
+        growth = new_size - old_size
+        if capacity is not None and growth > 0 and self.used_bytes() + growth > capacity:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    def open(self, path: str, *, create: bool = True) -> MemoryFile:
+        self._check_failing(path)
         with self.lock:
             node = self._files.get(path)
             if node is None:
-                if self._parent(path) not in self._directories:
+                if not create or self._parent(path) not in self._directories:
                     raise FileNotFoundError(path)
                 node = self._files[path] = _Node()
             return MemoryFile(self, path, node)
@@ -113,6 +141,7 @@ class MemoryFileSystem:
         return path.rstrip("/") in self._directories
 
     def listdir(self, path: str) -> list[str]:
+        self._check_failing(path)
         path = path.rstrip("/") or "/"
         with self.lock:
             if path not in self._directories:
@@ -163,6 +192,7 @@ class MemoryFileSystem:
             }
 
     def read_file(self, path: str) -> bytes:
+        self._check_failing(path)
         with self.lock:
             node = self._files.get(path)
             if node is None:
@@ -170,9 +200,11 @@ class MemoryFileSystem:
             return bytes(node.data)
 
     def write_file_atomic(self, path: str, data: bytes) -> None:
+        self._check_failing(path)
         with self.lock:
             if self._parent(path) not in self._directories:
                 raise FileNotFoundError(path)
+            self._grow(path + ".tmp", 0, len(data))
             node = _Node()
             node.data = bytearray(data)
             node.durable = bytes(data)

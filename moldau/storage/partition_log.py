@@ -17,6 +17,7 @@ import posixpath
 import struct
 import threading
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import crc32c
@@ -112,6 +113,9 @@ class PartitionLog(LogMaintenance):
         self.closed = False
         self.topic_id: str | None = None
         self.first_dirty_offset = log_start_offset  # compaction has cleaned everything below
+        # Told of every I/O error (LogManager reports it for the log dir: Kafka's
+        # LogDirFailureChannel); the error is raised as well.
+        self.io_error_handler: Callable[[OSError], object] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -231,7 +235,7 @@ class PartitionLog(LogMaintenance):
                     _PREFIX.pack_into(view, 0, offset, values[1], leader_epoch)
                     segment.append_batch(view, size, last_offset, values[8], now, header)
             except OSError as error:
-                raise storage_error(self.topic_partition, error) from error
+                raise self._storage_error(error) from error
             self._log_end_offset = last_offset + 1
             self._unflushed_messages += values[12]
             self._unflushed_bytes += size
@@ -312,7 +316,10 @@ class PartitionLog(LogMaintenance):
             if leader_epoch > self._latest_epoch:
                 self.assign_leader_epoch(leader_epoch, first_offset)
             if stateful:
-                self._apply_producer_state(stateful)
+                try:
+                    self._apply_producer_state(stateful)
+                except OSError as error:
+                    raise self._storage_error(error) from error
             return AppendResult(
                 first_offset, offset - 1, append_time, self.log_start_offset, record_count
             )
@@ -342,12 +349,25 @@ class PartitionLog(LogMaintenance):
             for _position, header in batches:
                 if header.partition_leader_epoch > self._latest_epoch:
                     self.assign_leader_epoch(header.partition_leader_epoch, header.base_offset)
-            self._apply_producer_state([b for b in batches if b[1].producer_id >= 0])
+            try:
+                self._apply_producer_state([b for b in batches if b[1].producer_id >= 0])
+            except OSError as error:
+                raise self._storage_error(error) from error
             return AppendResult(first, previous, -1, self.log_start_offset, record_count)
 
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.topic_partition} is closed")
+
+    def _report_io_error(self, error: OSError) -> None:
+        handler = self.io_error_handler
+        if handler is not None:
+            handler(error)
+
+    def _storage_error(self, error: OSError) -> KafkaError:
+        """Report `error`; the KAFKA_STORAGE_ERROR to raise for it."""
+        self._report_io_error(error)
+        return storage_error(self.topic_partition, error)
 
     def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> AppendResult | None:
         """Check idempotent batches against (copies of) the producer state; a retried batch
@@ -418,7 +438,7 @@ class PartitionLog(LogMaintenance):
                 segment = self._roll(first_offset, now)
             self._last_append_position = segment.append(buffers, placements, size=size, now_ms=now)
         except OSError as error:
-            raise storage_error(self.topic_partition, error) from error
+            raise self._storage_error(error) from error
         self._log_end_offset = last_offset + 1
         self._unflushed_messages += record_count
         self._unflushed_bytes += size
@@ -477,7 +497,7 @@ class PartitionLog(LogMaintenance):
                         min_one_message=min_one_message and not regions,
                     )
                 except OSError as error:
-                    raise storage_error(self.topic_partition, error) from error
+                    raise self._storage_error(error) from error
                 if region is not None:
                     regions.append(region)
                     remaining -= region.length
@@ -579,21 +599,11 @@ class PartitionLog(LogMaintenance):
                 snapshots, self._pending_snapshots = self._pending_snapshots, []
                 flushed_messages = self._unflushed_messages
                 flushed_bytes = self._unflushed_bytes
-            for segment in logs:
-                try:
-                    segment.log.fsync()
-                except OSError:
-                    if not segment.closed:
-                        raise
-            for segment in indexes:
-                try:
-                    segment.fsync()
-                    segment.indexes_synced = True
-                except OSError:
-                    if not segment.closed:
-                        raise
-            for offset, data in snapshots:
-                self.filesystem.write_file_atomic(self.snapshot_path(offset), data)
+            try:
+                self._fsync(logs, indexes, snapshots)
+            except OSError as error:
+                self._report_io_error(error)
+                raise
             with self._lock:
                 self.recovery_point = max(self.recovery_point, end)
                 self._unflushed_messages -= flushed_messages
@@ -601,24 +611,64 @@ class PartitionLog(LogMaintenance):
                 self.last_flush_ms = self.clock.now_ms()
                 return self.recovery_point
 
+    def _fsync(
+        self,
+        logs: list[LogSegment],
+        indexes: list[LogSegment],
+        snapshots: list[tuple[int, bytes]],
+    ) -> None:
+        for segment in logs:
+            try:
+                segment.log.fsync()
+            except OSError:
+                if not segment.closed:
+                    raise
+        for segment in indexes:
+            try:
+                segment.fsync()
+                segment.indexes_synced = True
+            except OSError:
+                if not segment.closed:
+                    raise
+        for offset, data in snapshots:
+            self.filesystem.write_file_atomic(self.snapshot_path(offset), data)
+
     def snapshot_path(self, offset: int) -> str:
         return posixpath.join(self.directory, segment_file_name(offset, SNAPSHOT_SUFFIX))
 
     def close(self) -> None:
-        """Flush, snapshot the producer state at the log end, trim indexes, close files."""
+        """Flush, snapshot the producer state at the log end, trim indexes, close files.
+
+        An I/O error (reported, then raised) still closes every file: the next start recovers
+        what this could not finish (a missing snapshot only means a longer replay)."""
         if self.closed:
             return
-        self.flush()
+        try:
+            self.flush()
+            with self._lock:
+                snapshot = self.snapshot_path(self._log_end_offset)
+                if not self.filesystem.exists(snapshot):  # else the same state: nothing moved
+                    self.filesystem.write_file_atomic(
+                        snapshot, self.producer_state.snapshot_bytes()
+                    )
+                self.active_segment.offset_index.trim()
+                self.active_segment.time_index.trim()
+                self.active_segment.fsync()
+        except OSError as error:
+            self._report_io_error(error)
+            raise
+        finally:
+            self.close_quietly()
+
+    def close_quietly(self) -> None:
+        """Close every file without flushing (a failed log dir; or after `close()`)."""
         with self._lock:
-            self.filesystem.write_file_atomic(
-                self.snapshot_path(self._log_end_offset), self.producer_state.snapshot_bytes()
-            )
-            self.active_segment.offset_index.trim()
-            self.active_segment.time_index.trim()
-            self.active_segment.fsync()
             for segment in self.segments:
                 segment.close()
             for _due, segment in self._pending_deletes:
-                segment.delete_files()
+                try:
+                    segment.delete_files()
+                except OSError:
+                    pass  # recovery removes `.deleted` files
             self._pending_deletes.clear()
             self.closed = True

@@ -64,7 +64,8 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 @dataclass(frozen=True, slots=True)
 class FileRegion:
     """Bytes [position, position + length) of a segment file: whole batches, sent from the file
-    (`sendfile`) unless the segment still had them in memory."""
+    (`sendfile`) unless the segment still had them in memory. `file` is the pinned handle
+    (`FileHandle.pinned()`): its descriptor stays open while the region exists."""
 
     file: FileHandle
     position: int
@@ -444,10 +445,10 @@ class LogSegment:
         if recent is not None and start >= recent.start:
             data = bytes(recent.data[start - recent.start : end - recent.start])
         if end == self.size:
-            return FileRegion(self.log, start, end - start, data), self.next_offset, True
+            return FileRegion(self.log.pinned(), start, end - start, data), self.next_offset, True
         following = self.header_at(end)
         next_offset = self.next_offset if following is None else following.base_offset
-        return FileRegion(self.log, start, end - start, data), next_offset, False
+        return FileRegion(self.log.pinned(), start, end - start, data), next_offset, False
 
     # -- truncation, flushing, closing --
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -41,9 +42,11 @@ class MoldauServer:
         environment: Mapping[str, str] | None = None,
         working_dir: Path | None = None,
         isolated: bool = True,
+        open_files_limit: int | None = None,
     ) -> None:
         """`isolated`: listen on an ephemeral loopback port and keep data in `data_dir` (by
-        overrides); without it the server runs on its own defaults or the given arguments."""
+        overrides); without it the server runs on its own defaults or the given arguments.
+        `open_files_limit`: the server's RLIMIT_NOFILE (soft and hard)."""
         self.data_dir = data_dir
         self.log_path = log_path
         self.overrides = dict(overrides)
@@ -51,6 +54,7 @@ class MoldauServer:
         self.environment = dict(environment or {})
         self.working_dir = working_dir
         self.isolated = isolated
+        self.open_files_limit = open_files_limit
         self.process: subprocess.Popen[bytes] | None = None
         self.host = ""
         self.port = 0
@@ -96,6 +100,7 @@ class MoldauServer:
             stdin=subprocess.DEVNULL,
             env=environment,
             cwd=self.working_dir,
+            preexec_fn=self._limit_open_files if self.open_files_limit else None,
         )
         self._reader = threading.Thread(target=self._follow_output, daemon=True)
         self._reader.start()
@@ -119,6 +124,10 @@ class MoldauServer:
                     f"output:\n{self.output_tail()}"
                 )
         return self
+
+    def _limit_open_files(self) -> None:  # in the child, before exec
+        assert self.open_files_limit is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
 
     def stop(self, signal_number: int = signal.SIGTERM) -> int:
         """SIGTERM (or the given signal), then require a clean exit (code 0) in STOP_TIMEOUT_S."""
@@ -213,6 +222,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
         working_dir: Path | None = None,
         isolated: bool = True,
         launch_only: bool = False,
+        open_files_limit: int | None = None,
         **overrides: str,
     ) -> MoldauServer:
         index = len(servers)
@@ -226,6 +236,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
             environment=environment,
             working_dir=working_dir,
             isolated=isolated,
+            open_files_limit=open_files_limit,
         )
         servers.append(server)
         return server.launch() if launch_only else server.start()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import threading
 import time
 from types import TracebackType
 from typing import Any
@@ -166,3 +167,130 @@ def list_offsets(connection: Connection, topic: str, partition: int, timestamp: 
         },
     )
     return response.topics[0].partitions[0]
+
+
+def create_topics(connection: Connection, topics: dict[str, int]) -> list[Any]:
+    """CreateTopics v7 of `name -> partitions` (replication factor 1); the per-topic results."""
+    response = connection.request(
+        19,
+        7,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": count,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+                for name, count in topics.items()
+            ],
+            "timeout_ms": 30_000,
+            "validate_only": False,
+        },
+    )
+    return list(response.topics)
+
+
+def create_partitions(connection: Connection, topic: str, count: int) -> Any:
+    """CreatePartitions v3: grow `topic` to `count`; the topic's result."""
+    response = connection.request(
+        37,
+        3,
+        {
+            "topics": [{"name": topic, "count": count, "assignments": None}],
+            "timeout_ms": 30_000,
+            "validate_only": False,
+        },
+    )
+    [result] = response.results
+    return result
+
+
+def describe_log_dirs(connection: Connection) -> list[Any]:
+    """DescribeLogDirs v4 of every partition; the per-directory results."""
+    return list(connection.request(35, 4, {"topics": None}).results)
+
+
+def commit_offset(
+    connection: Connection, group: str, topic: str, partition: int, offset: int
+) -> Any:
+    """OffsetCommit v8 outside any generation (a "simple" commit); the partition's result."""
+    response = connection.request(
+        8,
+        8,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": partition,
+                            "committed_offset": offset,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": None,
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    [topic_response] = response.topics
+    [partition_response] = topic_response.partitions
+    return partition_response
+
+
+class ResponsivenessProbe:
+    """A healthy client: ApiVersions every 20 ms on its own connection, in a thread; `slowest`
+    is its slowest answer so far (seconds), `failures` the requests that got no answer."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._address = (host, port)
+        self.slowest = 0.0
+        self.answers = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ResponsivenessProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        connection: Connection | None = None
+        while not self._stop.wait(0.02):
+            started = time.monotonic()
+            try:
+                if connection is None:
+                    connection = Connection(*self._address, timeout=5.0)
+                connection.request(
+                    18, 3, {"client_software_name": "probe", "client_software_version": "1"}
+                )
+            except OSError as error:
+                self.failures.append(repr(error))
+                connection = None
+                continue
+            self.slowest = max(self.slowest, time.monotonic() - started)
+            self.answers += 1
+
+    def check(self, limit_s: float = 1.0) -> None:
+        assert not self.failures, f"the healthy client got no answer: {self.failures[:3]}"
+        assert self.answers > 0, "the healthy client got no answer at all"
+        assert self.slowest < limit_s, f"the healthy client waited {self.slowest:.2f} s"
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process (VmRSS in /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0

@@ -3,15 +3,19 @@
 v1 is v0 (throttling behaviour change); v2 is flexible; v3 may answer THROTTLING_QUOTA_EXCEEDED
 (never here). A count that does not grow the topic is INVALID_PARTITIONS; assignments, when
 given, list the replicas of each new partition (INVALID_REPLICA_ASSIGNMENT when they do not fit).
+More than 10,000 new partitions in one request, or more than `max.partitions` /
+`max.broker.partitions` allow, is POLICY_VIOLATION, decided before anything is placed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers.create_topics import LOG_CREATION_WAIT_S
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import PartitionsIncrease
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.CREATE_PARTITIONS, 0, 3, forward=True)
@@ -31,6 +35,9 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[st
     results = await ctx.node.controller.create_partitions(
         increases, validate_only=bool(request.validate_only)
     )
+    grown = [r.name for r in results if r.error_code == ErrorCode.none]
+    if grown and not request.validate_only:
+        await ctx.node.wait_for_partitions(grown, timeout_s=LOG_CREATION_WAIT_S)
     return {
         "throttle_time": 0,
         "results": [

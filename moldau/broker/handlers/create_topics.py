@@ -6,7 +6,11 @@ THROTTLING_QUOTA_EXCEEDED (never here); v7 adds the topic id. num_partitions and
 replication_factor -1 mean the broker's `num.partitions` and `default.replication.factor`;
 manual assignments replace both. Errors are per topic: INVALID_TOPIC_EXCEPTION,
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
-INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST.
+INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION (more than 10,000 partitions in
+the request, or above `max.partitions` / `max.broker.partitions`), KAFKA_STORAGE_ERROR (no room
+left for the metadata log). The answer waits for this broker to create the logs (in a worker
+thread, while it serves others; at most LOG_CREATION_WAIT_S, whatever the request's timeout: a
+client may read a topic as soon as it is told it exists).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from moldau.controller.config_description import describe_topic_config
 from moldau.controller.operations import CreateTopicResult, NewTopic
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
+
+LOG_CREATION_WAIT_S = 60.0
 
 
 @handler(ApiKey.CREATE_TOPICS, 2, 7, forward=True)
@@ -42,6 +48,9 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, A
             CreateTopicResult(name=t.name, error_code=error.code, error_message=str(error))
             for t in new_topics
         ]
+    created = [r.name for r in results if r.error_code == ErrorCode.none]
+    if created and not request.validate_only and ctx.node.layout.is_broker:
+        await ctx.node.wait_for_partitions(created, timeout_s=LOG_CREATION_WAIT_S)
     return {"throttle_time": 0, "topics": [_topic_result(ctx, r) for r in results]}
 
 

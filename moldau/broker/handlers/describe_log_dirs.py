@@ -1,7 +1,9 @@
 """DescribeLogDirs (key 35), v1-4: the log directories of this broker and partition sizes.
 
 v1 is v0 (throttling change); v2 flexible; v3 a top-level error code; v4 total and usable bytes
-(KIP-827). A null topic list means every partition.
+(KIP-827). A null topic list means every partition. A log dir that is not online answers
+KAFKA_STORAGE_ERROR, as Kafka does for an offline one: a failed one lists no partitions, a full
+one (Moldau's state: reads still served) still lists them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from moldau.broker.registry import RequestContext, handler
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.storage.log_dir_failures import LogDirState
 
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
@@ -39,6 +42,9 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
     for log_dir in node.config.log_dirs:
         absolute = os.path.abspath(log_dir)
         topics = by_dir.get(absolute) or by_dir.get(log_dir) or {}
+        state = node.log_manager.failures.state(log_dir.rstrip("/") or "/")
+        if state is LogDirState.FAILED:
+            topics = {}
         try:
             stat = os.statvfs(log_dir)
             total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
@@ -46,7 +52,9 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
             total = usable = -1
         results.append(
             {
-                "error_code": ErrorCode.none,
+                "error_code": (
+                    ErrorCode.none if state is LogDirState.ONLINE else ErrorCode.kafka_storage_error
+                ),
                 "log_dir": absolute,
                 "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
                 "total_bytes": total,

@@ -32,7 +32,9 @@ def _endpoint(ctx: RequestContext, node_id: int) -> tuple[str, int] | None:
 
 
 def _coordinator_id(ctx: RequestContext, runtime: Any, topic_name: str, key: str) -> int | None:
-    """This node if it coordinates `key`, else the leader of the key's partition."""
+    """This node if it coordinates `key`, else the leader of the key's partition; None
+    (COORDINATOR_NOT_AVAILABLE) if that is this node but it does not coordinate the partition
+    (its log is offline, or it is still loading: see the replica manager)."""
     if runtime is None:
         return None
     if runtime.is_coordinator_for(key):
@@ -40,6 +42,8 @@ def _coordinator_id(ctx: RequestContext, runtime: Any, topic_name: str, key: str
     topic = ctx.node.metadata_image.topics.get(topic_name)
     partition = topic.partitions.get(runtime.partition_for(key)) if topic else None
     leader = getattr(partition, "leader", -1)
+    if leader == ctx.node.node_id:
+        return None
     return leader if leader is not None and leader >= 0 else None
 
 

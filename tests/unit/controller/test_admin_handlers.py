@@ -16,6 +16,7 @@ from moldau.broker.handlers.describe_configs import handle_describe_configs
 from moldau.broker.handlers.incremental_alter_configs import handle_incremental_alter_configs
 from moldau.broker.registry import RequestContext
 from moldau.clock import ManualClock
+from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.operations import BrokerRegistration
@@ -40,6 +41,7 @@ class FakeNode:
         self.controller = controller
         self.config = config
         self.node_id = config.node_id
+        self.layout = ClusterLayout.from_config(config)
 
     @property
     def metadata_image(self):
@@ -55,6 +57,9 @@ class FakeNode:
             for b in self.metadata_image.live_brokers()
             for e in b.endpoints[:1]
         ]
+
+    async def wait_for_partitions(self, names, timeout_s=5.0):
+        return True  # no logs here
 
 
 class Cluster:

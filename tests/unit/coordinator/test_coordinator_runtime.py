@@ -164,3 +164,68 @@ def test_timers_run_on_the_event_loop() -> None:
             assert (joined["error_code"], joined["generation_id"]) == (ErrorCode.none, 1)
 
     asyncio.run(scenario())
+
+
+def test_a_commit_the_log_cannot_take_for_lack_of_space_is_coordinator_not_available() -> None:
+    log = MemoryLog()
+    full = True
+
+    async def append(tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]) -> int:
+        if full:
+            raise KafkaError(ErrorCode.kafka_storage_error, "No space left on device")
+        return await log.append(tp, pairs)
+
+    def commit(runtime: GroupCoordinatorRuntime, offset: int) -> object:
+        return runtime.commit_offsets(
+            group_id="g",
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            commits=[PartitionCommit(topic="t", partition=0, offset=offset)],
+        )
+
+    async def scenario() -> None:
+        nonlocal full
+        config = GroupCoordinatorConfig(offsets_topic_num_partitions=4)
+        runtime = GroupCoordinatorRuntime(
+            config, append=append, read_records=log.read, clock=ManualClock()
+        )
+        async with runtime:
+            try:
+                await commit(runtime, 5)  # type: ignore[misc]
+            except KafkaError as error:  # retriable, and not "ask someone else" forever
+                assert error.code == ErrorCode.coordinator_not_available
+            else:
+                raise AssertionError("expected COORDINATOR_NOT_AVAILABLE")
+            full = False
+            for _ in range(100):  # the partition reloads from its log, then commits work
+                try:
+                    await commit(runtime, 6)  # type: ignore[misc]
+                    break
+                except KafkaError as error:
+                    assert error.code in (
+                        ErrorCode.coordinator_load_in_progress,
+                        ErrorCode.not_coordinator,
+                    )
+                    await asyncio.sleep(0.01)
+            fetched = runtime.fetch_offsets(group_id="g", topics=[("t", [0])])
+            assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 6
+
+    asyncio.run(scenario())
+
+
+def test_append_errors_map_as_kafka_maps_them_but_storage_is_not_available() -> None:
+    from moldau.coordinator.partitioned_runtime import append_error_code
+
+    expected = {
+        ErrorCode.kafka_storage_error: ErrorCode.coordinator_not_available,
+        ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+        ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+        ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+        ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    }
+    for code, answered in expected.items():
+        assert append_error_code(KafkaError(code)) == answered
+    assert append_error_code(OSError(28, "No space left on device")) == (
+        ErrorCode.coordinator_not_available
+    )

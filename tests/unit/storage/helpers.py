@@ -6,8 +6,8 @@ from moldau.clock import ManualClock
 from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import FileSystem
 from moldau.storage.log_loader import load_partition_log
-from moldau.storage.memory_filesystem import MemoryFileSystem
 from moldau.storage.partition_log import PartitionLog
 from moldau.types import TopicPartition
 
@@ -26,7 +26,7 @@ def batch(
 
 
 def open_log(
-    filesystem: MemoryFileSystem,
+    filesystem: FileSystem,
     clock: ManualClock,
     config: LogConfig | None = None,
     **kwargs: object,

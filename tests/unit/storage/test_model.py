@@ -15,8 +15,10 @@ from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import NewRecord, build_batch, iter_batches
+from moldau.storage.caching_filesystem import CachingFileSystem
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
+from moldau.storage.filesystem import FileSystem
 from moldau.storage.memory_filesystem import MemoryFileSystem
 
 from .helpers import open_log
@@ -36,7 +38,8 @@ KEYS = [b"a", b"b", b"c", b"d"]
 class LogModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.filesystem = MemoryFileSystem()
+        self.memory = MemoryFileSystem()
+        self.filesystem = self.wrap(self.memory)
         self.clock = ManualClock()
         self.log = open_log(self.filesystem, self.clock, CONFIG)
         self.records: dict[int, tuple[bytes, bytes]] = {}  # offset -> (key, value)
@@ -45,6 +48,9 @@ class LogModel(RuleBasedStateMachine):
         self.end = 0
         self.flushed = 0
         self.counter = 0
+
+    def wrap(self, memory: MemoryFileSystem) -> FileSystem:
+        return memory
 
     @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=4))
     def append(self, keys: list[bytes]) -> None:
@@ -130,7 +136,7 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(tear=st.booleans(), seed=st.integers(0, 1000))
     def crash_and_recover(self, tear: bool, seed: int) -> None:
-        self.filesystem.crash(tear=tear, rng=random.Random(seed))
+        self.memory.crash(tear=tear, rng=random.Random(seed))
         self.log = open_log(
             self.filesystem,
             self.clock,
@@ -177,3 +183,17 @@ class LogModel(RuleBasedStateMachine):
 
 LogModel.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
 test_log_agrees_with_model = LogModel.TestCase
+
+
+class LogModelWithFewOpenFiles(LogModel):
+    """The same log with at most 3 files open: every segment file is closed and reopened by
+    path again and again, across rolls, renames to `.deleted`, compaction swaps and crashes."""
+
+    def wrap(self, memory: MemoryFileSystem) -> FileSystem:
+        return CachingFileSystem(memory, max_open_files=3)
+
+
+LogModelWithFewOpenFiles.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=40, deadline=None
+)
+test_log_with_few_open_files_agrees_with_model = LogModelWithFewOpenFiles.TestCase

@@ -111,3 +111,26 @@ def test_a_stale_index_entry_of_a_trusted_segment_is_caught(filesystem, clock) -
     reopened = open_log(filesystem, clock, config, recovery_point=40, clean_shutdown=True)
     assert values_from(reopened) == [(i, b"v%d" % i) for i in range(40)]
     assert reopened.segments[0].offset_index.lookup(39)[1] == position  # rebuilt correctly
+
+
+def test_reopening_a_log_and_leading_it_in_the_same_epoch_writes_no_checkpoint(
+    filesystem, clock
+) -> None:
+    log = open_log(filesystem, clock)
+    log.assign_leader_epoch(3, 0)  # a new, empty partition: epoch 3 from offset 0
+    log.close()
+    writes: list[str] = []
+    write = filesystem.write_file_atomic
+
+    def counting(path: str, data: bytes) -> None:
+        writes.append(path)
+        write(path, data)
+
+    filesystem.write_file_atomic = counting  # type: ignore[method-assign]
+    reopened = open_log(filesystem, clock)
+    assert reopened.leader_epoch_cache.entries == []  # nothing at or past the log end
+    reopened.assign_leader_epoch(3, 0)
+    assert reopened.leader_epoch_cache.entries == [(3, 0)]
+    assert writes == []  # the file already says so: a restart costs no fsync
+    reopened.assign_leader_epoch(4, 0)
+    assert [path.rsplit("/", 1)[1] for path in writes] == ["leader-epoch-checkpoint"]
