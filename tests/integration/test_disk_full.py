@@ -17,7 +17,8 @@ import pytest
 
 from moldau.coordinator.runtime import partition_for_group
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.records import NewRecord, build_batch, decode_records, iter_batches
+from moldau.protocol.record_reader import decode_records
+from moldau.protocol.records import NewRecord, build_batch, iter_batches
 
 from .conftest import ServerFactory, _in_ci
 from .support import wait_until
