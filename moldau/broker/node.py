@@ -41,7 +41,8 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Endpoint, Listener
 from moldau.net.memory_pool import RequestMemoryPool
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage import LogConfig, LogManager
 from moldau.storage.log_dir_failures import LogDirState
@@ -73,6 +74,7 @@ class Node:
         self.quorum_transport: QuorumTransport | None = None
         self.controller_channel: ControllerChannel | None = None
         self.lifecycle: BrokerLifecycle | None = None
+        self.replica_fetchers: ReplicaFetcherManager | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
@@ -116,7 +118,14 @@ class Node:
                 )
             )
             await loop.run_in_executor(None, self.log_manager.startup)
-            self.replica_manager = ReplicaManager(self.log_manager, node_id=self.node_id)
+            self.replica_manager = ReplicaManager(
+                self.log_manager,
+                node_id=self.node_id,
+                now_ms=self.clock.now_ms,
+                replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")),
+            )
+            if not layout.standalone:
+                self._start_replication()
             self._publisher = MetadataPublisher(self)
             self._publisher.listeners = self.metadata_listeners
         if layout.standalone:
@@ -224,6 +233,87 @@ class Node:
             )
             await self.lifecycle.start()
 
+    def _start_replication(self) -> None:
+        """Followers fetch from their leaders; leaders send ISR changes to the controller."""
+        config = self.config
+        replica_manager = self.replica_manager
+        self.replica_fetchers = ReplicaFetcherManager(
+            node_id=self.node_id,
+            connect=self._connect_to_broker,
+            flush=lambda tp, partition: replica_manager.wait_durable(
+                tp, partition.log.log_end_offset - 1
+            ),
+            config=FetcherConfig(
+                max_bytes=int(config.get("replica.fetch.max.bytes")),
+                response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
+                max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+                min_bytes=int(config.get("replica.fetch.min.bytes")),
+                backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+            ),
+        )
+        replica_manager.fetchers = self.replica_fetchers
+        replica_manager.on_isr_change = self._send_isr_change
+        interval_s = max(int(config.get("replica.lag.time.max.ms")) / 2000, 0.05)
+
+        async def check_isr() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                replica_manager.check_isr()
+
+        self._background.append(asyncio.get_running_loop().create_task(check_isr()))
+
+    async def _connect_to_broker(self, broker_id: int) -> Any:
+        """A connection to another broker's inter-broker listener (replica fetching)."""
+        from moldau.client.connection import BrokerConnection
+
+        broker = self.metadata_image.brokers.get(broker_id)
+        name = self.layout.inter_broker_listener_name or ""
+        endpoint = broker.endpoint(name) if broker is not None else None
+        if endpoint is None:
+            raise KafkaError(
+                ErrorCode.broker_not_available, f"broker {broker_id} has no {name} endpoint"
+            )
+        return await BrokerConnection.open(
+            endpoint.host,
+            endpoint.port,
+            node_id=broker_id,
+            client_id=f"replica-fetcher-{self.node_id}",
+            connect_timeout=5.0,
+        )
+
+    def _send_isr_change(self, tp: TopicPartition, partition: Any, change: Any) -> None:
+        """A leader's proposed ISR goes to the controller (AlterPartition); its answer settles
+        it. Sent in the background: the fetch that triggered it does not wait."""
+
+        async def send() -> None:
+            channel = self.controller_channel
+            settled: dict[str, Any] = {
+                "isr": None,
+                "leader_epoch": partition.leader_epoch,
+                "partition_epoch": partition.partition_epoch,
+            }
+            try:
+                if channel is not None and hasattr(channel, "alter_partition"):
+                    result = await channel.alter_partition(
+                        tp,
+                        topic_id=partition.topic_id,
+                        broker_id=self.node_id,
+                        broker_epoch=self.lifecycle.broker_epoch if self.lifecycle else -1,
+                        leader_epoch=partition.leader_epoch,
+                        partition_epoch=partition.partition_epoch,
+                        new_isr=change.new_isr,
+                    )
+                    settled = {
+                        "isr": result.isr if result.error_code == 0 else None,
+                        "leader_epoch": result.leader_epoch,
+                        "partition_epoch": result.partition_epoch,
+                    }
+            except KafkaError as error:
+                log.info("ISR change of %s not made: %s", tp, error)
+            self.replica_manager.isr_change_settled(tp, **settled)
+
+        self._background.append(asyncio.get_running_loop().create_task(send()))
+
     async def _allocate_producer_ids(self) -> Any:
         if self.controller_channel is None:
             return await self.controller.allocate_producer_ids(self.node_id)
@@ -278,6 +368,9 @@ class Node:
         for listener in self.listeners:
             await listener.close()
         self.listeners.clear()
+        if self.replica_fetchers is not None:
+            await self.replica_fetchers.close()
+            self.replica_fetchers = None
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.controller is not None:

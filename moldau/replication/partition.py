@@ -1,10 +1,11 @@
 """A partition replica hosted by this broker: its role, leader epoch, ISR and high watermark.
 
-Mirrors Kafka's `Partition`: the leader accepts appends (checking `min.insync.replicas` for
-acks=all), advances the high watermark to the smallest log end offset in the ISR, and answers
-fetches bounded by the high watermark (read_uncommitted) or the last stable offset
-(read_committed). With a single replica the ISR is the leader alone, so the high watermark
-follows the log end offset.
+Mirrors Kafka's `Partition`. As leader it accepts appends (checking `min.insync.replicas` for
+acks=all), answers fetches bounded by the high watermark (read_uncommitted) or the last stable
+offset (read_committed), serves its followers' fetches up to its log end, and advances the high
+watermark to the smallest log end offset of the (maximal) ISR as they report it (a
+`ReplicaTracker`). As follower it appends what its fetcher brings from the leader, its high
+watermark never past the leader's nor its own log end.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.replica_tracker import ReplicaTracker
 from moldau.storage import PartitionLog
 from moldau.types import TopicPartition
 
@@ -27,7 +29,8 @@ class Partition:
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
     local_node_id: int = -1
-    follower_end_offsets: dict[int, int] = field(default_factory=dict)
+    epoch_start_offset: int = 0  # the log end offset when this leadership began
+    tracker: ReplicaTracker = field(default_factory=lambda: ReplicaTracker(local_id=-1))
 
     @property
     def is_leader(self) -> bool:
@@ -37,20 +40,54 @@ class Partition:
         """Raise the error a client should see if this replica may not serve as leader."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower)
+        self.check_epoch(current_leader_epoch)
+
+    def check_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
                 raise KafkaError(ErrorCode.fenced_leader_epoch)
             if current_leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.unknown_leader_epoch)
 
+    def become_leader(self, *, now_ms: int) -> None:
+        """A new leadership (a new leader epoch): the followers' progress starts afresh."""
+        self.epoch_start_offset = self.log.log_end_offset
+        self.tracker.local_id = self.local_node_id
+        self.tracker.reset(
+            replicas=self.replicas,
+            isr=self.isr,
+            now_ms=now_ms,
+            log_end_offset=self.epoch_start_offset,
+        )
+
+    def record_follower_fetch(
+        self, replica_id: int, *, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+    ) -> bool:
+        """A follower fetched from `fetch_offset` (its durable log end); True if the high
+        watermark moved. KafkaError if `replica_id` is no replica of this partition."""
+        state = self.tracker.record_fetch(
+            replica_id,
+            fetch_offset=fetch_offset,
+            leader_end_offset=self.log.log_end_offset,
+            now_ms=now_ms,
+            broker_epoch=broker_epoch,
+        )
+        if state is None:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {replica_id} is not a replica of {self.topic_partition}",
+            )
+        return self.maybe_advance_high_watermark()
+
     def maybe_advance_high_watermark(self) -> bool:
-        """Move the high watermark to the minimum log end offset of the ISR; True if it moved."""
-        end_offsets = [self.log.log_end_offset]
-        for replica in self.isr:
-            if replica != self.local_node_id:
-                end_offsets.append(self.follower_end_offsets.get(replica, 0))
-        new_high_watermark = min(end_offsets)
+        """Move the high watermark to the minimum log end offset of the ISR; True if it moved.
+        It never goes backwards (a smaller ISR minimum leaves it where it is)."""
+        new_high_watermark = self.tracker.high_watermark(self.log.log_end_offset)
         if new_high_watermark > self.log.high_watermark:
             self.log.update_high_watermark(new_high_watermark)
             return True
         return False
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's high watermark: the leader's, but never past what it holds itself."""
+        self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))

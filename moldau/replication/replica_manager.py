@@ -23,6 +23,7 @@ from typing import Any, Final
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
+from moldau.replication.replica_tracker import IsrChange
 from moldau.storage import DecodeBudget, LogConfig, LogManager, PartitionLog
 from moldau.types import TopicPartition
 
@@ -46,12 +47,29 @@ INLINE_FLUSH_BACKOFF_S: Final = 5.0
 
 DurableCallback = Callable[[BaseException | None], None]
 """Told None once the offsets it waits for are fsynced, or the error the flush failed with."""
+IsrChangeHandler = Callable[[TopicPartition, Partition, IsrChange], None]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _flush_error(flush: asyncio.Future[int]) -> BaseException | None:
     if flush.cancelled():
         return KafkaError(ErrorCode.kafka_storage_error, "flush cancelled")
     return flush.exception()
+
+
+@dataclass(slots=True)
+class FollowerRead:
+    """What a leader answers one partition of a follower's fetch."""
+
+    error_code: int = 0
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: Any = b""  # file regions, or b""
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate, then fetch
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +85,23 @@ class PartitionState:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, *, node_id: int) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        *,
+        node_id: int,
+        now_ms: Callable[[], int] = _now_ms,
+        replica_lag_time_max_ms: int = 30_000,
+    ) -> None:
         self.log_manager = log_manager
         self.node_id = node_id
+        self.now_ms = now_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Set by the node: the follower fetchers, and who sends proposed ISR changes on.
+        self.fetchers: Any = None
+        self.on_isr_change: IsrChangeHandler | None = None
+        self._replication_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}  # -> why (the log dir's error)
         self.fetch_purgatory = Purgatory()
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
@@ -86,6 +117,7 @@ class ReplicaManager:
         self, tp: TopicPartition, state: PartitionState, config: LogConfig
     ) -> Partition:
         partition = self.partitions.get(tp)
+        created = partition is None
         if partition is None:
             partition_log = self.log_manager.get_or_create_log(tp, config, topic_id=state.topic_id)
             partition = Partition(tp, partition_log, topic_id=state.topic_id)
@@ -94,16 +126,34 @@ class ReplicaManager:
             self.offline_partitions.pop(tp, None)
         else:
             partition.log.update_config(config)
-        new_epoch = state.leader_epoch != partition.leader_epoch or partition.leader_id < 0
+        was_leader = partition.is_leader and not created
+        new_epoch = created or state.leader_epoch != partition.leader_epoch
+        replicas_changed = partition.replicas != state.replicas
         partition.leader_id = state.leader
         partition.leader_epoch = state.leader_epoch
         partition.partition_epoch = state.partition_epoch
         partition.replicas = state.replicas
         partition.isr = state.isr
-        if partition.is_leader and new_epoch:
-            partition.log.assign_leader_epoch(state.leader_epoch, partition.log.log_end_offset)
         if partition.is_leader:
-            partition.maybe_advance_high_watermark()
+            if new_epoch or not was_leader or replicas_changed:
+                if new_epoch or not was_leader:
+                    partition.log.assign_leader_epoch(
+                        state.leader_epoch, partition.log.log_end_offset
+                    )
+                partition.become_leader(now_ms=self.now_ms())
+            else:
+                partition.tracker.committed(state.isr)
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
+            if partition.maybe_advance_high_watermark():
+                self._high_watermark_moved(tp, partition)
+        else:
+            self._fail_replication_waiters(tp, KafkaError(ErrorCode.not_leader_or_follower))
+            if self.fetchers is not None:
+                if state.leader >= 0 and self.node_id in state.replicas:
+                    self.fetchers.add_partition(tp, partition, leader=state.leader)
+                else:
+                    self.fetchers.remove_partition(tp)
         return partition
 
     def update_config(self, tp: TopicPartition, config: LogConfig) -> None:
@@ -114,6 +164,7 @@ class ReplicaManager:
     def stop_replica(self, tp: TopicPartition, *, delete: bool) -> None:
         partition = self.partitions.pop(tp, None)
         self.offline_partitions.pop(tp, None)
+        self._stop_replicating(tp)
         if partition is not None:
             self.fetch_purgatory.wake(tp)
         if delete:
@@ -124,9 +175,15 @@ class ReplicaManager:
         request for it until `become_leader_or_follower` succeeds."""
         partition = self.partitions.pop(tp, None)
         self.offline_partitions[tp] = reason
+        self._stop_replicating(tp)
         if partition is not None:
             self.fetch_purgatory.wake(tp)
         self._fail_durable_waiters(tp, reason)
+
+    def _stop_replicating(self, tp: TopicPartition) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(tp)
+        self._fail_replication_waiters(tp, KafkaError(ErrorCode.not_leader_or_follower))
 
     def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
         """A FAILED log dir: its partitions go offline and their logs are closed (as Kafka's
@@ -177,9 +234,188 @@ class ReplicaManager:
         result = partition.log.append_as_leader(
             records, leader_epoch=partition.leader_epoch, decode_budget=decode_budget
         )
-        partition.maybe_advance_high_watermark()
+        if partition.maybe_advance_high_watermark():
+            self._high_watermark_moved(tp, partition)
         self.fetch_purgatory.wake(tp)
         return result
+
+    # --- replication ---------------------------------------------------------------------------
+
+    def when_replicated(
+        self, tp: TopicPartition, offset: int, callback: DurableCallback, *, min_insync: int = 1
+    ) -> None:
+        """acks=all: call `callback(None)` once `offset` is below the high watermark (the ISR has
+        it, each member durably) and durable here; `callback(error)` if leadership moves away
+        first, the flush fails, or the ISR shrank below `min_insync` meanwhile
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka answers)."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            callback(KafkaError(ErrorCode.not_leader_or_follower))
+            return
+
+        def durable(error: BaseException | None) -> None:
+            if error is None and len(partition.isr) < min_insync:
+                error = KafkaError(ErrorCode.not_enough_replicas_after_append)
+            callback(error)
+
+        if partition.log.high_watermark > offset:
+            self.when_durable(tp, offset, durable)
+            return
+        self._replication_waiters.setdefault(tp, []).append((offset, durable))
+
+    def _high_watermark_moved(self, tp: TopicPartition, partition: Partition) -> None:
+        waiters = self._replication_waiters.get(tp)
+        if not waiters:
+            return
+        high_watermark = partition.log.high_watermark
+        ready = [(o, c) for o, c in waiters if o < high_watermark]
+        if not ready:
+            return
+        remaining = [(o, c) for o, c in waiters if o >= high_watermark]
+        if remaining:
+            self._replication_waiters[tp] = remaining
+        else:
+            del self._replication_waiters[tp]
+        for offset, callback in ready:
+            self.when_durable(tp, offset, callback)
+
+    def _fail_replication_waiters(self, tp: TopicPartition, error: KafkaError) -> None:
+        for _offset, callback in self._replication_waiters.pop(tp, ()):
+            try:
+                callback(error)
+            except Exception:
+                log.exception("a replication callback of %s failed", tp)
+
+    def record_follower_fetch(
+        self,
+        tp: TopicPartition,
+        partition: Partition,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        broker_epoch: int = -1,
+    ) -> None:
+        """A follower's fetch reached the leader: its progress, the high watermark, and an ISR
+        expansion to propose if it caught up."""
+        now = self.now_ms()
+        if partition.record_follower_fetch(
+            replica_id, fetch_offset=fetch_offset, now_ms=now, broker_epoch=broker_epoch
+        ):
+            self._high_watermark_moved(tp, partition)
+            self.fetch_purgatory.wake(tp)
+        if replica_id not in partition.isr:
+            self._propose_isr_change(tp, partition, now)
+
+    def read_for_follower(
+        self,
+        tp: TopicPartition,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        min_one_message: bool,
+        broker_epoch: int = -1,
+    ) -> FollowerRead:
+        """A follower's fetch of one partition (Kafka's leader side of replica fetching): its
+        records up to the log end (not the high watermark), or the diverging epoch when its log
+        has gone where the leader's did not (KIP-320: the end offset of the largest epoch at
+        or below its last fetched one), and the fetch recorded as its progress."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            code = (
+                ErrorCode.kafka_storage_error
+                if tp in self.offline_partitions
+                else (ErrorCode.not_leader_or_follower)
+            )
+            return FollowerRead(error_code=int(code))
+        try:
+            partition.check_leader(current_leader_epoch)
+        except KafkaError as error:
+            return FollowerRead(
+                error_code=int(error.code),
+                current_leader=(partition.leader_id, partition.leader_epoch),
+            )
+        if replica_id not in partition.replicas:
+            return FollowerRead(error_code=int(ErrorCode.not_leader_or_follower))
+        log_ = partition.log
+        if last_fetched_epoch >= 0:
+            epoch, end_offset = log_.end_offset_for_leader_epoch(last_fetched_epoch)
+            if end_offset < fetch_offset or epoch < last_fetched_epoch:
+                return FollowerRead(
+                    high_watermark=log_.high_watermark,
+                    log_start_offset=log_.log_start_offset,
+                    diverging_epoch=(epoch, end_offset),
+                )
+        if fetch_offset > log_.log_end_offset or fetch_offset < log_.log_start_offset:
+            return FollowerRead(
+                error_code=int(ErrorCode.offset_out_of_range),
+                high_watermark=log_.high_watermark,
+                log_start_offset=log_.log_start_offset,
+            )
+        self.record_follower_fetch(
+            tp, partition, replica_id, fetch_offset=fetch_offset, broker_epoch=broker_epoch
+        )
+        records: Any = b""
+        if fetch_offset < log_.log_end_offset:
+            read = log_.read(
+                fetch_offset,
+                max_bytes=max(max_bytes, 0),
+                max_offset=log_.log_end_offset,
+                min_one_message=min_one_message,
+            )
+            records = list(read.regions)
+        return FollowerRead(
+            high_watermark=log_.high_watermark,
+            log_start_offset=log_.log_start_offset,
+            records=records,
+        )
+
+    def check_isr(self) -> None:
+        """Propose ISR changes for followers that fell behind (run periodically, as Kafka's
+        isr-expiration task every replica.lag.time.max.ms / 2)."""
+        now = self.now_ms()
+        for tp, partition in list(self.partitions.items()):
+            if partition.is_leader and len(partition.replicas) > 1:
+                self._propose_isr_change(tp, partition, now)
+
+    def _propose_isr_change(self, tp: TopicPartition, partition: Partition, now: int) -> None:
+        if self.on_isr_change is None:
+            return
+        change = partition.tracker.proposed_change(
+            now_ms=now,
+            high_watermark=partition.log.high_watermark,
+            epoch_start_offset=partition.epoch_start_offset,
+            lag_max_ms=self.replica_lag_time_max_ms,
+        )
+        if change is not None:
+            partition.tracker.pending = change
+            self.on_isr_change(tp, partition, change)
+
+    def isr_change_settled(
+        self,
+        tp: TopicPartition,
+        *,
+        isr: tuple[int, ...] | None,
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """The controller answered an ISR change: `isr` is what it committed (None: refused;
+        the metadata will tell the truth)."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return
+        if isr is None or leader_epoch != partition.leader_epoch:
+            partition.tracker.pending = None
+            return
+        if partition_epoch >= partition.partition_epoch:
+            partition.isr = isr
+            partition.partition_epoch = partition_epoch
+        partition.tracker.committed(partition.isr)
+        if partition.maybe_advance_high_watermark():
+            self._high_watermark_moved(tp, partition)
+            self.fetch_purgatory.wake(tp)
 
     def wait_durable(self, tp: TopicPartition, offset: int) -> asyncio.Future[None]:
         """A future done once every offset up to and including `offset` is fsynced (see
@@ -309,5 +545,7 @@ class ReplicaManager:
         return self.partitions
 
     def shutdown(self) -> None:
+        for tp in list(self._replication_waiters):
+            self._fail_replication_waiters(tp, KafkaError(ErrorCode.not_leader_or_follower))
         self.fetch_purgatory.expire_all()
         self._flush_executor.shutdown(wait=True)

@@ -40,6 +40,7 @@ class LogMaintenance:
     _latest_epoch: int
     _pending_deletes: list[tuple[int, LogSegment]]
     _pending_snapshots: list[tuple[int, bytes]]
+    truncations: int
 
     def snapshot_path(self, offset: int) -> str:
         raise NotImplementedError
@@ -208,6 +209,7 @@ class LogMaintenance:
         from moldau.storage.log_loader import rebuild_producer_state
 
         self._log_end_offset = end
+        self.truncations += 1
         self.recovery_point = min(self.recovery_point, end)
         self.high_watermark = min(self.high_watermark, end)
         self.log_start_offset = min(self.log_start_offset, end)

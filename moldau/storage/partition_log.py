@@ -104,6 +104,7 @@ class PartitionLog(LogMaintenance):
         self._flush_lock = threading.Lock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._pending_snapshots: list[tuple[int, bytes]] = []
+        self.truncations = 0  # how many times the log end moved back (replication)
         self._unflushed_messages = 0
         self._unflushed_bytes = 0
         self._last_append_position = 0
@@ -599,13 +600,17 @@ class PartitionLog(LogMaintenance):
                 snapshots, self._pending_snapshots = self._pending_snapshots, []
                 flushed_messages = self._unflushed_messages
                 flushed_bytes = self._unflushed_bytes
+                truncations = self.truncations
             try:
                 self._fsync(logs, indexes, snapshots)
             except OSError as error:
                 self._report_io_error(error)
                 raise
             with self._lock:
-                self.recovery_point = max(self.recovery_point, end)
+                if truncations == self.truncations:
+                    self.recovery_point = max(self.recovery_point, end)
+                # else: a truncation cut below `end` meanwhile, and what was appended after it
+                # is not covered by this fsync; the next flush will be
                 self._unflushed_messages -= flushed_messages
                 self._unflushed_bytes -= flushed_bytes
                 self.last_flush_ms = self.clock.now_ms()

@@ -11,6 +11,11 @@ enough data answers at once, and one that must wait returns a `Deferred` complet
 that makes it ready (or by its `max_wait_ms` timer), with no task and no future in between. At
 least one batch is returned for the first partition with data even if it exceeds the byte
 limits, as Kafka does (KIP-74).
+
+A fetch naming a replica id (`replica_id` before v15, `replica_state` after) is a follower
+replicating: it reads up to the log end rather than the high watermark, gets the diverging epoch
+when its log went astray, and its fetch offset is its progress (`ReplicaManager.
+read_for_follower`). Only a replica of the partition is served so.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
     max_wait_ms = max(millis(request.max_wait), 0)
 
     topics: list[tuple[FetchTopicData, list[_PartitionFetch]]] = []
+    replica_id, replica_epoch = _replica(request)
     for topic in request.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = getattr(topic, "topic", None)
@@ -78,6 +84,10 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
         topics.append((FetchTopicData(name or "", topic_id or _ZERO_UUID), fetches))
 
     replica_manager = node.replica_manager
+    if replica_id >= 0:
+        return _replica_fetch(
+            ctx, request, topics, replica_id, replica_epoch, max_bytes, max_wait_ms
+        )
 
     def collect() -> tuple[list[FetchTopicData], int, bool]:
         total = 0
@@ -133,6 +143,110 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
 
     def ready() -> bool:
         return _bytes_available(replica_manager, topics, isolation_level, min_bytes) >= min_bytes
+
+    keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
+    replica_manager.watch_for_data(keys, ready, max_wait_ms, done)
+    return answer
+
+
+def _replica(request: Any) -> tuple[int, int]:
+    """(replica id, broker epoch) of a follower's fetch; (-1, -1) for a consumer's."""
+    state = getattr(request, "replica_state", None)
+    if state is not None and int(state.replica_id) >= 0:
+        return int(state.replica_id), int(state.replica_epoch)
+    return int(getattr(request, "replica_id", -1)), -1
+
+
+def _replica_fetch(
+    ctx: RequestContext,
+    request: Any,
+    topics: list[tuple[FetchTopicData, list[_PartitionFetch]]],
+    replica_id: int,
+    replica_epoch: int,
+    max_bytes: int,
+    max_wait_ms: int,
+) -> Response | Deferred:
+    replica_manager = ctx.node.replica_manager
+    version = ctx.api_version
+    last_fetched = {
+        (topic_data.name, p.partition): getattr(p, "last_fetched_epoch", -1)
+        for (topic_data, _), topic in zip(topics, request.topics, strict=True)
+        for p in topic.partitions
+    }
+
+    def collect() -> tuple[list[FetchTopicData], int, bool]:
+        total = 0
+        answered = False
+        result = []
+        for topic_data, fetches in topics:
+            partitions = []
+            for fetch in fetches:
+                if fetch.tp is None:
+                    partitions.append(_read_partition(replica_manager, fetch, 0, 0, False, version))
+                    answered = True
+                    continue
+                read = replica_manager.read_for_follower(
+                    fetch.tp,
+                    replica_id,
+                    fetch_offset=fetch.fetch_offset,
+                    last_fetched_epoch=last_fetched.get((fetch.tp.topic, fetch.tp.partition), -1),
+                    current_leader_epoch=fetch.current_leader_epoch,
+                    max_bytes=min(fetch.max_bytes, max_bytes - total),
+                    min_one_message=total == 0,
+                    broker_epoch=replica_epoch,
+                )
+                size = _size(read.records)
+                total += size
+                answered = (
+                    answered or bool(size) or bool(read.error_code) or bool(read.diverging_epoch)
+                )
+                partitions.append(
+                    FetchPartitionData(
+                        fetch.tp.partition,
+                        read.error_code,
+                        high_watermark=read.high_watermark,
+                        last_stable_offset=read.high_watermark,
+                        log_start_offset=read.log_start_offset,
+                        records=read.records if not read.error_code else b"",
+                        current_leader=read.current_leader,
+                        diverging_epoch=read.diverging_epoch,
+                    )
+                )
+            result.append(FetchTopicData(topic_data.name, topic_data.topic_id, partitions))
+        return result, total, answered
+
+    def respond(result: list[FetchTopicData]) -> Response:
+        if not ctx.zero_copy:
+            for topic_data in result:
+                for partition in topic_data.partitions:
+                    if isinstance(partition.records, list):
+                        partition.records = b"".join(r.read_bytes() for r in partition.records)
+        return Response(
+            encode_fetch_response(
+                version, throttle_time_ms=0, error_code=0, session_id=0, topics=result
+            )
+        )
+
+    result, _total, answered = collect()
+    if answered or max_wait_ms <= 0:
+        return respond(result)
+    answer = Deferred()
+
+    def done(_ready: bool) -> None:
+        try:
+            answer.resolve(respond(collect()[0]))
+        except Exception as exc:
+            answer.fail(exc)
+
+    def ready() -> bool:
+        for _, fetches in topics:
+            for fetch in fetches:
+                partition = replica_manager.get_partition(fetch.tp) if fetch.tp else None
+                if partition is None or not partition.is_leader:
+                    return True
+                if partition.log.log_end_offset > fetch.fetch_offset:
+                    return True
+        return False
 
     keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
     replica_manager.watch_for_data(keys, ready, max_wait_ms, done)

@@ -4,8 +4,11 @@ v3 adds the transactional id (record batches v2 only); v5 log_start_offset; v8 r
 error_message; v9 flexible; v10-11 current_leader/node_endpoints tags (KIP-951); v12 is v11 for
 clients that verify transactions server-side (KIP-890); v13 uses topic ids.
 
-acks=0 sends no response; acks=1 answers once the batches are in the page cache; acks=-1 once
-they are fsynced (group commit) and, in a cluster, replicated to the ISR.
+acks=0 sends no response; acks=1 answers once the batches are in the leader's page cache;
+acks=-1 once they are below the high watermark (every ISR member has them, fsynced: followers
+report only flushed offsets) and fsynced here (group commit), with NOT_ENOUGH_REPLICAS before the
+append when the ISR is smaller than `min.insync.replicas` and NOT_ENOUGH_REPLICAS_AFTER_APPEND
+when it shrank below it meanwhile.
 
 The handler is a plain function, not a coroutine: acks=0/1 answer in the same call, and acks=-1
 returns a `Deferred` that the flush's completion resolves through callbacks. A produce request is
@@ -143,7 +146,8 @@ def _when_durable(
     timeout_s: float,
     body: dict[str, Any],
 ) -> Deferred:
-    """`body`, resolved once every partition in `waits` is durable or the timeout passes.
+    """`body`, resolved once every partition in `waits` is replicated and durable or the timeout
+    passes.
 
     Partitions still waiting at the timeout answer REQUEST_TIMED_OUT (their records stay in the
     log, as in Kafka); a failed flush answers its error code.
@@ -173,5 +177,9 @@ def _when_durable(
     if timeout_s > 0:
         timer = asyncio.get_running_loop().call_later(timeout_s, timed_out)
     for index, (_, tp, last_offset) in enumerate(waits):
-        replica_manager.when_durable(tp, last_offset, lambda e, i=index: settled(i, e))
+        partition = replica_manager.get_partition(tp)
+        min_insync = partition.log.config.min_insync_replicas if partition is not None else 1
+        replica_manager.when_replicated(
+            tp, last_offset, lambda e, i=index: settled(i, e), min_insync=min_insync
+        )
     return answer

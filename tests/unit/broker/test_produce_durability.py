@@ -24,7 +24,12 @@ class _Replicas:
     def __init__(self) -> None:
         self.stuck: list[DurableCallback] = []
 
-    def when_durable(self, tp: TopicPartition, offset: int, callback: DurableCallback) -> None:
+    def get_partition(self, tp: TopicPartition) -> None:
+        return None
+
+    def when_replicated(
+        self, tp: TopicPartition, offset: int, callback: DurableCallback, *, min_insync: int = 1
+    ) -> None:
         if tp == DONE:
             callback(None)
         elif tp == BROKEN:
