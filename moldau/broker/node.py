@@ -484,6 +484,7 @@ class Node:
         brokers = []
         own = {endpoint.name: endpoint for endpoint in self.advertised_endpoints()}
         for broker in self.metadata_image.live_brokers():
+            endpoint: BrokerEndpoint | None
             if broker.broker_id == self.node_id and own:
                 endpoint = own.get(listener_name) or next(iter(own.values()))
             else:

@@ -69,6 +69,9 @@ class CachedFile:
         """The descriptor open now; only `pinned()` keeps one valid across later uses."""
         return self._current().fileno()
 
+    # pread, pwritev and pwrite are the append and read paths: `_current()` inlined (a call
+    # fewer per record batch).
+
     def pread(self, size: int, position: int) -> bytes:
         file = self._file
         if file is None:

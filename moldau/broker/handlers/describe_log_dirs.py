@@ -42,7 +42,8 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
     for log_dir in node.config.log_dirs:
         absolute = os.path.abspath(log_dir)
         topics = by_dir.get(absolute) or by_dir.get(log_dir) or {}
-        state = node.log_manager.failures.state(log_dir.rstrip("/") or "/")
+        failures = node.log_manager.failures if node.log_manager is not None else None
+        state = failures.state(log_dir.rstrip("/") or "/") if failures else LogDirState.ONLINE
         if state is LogDirState.FAILED:
             topics = {}
         try:
