@@ -10,6 +10,7 @@ background work, flushes every log and writes the clean-shutdown marker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import gc
 import logging
@@ -75,6 +76,7 @@ class Node:
         self.controller_channel: ControllerChannel | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.replica_fetchers: ReplicaFetcherManager | None = None
+        self._broker_connections: dict[int, Any] = {}
         self.log_manager: LogManager | None = None
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
@@ -262,6 +264,20 @@ class Node:
 
         self._background.append(asyncio.get_running_loop().create_task(check_isr()))
 
+    async def broker_connection(self, broker_id: int) -> Any:
+        """A kept connection to another broker's inter-broker listener (transaction markers)."""
+        connection = self._broker_connections.get(broker_id)
+        if connection is not None and connection.is_open:
+            return connection
+        connection = await self._connect_to_broker(broker_id)
+        self._broker_connections[broker_id] = connection
+        return connection
+
+    def forget_broker_connection(self, broker_id: int) -> None:
+        connection = self._broker_connections.pop(broker_id, None)
+        if connection is not None:
+            self._background.append(asyncio.get_running_loop().create_task(connection.close()))
+
     async def _connect_to_broker(self, broker_id: int) -> Any:
         """A connection to another broker's inter-broker listener (replica fetching)."""
         from moldau.client.connection import BrokerConnection
@@ -371,6 +387,10 @@ class Node:
         if self.replica_fetchers is not None:
             await self.replica_fetchers.close()
             self.replica_fetchers = None
+        for connection in self._broker_connections.values():
+            with contextlib.suppress(Exception):
+                await connection.close()
+        self._broker_connections.clear()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.controller is not None:

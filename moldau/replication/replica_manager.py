@@ -241,6 +241,27 @@ class ReplicaManager:
 
     # --- replication ---------------------------------------------------------------------------
 
+    def appended(self, tp: TopicPartition, partition: Partition) -> None:
+        """Something was appended to a leader outside `append_records` (a transaction marker)."""
+        if partition.maybe_advance_high_watermark():
+            self._high_watermark_moved(tp, partition)
+        self.fetch_purgatory.wake(tp)
+
+    def wait_replicated(self, tp: TopicPartition, offset: int) -> asyncio.Future[None]:
+        """A future done once `offset` is replicated to the ISR and durable here."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+        self.when_replicated(tp, offset, settle)
+        return future
+
     def when_replicated(
         self, tp: TopicPartition, offset: int, callback: DurableCallback, *, min_insync: int = 1
     ) -> None:

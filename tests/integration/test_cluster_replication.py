@@ -81,3 +81,39 @@ def test_a_replicated_topic_ends_identical_on_every_replica(start_server, tmp_pa
     consumer.close()
     assert sorted(received) == sent  # every acknowledged record exactly once
     assert sum(high) == len(sent)
+
+    # A transaction over partitions led by three brokers: the coordinator sends each leader its
+    # markers; read_committed sees the committed records and none of the aborted ones.
+    transactional = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": "across-brokers"}
+    )
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    for index in range(30):
+        transactional.produce("replicated", key=b"%d" % index, value=b"committed-%d" % index)
+    transactional.commit_transaction(30)
+    transactional.begin_transaction()
+    for index in range(30):
+        transactional.produce("replicated", key=b"%d" % index, value=b"aborted-%d" % index)
+    transactional.abort_transaction(30)
+    reader = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "committed-reader",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    reader.subscribe(["replicated"])
+    seen: list[bytes] = []
+    expected = len(sent) + 30
+    deadline = time.monotonic() + 30
+    while len(seen) < expected and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    # Past the committed records the read stops at the end of every partition: nothing more.
+    extra = [m for m in (reader.poll(1.0) for _ in range(3)) if m is not None and not m.error()]
+    reader.close()
+    assert sorted(seen) == sorted(sent + [b"committed-%d" % i for i in range(30)])
+    assert not extra and not any(v.startswith(b"aborted") for v in seen)

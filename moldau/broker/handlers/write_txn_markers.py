@@ -1,11 +1,13 @@
 """WriteTxnMarkers (key 27), v1-2: write COMMIT or ABORT markers of a transaction to partitions.
 
 v1 is the first flexible version (Kafka 4 removed v0); v2 adds transaction_version (KIP-890).
-The transaction coordinator calls `write_markers` directly; the API is the same path, for
-brokers and for tools. A marker is a control batch appended with `AppendOrigin.COORDINATOR`
-(fenced by producer epoch and coordinator epoch in storage). A marker for `__consumer_offsets`
-goes through the group coordinator, which makes the transaction's pending offsets take effect
-(or drops them) and writes the marker after its earlier writes.
+The transaction coordinator calls `write_markers`: markers of partitions this broker leads are
+appended here, the others are sent with this API to each partition's leader (which appends only
+what it leads). A marker is a control batch appended with `AppendOrigin.COORDINATOR` (fenced by
+producer epoch and coordinator epoch in storage) and counts once it is replicated to the ISR, as
+an acks=all write. A marker for `__consumer_offsets` goes through the group coordinator, which
+makes the transaction's pending offsets take effect (or drops them) and writes the marker after
+its earlier writes.
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ def _append_marker(node: Node, tp: TopicPartition, batch: bytes) -> int:
     result = partition.log.append_as_leader(
         batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR
     )
-    partition.maybe_advance_high_watermark()
-    replica_manager.fetch_purgatory.wake(tp)
+    replica_manager.appended(tp, partition)
     return int(result.last_offset)
+
+
+async def _replicated(node: Node, tp: TopicPartition, offset: int) -> None:
+    await node.replica_manager.wait_replicated(tp, offset)
 
 
 async def _write_one(node: Node, tp: TopicPartition, markers: MarkerRequest, epoch: int) -> int:
@@ -51,7 +56,7 @@ async def _write_one(node: Node, tp: TopicPartition, markers: MarkerRequest, epo
 
             async def write_marker() -> None:
                 offset = _append_marker(node, tp, batch)
-                await node.replica_manager.wait_durable(tp, offset)
+                await _replicated(node, tp, offset)
 
             await node.group_coordinator.complete_transaction(
                 tp.partition,
@@ -61,21 +66,83 @@ async def _write_one(node: Node, tp: TopicPartition, markers: MarkerRequest, epo
             )
         else:
             offset = _append_marker(node, tp, batch)
-            await node.replica_manager.wait_durable(tp, offset)
+            await _replicated(node, tp, offset)
     except KafkaError as error:
         return int(error.code)
     return int(ErrorCode.none)
 
 
 async def write_markers(
-    node: Node, markers: MarkerRequest, coordinator_epoch: int
+    node: Node, markers: MarkerRequest, coordinator_epoch: int, *, forward: bool = True
 ) -> dict[TopicPartition, int]:
-    """Write the markers of one transaction to each of its partitions; error code per partition."""
-    partitions = list(markers.partitions)
-    codes = await asyncio.gather(
-        *(_write_one(node, tp, markers, coordinator_epoch) for tp in partitions)
+    """Write the markers of one transaction to each of its partitions; error code per partition.
+    With `forward`, partitions another broker leads get theirs through that broker."""
+    local: list[TopicPartition] = []
+    remote: dict[int, list[TopicPartition]] = {}
+    image = node.metadata_image
+    for tp in markers.partitions:
+        topic = image.topics.get(tp.topic)
+        partition = topic.partitions.get(tp.partition) if topic is not None else None
+        leader = partition.leader if partition is not None else -1
+        if not forward or leader in (node.node_id, -1) or partition is None:
+            local.append(tp)
+        else:
+            remote.setdefault(leader, []).append(tp)
+    jobs: list[Any] = [_write_one(node, tp, markers, coordinator_epoch) for tp in local]
+    jobs.extend(
+        _send_to_leader(node, leader, markers, partitions, coordinator_epoch)
+        for leader, partitions in remote.items()
     )
-    return dict(zip(partitions, codes, strict=True))
+    results = await asyncio.gather(*jobs)
+    codes: dict[TopicPartition, int] = dict(zip(local, results[: len(local)], strict=True))
+    for answer in results[len(local) :]:
+        codes.update(answer)
+    return codes
+
+
+async def _send_to_leader(
+    node: Node,
+    leader: int,
+    markers: MarkerRequest,
+    partitions: list[TopicPartition],
+    coordinator_epoch: int,
+) -> dict[TopicPartition, int]:
+    """WriteTxnMarkers to the broker leading `partitions`; its error code for each."""
+    topics: dict[str, list[int]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    try:
+        connection = await node.broker_connection(leader)
+        response = await connection.request(
+            ApiKey.WRITE_TXN_MARKERS,
+            {
+                "markers": [
+                    {
+                        "producer_id": markers.producer_id,
+                        "producer_epoch": markers.producer_epoch,
+                        "transaction_result": markers.committed,
+                        "topics": [
+                            {"name": name, "partition_indexes": indexes}
+                            for name, indexes in topics.items()
+                        ],
+                        "coordinator_epoch": coordinator_epoch,
+                        "transaction_version": markers.transaction_version,
+                    }
+                ]
+            },
+        )
+    except Exception as error:  # the runtime retries: the leader may be moving
+        node.forget_broker_connection(leader)
+        code = error.code if isinstance(error, KafkaError) else ErrorCode.not_leader_or_follower
+        return dict.fromkeys(partitions, int(code))
+    codes = dict.fromkeys(partitions, int(ErrorCode.not_leader_or_follower))
+    for marker in response.markers:
+        for topic in marker.topics:
+            for answer in topic.partitions:
+                codes[TopicPartition(topic.name, int(answer.partition_index))] = int(
+                    answer.error_code
+                )
+    return codes
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS, 1, 2)
@@ -98,6 +165,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> dict[st
                 transaction_version=getattr(marker, "transaction_version", 0),
             ),
             marker.coordinator_epoch,
+            forward=False,  # (what this broker does not lead is refused, not sent on)
         )
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in partitions:
