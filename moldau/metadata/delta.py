@@ -21,6 +21,7 @@ from types import MappingProxyType
 
 from moldau.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.records import (
+    BrokerRegistrationChangeRecord,
     ClientQuotaEntity,
     ClientQuotaRecord,
     ConfigRecord,
@@ -111,6 +112,14 @@ class MetadataDelta:
                     return  # a stale (un)fence of an older incarnation: Kafka ignores it too
                 fenced = isinstance(record, FenceBrokerRecord)
                 self._brokers[record.broker_id] = replace(broker, fenced=fenced)
+            case BrokerRegistrationChangeRecord():
+                broker = self._broker(record.broker_id)
+                if broker is None or broker.broker_epoch != record.broker_epoch:
+                    return  # (a change of an older incarnation, as for fencing)
+                if record.in_controlled_shutdown is not None:
+                    self._brokers[record.broker_id] = replace(
+                        broker, in_controlled_shutdown=record.in_controlled_shutdown
+                    )
             case ProducerIdsRecord():
                 self._next_producer_id = record.next_producer_id
             case FeatureLevelRecord():
@@ -150,6 +159,7 @@ class MetadataDelta:
             isr=record.isr,
             removing_replicas=record.removing_replicas,
             adding_replicas=record.adding_replicas,
+            leader_recovery_state=record.leader_recovery_state,
         )
         change.changed_partitions.add(record.partition)
 
@@ -167,6 +177,8 @@ class MetadataDelta:
             updated = replace(updated, isr=record.isr)
         if record.replicas is not None:
             updated = replace(updated, replicas=record.replicas)
+        if record.leader_recovery_state is not None:
+            updated = replace(updated, leader_recovery_state=record.leader_recovery_state)
         change.partitions[record.partition] = updated
         change.changed_partitions.add(record.partition)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from moldau.metadata.records import BrokerEndpoint, ClientQuotaEntity
+from moldau.metadata.records import BrokerEndpoint, ClientQuotaEntity, LeaderRecoveryState
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -24,9 +24,16 @@ if TYPE_CHECKING:
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
+NO_LEADER = -1
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionImage:
-    """A partition's replica state (Kafka's PartitionRegistration)."""
+    """A partition's replica state (Kafka's PartitionRegistration).
+
+    `leader` is NO_LEADER (-1) when no replica may lead (its ISR is fenced, or left, and unclean
+    election is off); the ISR then keeps its last member. `leader_epoch` moves with every change
+    of leader, `partition_epoch` with every change at all."""
 
     partition: int
     leader: int
@@ -36,6 +43,16 @@ class PartitionImage:
     isr: tuple[int, ...]
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+
+    @property
+    def preferred_replica(self) -> int:
+        """The first of the replicas: the leader the placement intended."""
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +81,13 @@ class BrokerImage:
     rack: str | None
     fenced: bool
     is_controller: bool = False
+    in_controlled_shutdown: bool = False
+
+    @property
+    def is_active(self) -> bool:
+        """Unfenced and not shutting down (Kafka's ClusterControlManager.isActive): may lead a
+        partition, join an ISR and be given new replicas."""
+        return not self.fenced and not self.in_controlled_shutdown
 
     def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
         for endpoint in self.endpoints:
@@ -124,6 +148,14 @@ class MetadataImage:
     def live_brokers(self) -> list[BrokerImage]:
         """Unfenced brokers, by id."""
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def active_brokers(self) -> list[BrokerImage]:
+        """Unfenced brokers not in controlled shutdown, by id (`BrokerImage.is_active`)."""
+        return [b for _, b in sorted(self.brokers.items()) if b.is_active]
+
+    def is_active_broker(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.is_active
 
     def iter_partitions(self) -> Iterator[tuple[TopicImage, PartitionImage]]:
         for topic in self.topics.values():

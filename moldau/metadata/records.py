@@ -16,6 +16,14 @@ from typing import ClassVar
 ZERO_UUID = uuid.UUID(int=0)
 
 
+class LeaderRecoveryState(IntEnum):
+    """Whether a partition's leader came from an unclean election and has not yet told the
+    controller it recovered (Kafka's LeaderRecoveryState, KIP-704)."""
+
+    RECOVERED = 0
+    RECOVERING = 1
+
+
 class ConfigResourceType(IntEnum):
     """Kafka's ConfigResource.Type codes, as used on the wire by DescribeConfigs and friends."""
 
@@ -38,10 +46,12 @@ class TopicRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionRecord:
-    """A partition and its full replica state (Kafka's PartitionRecord, api key 3)."""
+    """A partition and its full replica state (Kafka's PartitionRecord, api key 3).
+
+    Version 1 adds `leader_recovery_state` (a LeaderRecoveryState value)."""
 
     RECORD_TYPE: ClassVar[int] = 3
-    VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 1
 
     topic_id: uuid.UUID
     partition: int
@@ -52,24 +62,27 @@ class PartitionRecord:
     partition_epoch: int = 0
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = LeaderRecoveryState.RECOVERED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionChangeRecord:
     """A change to a partition's leader, ISR or replicas (Kafka's PartitionChangeRecord, key 5).
 
-    Fields left as None are unchanged. Replaying a change bumps `partition_epoch`; a change of
-    leader also bumps `leader_epoch`, as in Kafka.
+    Fields left as None are unchanged; `leader` -1 means no leader. Replaying a change bumps
+    `partition_epoch`; a change of leader also bumps `leader_epoch`, as in Kafka. Version 1 adds
+    `leader_recovery_state`.
     """
 
     RECORD_TYPE: ClassVar[int] = 5
-    VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 1
 
     topic_id: uuid.UUID
     partition: int
     leader: int | None = None
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +161,20 @@ class UnfenceBrokerRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationChangeRecord:
+    """A registered broker entered controlled shutdown (Kafka's BrokerRegistrationChangeRecord,
+    key 17, of which Moldau uses only `in_controlled_shutdown`: fencing has its own records).
+    A new registration of the broker starts outside controlled shutdown again."""
+
+    RECORD_TYPE: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    broker_epoch: int
+    in_controlled_shutdown: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProducerIdsRecord:
     """A block of producer ids went to a broker; `next_producer_id` is the first id not yet
     handed out (Kafka's ProducerIdsRecord, key 15)."""
@@ -198,6 +225,7 @@ MetadataRecord = (
     | RegisterBrokerRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
+    | BrokerRegistrationChangeRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
     | ClientQuotaRecord
@@ -214,6 +242,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         RegisterBrokerRecord,
         FenceBrokerRecord,
         UnfenceBrokerRecord,
+        BrokerRegistrationChangeRecord,
         ProducerIdsRecord,
         FeatureLevelRecord,
         ClientQuotaRecord,

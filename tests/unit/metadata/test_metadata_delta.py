@@ -6,6 +6,7 @@ from moldau.metadata.delta import MetadataDelta, MetadataReplayError, diff_from_
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import (
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -84,6 +85,32 @@ def test_partition_change_bumps_leader_epoch_only_when_the_leader_moves():
     )
     partition = image.topics["orders"].partitions[0]
     assert (partition.leader, partition.leader_epoch, partition.partition_epoch) == (2, 1, 2)
+
+
+def test_a_leaderless_partition_keeps_its_isr_and_an_unclean_leader_is_recovering():
+    _, image = replay(
+        MetadataImage.empty(), *topic_records("orders", ORDERS, partitions=1, replicas=(1, 2))
+    )
+    _, image = replay(
+        image,
+        PartitionChangeRecord(topic_id=ORDERS, partition=0, isr=(1,)),
+        PartitionChangeRecord(topic_id=ORDERS, partition=0, leader=-1),
+    )
+    partition = image.topics["orders"].partitions[0]
+    assert not partition.has_leader and partition.isr == (1,) and partition.leader_epoch == 1
+    assert partition.preferred_replica == 1
+    _, image = replay(
+        image,
+        PartitionChangeRecord(
+            topic_id=ORDERS, partition=0, leader=2, isr=(2,), leader_recovery_state=1
+        ),
+    )
+    partition = image.topics["orders"].partitions[0]
+    assert (partition.leader, partition.leader_epoch, partition.partition_epoch) == (2, 2, 3)
+    assert partition.leader_recovery_state == 1
+    _, image = replay(image, PartitionChangeRecord(topic_id=ORDERS, partition=0, isr=(2, 1)))
+    partition = image.topics["orders"].partitions[0]
+    assert partition.leader_recovery_state == 1 and partition.leader_epoch == 2
 
 
 def test_removing_a_topic_drops_partitions_and_configs_and_reports_the_old_image():
@@ -179,6 +206,39 @@ def test_brokers_register_fence_and_ignore_stale_epochs():
     assert not image.brokers[1].fenced
     _, image = replay(image, FenceBrokerRecord(broker_id=1, broker_epoch=5))
     assert image.brokers[1].fenced and image.live_brokers() == []
+
+
+def test_a_broker_in_controlled_shutdown_is_live_but_not_active_until_it_registers_again():
+    endpoint = BrokerEndpoint(name="PLAINTEXT", host="h", port=1)
+    register = RegisterBrokerRecord(
+        broker_id=1, incarnation_id=uuid.UUID(int=9), broker_epoch=5, endpoints=(endpoint,)
+    )
+    _, image = replay(
+        MetadataImage.empty(), register, UnfenceBrokerRecord(broker_id=1, broker_epoch=5)
+    )
+    assert image.is_active_broker(1)
+    _, stale = replay(
+        image,
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=4, in_controlled_shutdown=True),
+    )
+    assert stale.is_active_broker(1)
+    delta, image = replay(
+        image,
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=5, in_controlled_shutdown=True),
+    )
+    assert set(delta.changed_brokers()) == {1}
+    assert [b.broker_id for b in image.live_brokers()] == [1]
+    assert image.active_brokers() == [] and not image.is_active_broker(1)
+    _, image = replay(image, FenceBrokerRecord(broker_id=1, broker_epoch=5))
+    assert image.brokers[1].in_controlled_shutdown
+    _, image = replay(
+        image,
+        RegisterBrokerRecord(
+            broker_id=1, incarnation_id=uuid.UUID(int=10), broker_epoch=8, endpoints=(endpoint,)
+        ),
+        UnfenceBrokerRecord(broker_id=1, broker_epoch=8),
+    )
+    assert image.is_active_broker(1) and not image.is_active_broker(2)
 
 
 def test_features_producer_ids_offset_and_controller():

@@ -5,6 +5,7 @@ import pytest
 
 from moldau.metadata.records import (
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -28,6 +29,7 @@ EVERY_RECORD = [
     ),
     PartitionChangeRecord(topic_id=TOPIC_ID, partition=2, leader=2, isr=(2,)),
     PartitionChangeRecord(topic_id=TOPIC_ID, partition=0),
+    PartitionChangeRecord(topic_id=TOPIC_ID, partition=1, leader=-1, leader_recovery_state=1),
     RemoveTopicRecord(topic_id=TOPIC_ID),
     ConfigRecord(
         resource_type=ConfigResourceType.TOPIC,
@@ -50,6 +52,7 @@ EVERY_RECORD = [
     ),
     FenceBrokerRecord(broker_id=1, broker_epoch=12),
     UnfenceBrokerRecord(broker_id=1, broker_epoch=12),
+    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=12, in_controlled_shutdown=True),
     ProducerIdsRecord(broker_id=1, broker_epoch=12, next_producer_id=2000),
     FeatureLevelRecord(name="metadata.version", feature_level=25),
 ]
@@ -88,6 +91,11 @@ def test_fields_missing_from_an_older_version_take_their_defaults():
         topic_id=TOPIC_ID, partition=0, replicas=(1,), isr=(1,), leader=1
     )
     assert record.leader_epoch == 0
+    assert record.leader_recovery_state == 0
+    change = deserialize_record(
+        struct.pack(">hh", 5, 0) + b'{"partition":0,"topic_id":"%s"}' % str(TOPIC_ID).encode()
+    )
+    assert change == PartitionChangeRecord(topic_id=TOPIC_ID, partition=0)
 
 
 def test_a_version_newer_than_known_is_refused():
