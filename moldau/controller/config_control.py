@@ -9,9 +9,22 @@ properties. A broker resource is named by its node id, or "" for the cluster-wid
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
-from moldau.config.values import ConfigError, format_value, parse_value, validate_topic_configs
+from moldau.config.definitions import (
+    BROKER_KEYS,
+    TOPIC_KEYS,
+    TOPIC_SYNONYMS,
+    ConfigKey,
+    ConfigType,
+)
+from moldau.config.values import (
+    BrokerConfig,
+    ConfigError,
+    format_value,
+    parse_value,
+    validate_topic_configs,
+)
 from moldau.controller.operations import AlterableConfig, AlterConfigOp, ConfigResource
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import ConfigRecord, ConfigResourceType
@@ -24,6 +37,26 @@ def current_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[s
     if resource.resource_type == ConfigResourceType.TOPIC:
         return image.topics[resource.resource_name].configs
     return image.broker_configs.get(resource.resource_name, {})
+
+
+def topic_config_value(
+    image: MetadataImage, config: BrokerConfig, topic_name: str, name: str
+) -> Any:
+    """A topic config as the controller applies it (Kafka's ConfigurationControlManager): the
+    topic's own value, else the cluster-wide dynamic default of its broker synonym, else the
+    controller's own broker property. Unparsable stored values fall through to the next."""
+    key = TOPIC_KEYS[name]
+    synonym = TOPIC_SYNONYMS[name]
+    for raw, of in (
+        (image.topic_configs(topic_name).get(name), key),
+        (image.broker_configs.get("", {}).get(synonym), BROKER_KEYS[synonym]),
+    ):
+        if raw is not None:
+            try:
+                return parse_value(of, raw)
+            except ConfigError:
+                continue
+    return config.get(synonym)
 
 
 def check_resource(image: MetadataImage, resource: ConfigResource) -> None:

@@ -16,10 +16,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
-from moldau.controller import cluster_control, config_control, partition_control, quota_control
+from moldau.controller import (
+    cluster_control,
+    config_control,
+    partition_control,
+    placement,
+    quota_control,
+)
 from moldau.controller.cluster_control import BrokerHeartbeats
 from moldau.controller.operations import (
     AlterConfigsResource,
+    AlterPartitionResult,
     BrokerHeartbeat,
     BrokerHeartbeatResult,
     BrokerRegistration,
@@ -32,6 +39,7 @@ from moldau.controller.operations import (
     CreateTopicResult,
     DeleteTopicResult,
     IncrementalAlterConfigsResource,
+    IsrChange,
     NewTopic,
     PartitionReassignment,
     PartitionResult,
@@ -128,7 +136,12 @@ class ControllerCore:
                 )
                 continue
             try:
-                topic_records, result = self._create_topic(topic, names_in_use, budget)
+                topic_records, result = self._create_topic(
+                    topic,
+                    names_in_use,
+                    budget,
+                    placed=sum(r.num_partitions for r in results if r.error_code == ErrorCode.none),
+                )
             except KafkaError as error:
                 results.append(_topic_error(topic.name, error.code, error.message))
                 continue
@@ -147,8 +160,9 @@ class ControllerCore:
         return topic.num_partitions
 
     def _create_topic(
-        self, topic: NewTopic, names_in_use: set[str], budget: PartitionBudget
+        self, topic: NewTopic, names_in_use: set[str], budget: PartitionBudget, *, placed: int
     ) -> tuple[list[MetadataRecord], CreateTopicResult]:
+        """`placed`: partitions placed by topics earlier in the same request."""
         name = topic.name
         validate_topic_name(name)
         if name in names_in_use:
@@ -185,9 +199,7 @@ class ControllerCore:
                     "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
             budget.check_count(num_partitions)
-            assignments = self._place_replicas(
-                num_partitions, replication_factor, start=len(self._image.topics)
-            )
+            assignments = self._place_replicas(num_partitions, replication_factor, placed=placed)
         budget.take(assignments)
         topic_id = self._new_topic_id()
         records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
@@ -257,37 +269,31 @@ class ControllerCore:
                     f"The manual partition assignment includes broker {broker_id}, but no such "
                     "broker is registered.",
                 )
-        if all(self._image.brokers[b].fenced for b in replicas):
+        if not any(self._image.is_active_broker(b) for b in replicas):
             raise KafkaError(
                 ErrorCode.invalid_replica_assignment,
                 f"All brokers specified in the manual partition assignment {list(replicas)} "
-                "are fenced.",
+                "are fenced or in controlled shutdown.",
             )
 
     def _place_replicas(
-        self, num_partitions: int, replication_factor: int, *, start: int
+        self, num_partitions: int, replication_factor: int, *, placed: int = 0
     ) -> list[list[int]]:
-        """Round-robin over live brokers, each partition's leader one broker further on."""
-        live = [broker.broker_id for broker in self._image.live_brokers()]
-        if replication_factor > len(live):
-            raise KafkaError(
-                ErrorCode.invalid_replication_factor,
-                f"Unable to replicate the partition {replication_factor} time(s): The target "
-                f"replication factor of {replication_factor} cannot be reached because only "
-                f"{len(live)} broker(s) are registered.",
-            )
-        count = len(live)
-        return [
-            [live[(start + partition + i) % count] for i in range(replication_factor)]
-            for partition in range(num_partitions)
-        ]
+        """Striped over racks and active brokers (`placement`), starting where the partitions
+        placed so far leave off."""
+        return placement.place_replicas(
+            self._image.active_brokers(),
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            start=placed + sum(len(topic.partitions) for topic in self._image.topics.values()),
+        )
 
     def _partition_records(
         self, topic_id: uuid.UUID, assignments: Sequence[Sequence[int]], *, first: int
     ) -> list[MetadataRecord]:
         records: list[MetadataRecord] = []
         for index, replicas in enumerate(assignments):
-            isr = tuple(b for b in replicas if self._is_live(b))
+            isr = tuple(b for b in replicas if self._image.is_active_broker(b))
             records.append(
                 PartitionRecord(
                     topic_id=topic_id,
@@ -298,10 +304,6 @@ class ControllerCore:
                 )
             )
         return records
-
-    def _is_live(self, broker_id: int) -> bool:
-        broker = self._image.brokers.get(broker_id)
-        return broker is not None and not broker.fenced
 
     def _new_topic_id(self) -> uuid.UUID:
         while True:
@@ -433,7 +435,7 @@ class ControllerCore:
                 self._check_replicas(replicas, expected_length=replication_factor)
         else:
             budget.check_count(added)
-            assignments = self._place_replicas(added, replication_factor, start=current)
+            assignments = self._place_replicas(added, replication_factor)
         budget.take(assignments)
         return self._partition_records(topic.topic_id, assignments, first=current)
 
@@ -443,6 +445,27 @@ class ControllerCore:
         self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
     ) -> tuple[list[MetadataRecord], list[TopicPartitionsResult]]:
         return partition_control.elect_leaders(self._image, election_type, topic_partitions)
+
+    def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> tuple[list[MetadataRecord], list[AlterPartitionResult]]:
+        """A partition leader's ISR changes (AlterPartition, KIP-497)."""
+        return partition_control.alter_partition(
+            self._image,
+            self.config,
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            changes=changes,
+        )
+
+    def balance_partition_leaders(self) -> tuple[list[MetadataRecord], None]:
+        """Preferred replicas back in the lead where `leader.imbalance.per.broker.percentage`
+        says a broker is imbalanced (the `auto.leader.rebalance.enable` timer's operation)."""
+        records = partition_control.balance_partition_leaders(
+            self._image,
+            imbalance_percentage=int(self.config.get("leader.imbalance.per.broker.percentage")),
+        )
+        return list(records), None
 
     def alter_partition_reassignments(
         self,
@@ -543,19 +566,24 @@ class ControllerCore:
         """A new incarnation of a broker; its epoch is above every epoch handed out before.
         Fenced until it catches up, unless `unfence` (a standalone node's own broker)."""
         return cluster_control.register_broker(
-            self._image, self.heartbeats, registration, now_ms=now_ms, unfence=unfence
+            self._image,
+            self.config,
+            self.heartbeats,
+            registration,
+            now_ms=now_ms,
+            unfence=unfence,
         )
 
     def broker_heartbeat(
         self, heartbeat: BrokerHeartbeat, *, now_ms: int
     ) -> tuple[list[MetadataRecord], BrokerHeartbeatResult]:
         return cluster_control.broker_heartbeat(
-            self._image, self.heartbeats, heartbeat, now_ms=now_ms
+            self._image, self.config, self.heartbeats, heartbeat, now_ms=now_ms
         )
 
     def fence_expired_brokers(self, *, now_ms: int) -> tuple[list[MetadataRecord], None]:
         return cluster_control.fence_expired_brokers(
-            self._image, self.heartbeats, now_ms=now_ms
+            self._image, self.config, self.heartbeats, now_ms=now_ms
         ), None
 
     def allocate_producer_ids(

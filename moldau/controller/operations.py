@@ -179,6 +179,44 @@ class TopicPartitionsResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class IsrMember:
+    """A broker a leader proposes for the ISR, with the broker epoch the leader saw it register
+    with (-1: not checked). AlterPartition v3's BrokerState (KIP-903)."""
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrChange:
+    """One partition of an AlterPartition request (KIP-497): the ISR its leader wants, with
+    the leader epoch and partition epoch of the state the leader last saw."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: Sequence[IsrMember]
+    leader_recovery_state: int = 0  # LeaderRecoveryState: 1 while recovering (KIP-704)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionResult:
+    """The partition's state after the change (or as it stands when nothing changed); only
+    `error_code` (and a message for logs) when the change was refused."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionReassignment:
     """Move a partition to `replicas`; None cancels a reassignment in progress (KIP-455)."""
 

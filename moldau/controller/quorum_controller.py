@@ -47,6 +47,7 @@ from moldau.controller import metadata_reserve
 from moldau.controller.core import ControllerCore
 from moldau.controller.operations import (
     AlterConfigsResource,
+    AlterPartitionResult,
     BrokerHeartbeat,
     BrokerHeartbeatResult,
     BrokerRegistration,
@@ -58,6 +59,7 @@ from moldau.controller.operations import (
     CreateTopicResult,
     DeleteTopicResult,
     IncrementalAlterConfigsResource,
+    IsrChange,
     NewTopic,
     PartitionReassignment,
     PartitionResult,
@@ -147,6 +149,7 @@ class QuorumController:
         self._leading_epoch: int | None = None  # the epoch this node leads, until it is active
         self._activation: asyncio.Task[None] | None = None
         self._fencing: asyncio.Task[None] | None = None
+        self._rebalancing: asyncio.Task[None] | None = None
         self.active_changed = asyncio.Event()  # set whenever the active controller may differ
         self._directory = log.directory if isinstance(log, FileReplicatedLog) else None
         self._append_failure: KafkaError | None = None
@@ -385,6 +388,17 @@ class QuorumController:
             lambda: self._core.broker_heartbeat(heartbeat, now_ms=self.clock.now_ms())
         )
 
+    async def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> list[AlterPartitionResult]:
+        """A partition leader's ISR changes (AlterPartition); raises KafkaError for the whole
+        request (STALE_BROKER_EPOCH, NOT_CONTROLLER)."""
+        return await self._run(
+            lambda: self._core.alter_partition(
+                broker_id=broker_id, broker_epoch=broker_epoch, changes=changes
+            )
+        )
+
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int = -1
     ) -> ProducerIdsBlock:
@@ -498,15 +512,17 @@ class QuorumController:
             loop = asyncio.get_running_loop()
             self._activation = loop.create_task(self._write_bootstrap_records())
             self._fencing = loop.create_task(self._fence_expired_brokers())
+            if self.config.get("auto.leader.rebalance.enable"):
+                self._rebalancing = loop.create_task(self._balance_partition_leaders())
 
     def _deactivate(self) -> None:
         was_active = self._active
         self._active = False
         self._leading_epoch = None
-        for task in (self._activation, self._fencing):
+        for task in (self._activation, self._fencing, self._rebalancing):
             if task is not None:
                 task.cancel()
-        self._activation = self._fencing = None
+        self._activation = self._fencing = self._rebalancing = None
         if was_active:
             logger.info("node %d is no longer the active controller", self.node_id)
             self.active_changed.set()
@@ -527,6 +543,19 @@ class QuorumController:
                 return  # no longer active: the next active controller takes over
             except Exception:
                 logger.exception("fencing expired brokers failed")
+
+    async def _balance_partition_leaders(self) -> None:
+        """On the active controller: preferred replicas back in the lead, every
+        `leader.imbalance.check.interval.seconds`."""
+        interval_s = int(self.config.get("leader.imbalance.check.interval.seconds"))
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self._run(self._core.balance_partition_leaders)
+            except KafkaError:
+                return  # no longer active
+            except Exception:
+                logger.exception("balancing partition leaders failed")
 
     def _publish(self, delta: MetadataDelta) -> None:
         image = self._core.image

@@ -170,16 +170,7 @@ class MetadataDelta:
             raise MetadataReplayError(
                 f"change of unknown partition {record.partition} of topic id {record.topic_id}"
             )
-        updated = replace(current, partition_epoch=current.partition_epoch + 1)
-        if record.leader is not None and record.leader != current.leader:
-            updated = replace(updated, leader=record.leader, leader_epoch=current.leader_epoch + 1)
-        if record.isr is not None:
-            updated = replace(updated, isr=record.isr)
-        if record.replicas is not None:
-            updated = replace(updated, replicas=record.replicas)
-        if record.leader_recovery_state is not None:
-            updated = replace(updated, leader_recovery_state=record.leader_recovery_state)
-        change.partitions[record.partition] = updated
+        change.partitions[record.partition] = current.merge(record)
         change.changed_partitions.add(record.partition)
 
     def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:

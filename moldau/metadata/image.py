@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from moldau.metadata.records import BrokerEndpoint, ClientQuotaEntity, LeaderRecoveryState
+from moldau.metadata.records import (
+    BrokerEndpoint,
+    ClientQuotaEntity,
+    LeaderRecoveryState,
+    PartitionChangeRecord,
+)
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -53,6 +58,20 @@ class PartitionImage:
     @property
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
+
+    def merge(self, record: PartitionChangeRecord) -> PartitionImage:
+        """This partition after `record` (Kafka's PartitionRegistration.merge): the partition
+        epoch moves on, the leader epoch too when the leader changes."""
+        updated = replace(self, partition_epoch=self.partition_epoch + 1)
+        if record.leader is not None and record.leader != self.leader:
+            updated = replace(updated, leader=record.leader, leader_epoch=self.leader_epoch + 1)
+        if record.isr is not None:
+            updated = replace(updated, isr=record.isr)
+        if record.replicas is not None:
+            updated = replace(updated, replicas=record.replicas)
+        if record.leader_recovery_state is not None:
+            updated = replace(updated, leader_recovery_state=record.leader_recovery_state)
+        return updated
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

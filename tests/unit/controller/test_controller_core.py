@@ -26,7 +26,8 @@ def counting_uuids():
     return lambda: uuid.UUID(int=next(counter))
 
 
-def make_core(brokers=(1,), **config):
+def make_core(brokers=(1,), racks=None, **config):
+    """A core with `brokers` registered and unfenced (`racks`: broker id -> rack)."""
     core = ControllerCore(config=BrokerConfig(config), uuid_factory=counting_uuids())
     offset = 0
     for broker_id in brokers:
@@ -37,6 +38,7 @@ def make_core(brokers=(1,), **config):
                 endpoints=[
                     BrokerEndpoint(name="PLAINTEXT", host="localhost", port=9090 + broker_id)
                 ],
+                rack=(racks or {}).get(broker_id),
             )
         )
         offset += len(records)

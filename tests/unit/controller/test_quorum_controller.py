@@ -13,11 +13,13 @@ from moldau.controller.operations import (
     BrokerRegistration,
     ConfigResource,
     IncrementalAlterConfigsResource,
+    IsrChange,
+    IsrMember,
     NewTopic,
 )
 from moldau.controller.quorum_controller import metadata_log_directory
 from moldau.metadata.records import BrokerEndpoint, ConfigResourceType
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.file_log import LOG_FILE_NAME
 from moldau.raft.meta_properties import StorageFormatError, read_meta_properties
 from moldau.raft.quorum_state import FileQuorumStateStore
@@ -224,5 +226,32 @@ def test_a_stopped_controller_refuses_operations(tmp_path):
         await controller.stop()
         with pytest.raises(RuntimeError):
             await controller.create_topics([NewTopic(name="late")])
+
+    asyncio.run(scenario())
+
+
+def test_alter_partition_commits_and_answers_the_committed_state(tmp_path):
+    async def scenario():
+        async with await open_controller(config_for(tmp_path)) as controller:
+            await controller.create_topics([NewTopic(name="t", num_partitions=1)])
+            topic = controller.image.topics["t"]
+            broker_epoch = controller.image.brokers[1].broker_epoch
+            change = IsrChange(
+                topic_id=topic.topic_id,
+                partition=0,
+                leader_epoch=0,
+                partition_epoch=0,
+                new_isr=[IsrMember(broker_id=1, broker_epoch=broker_epoch)],
+                leader_recovery_state=0,
+            )
+            [result] = await controller.alter_partition(
+                broker_id=1, broker_epoch=broker_epoch, changes=[change]
+            )
+            assert (result.error_code, result.leader_id, result.isr) == (ErrorCode.none, 1, (1,))
+            with pytest.raises(KafkaError) as caught:
+                await controller.alter_partition(
+                    broker_id=1, broker_epoch=broker_epoch + 1, changes=[change]
+                )
+            assert caught.value.code == ErrorCode.stale_broker_epoch
 
     asyncio.run(scenario())
