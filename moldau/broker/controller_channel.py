@@ -4,8 +4,8 @@ The active controller is the metadata quorum's leader, as this node's own quorum
 or observer) knows it; its address is the voter's in `controller.quorum.voters`. When this node
 is itself the active controller, calls run in-process. Otherwise requests go to the controller
 listener of the active one: typed calls for what the broker asks for itself (registration,
-heartbeats, producer ids, internal topics), and `forward()` for clients' requests that change
-metadata, passed on byte for byte and answered byte for byte.
+heartbeats, ISR changes, producer ids, internal topics), and `forward()` for clients' requests
+that change metadata, passed on byte for byte and answered byte for byte.
 
 A call that finds no active controller, cannot reach it, or hears NOT_CONTROLLER waits for the
 quorum to name a leader and tries again, until its deadline.
@@ -16,16 +16,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from moldau.client.connection import BrokerConnection
 from moldau.config.cluster import Voter
 from moldau.controller.operations import (
+    AlterPartitionResult,
     BrokerHeartbeat,
     BrokerHeartbeatResult,
     BrokerRegistration,
     BrokerRegistrationResult,
     CreateTopicResult,
+    IsrChange,
     NewTopic,
     ProducerIdsBlock,
 )
@@ -125,6 +129,74 @@ class ControllerChannel:
             first_producer_id=int(response.producer_id_start),
             size=int(response.producer_id_len),
         )
+
+    async def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> list[AlterPartitionResult]:
+        """A partition leader's ISR changes (AlterPartition v3, KIP-497), one result per change
+        in order. Raises KafkaError when the whole request is refused (STALE_BROKER_EPOCH: this
+        broker registered again; REQUEST_TIMED_OUT: no active controller answered)."""
+        if self.local_is_active:
+            return await self._controller.alter_partition(
+                broker_id=broker_id, broker_epoch=broker_epoch, changes=changes
+            )
+        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        for change in changes:
+            topics.setdefault(change.topic_id, []).append(
+                {
+                    "partition_index": change.partition,
+                    "leader_epoch": change.leader_epoch,
+                    "new_isr_with_epochs": [
+                        {"broker_id": member.broker_id, "broker_epoch": member.broker_epoch}
+                        for member in change.new_isr
+                    ],
+                    "leader_recovery_state": change.leader_recovery_state,
+                    "partition_epoch": change.partition_epoch,
+                }
+            )
+        response = await self._call(
+            ApiKey.ALTER_PARTITION,
+            {
+                "broker_id": broker_id,
+                "broker_epoch": broker_epoch,
+                "topics": [
+                    {"topic_id": topic_id, "partitions": partitions}
+                    for topic_id, partitions in topics.items()
+                ],
+            },
+        )
+        _raise_for(response.error_code, "AlterPartition")
+        answered = {
+            (topic.topic_id, int(partition.partition_index)): partition
+            for topic in response.topics
+            for partition in topic.partitions
+        }
+        results = []
+        for change in changes:
+            partition = answered.get((change.topic_id, change.partition))
+            if partition is None:
+                results.append(
+                    AlterPartitionResult(
+                        topic_id=change.topic_id,
+                        partition=change.partition,
+                        error_code=ErrorCode.unknown_server_error,
+                        error_message="the controller did not answer for this partition",
+                    )
+                )
+                continue
+            results.append(
+                AlterPartitionResult(
+                    topic_id=change.topic_id,
+                    partition=change.partition,
+                    error_code=ErrorCode(int(partition.error_code)),
+                    leader_id=int(partition.leader_id),
+                    leader_epoch=int(partition.leader_epoch),
+                    isr=tuple(int(b) for b in partition.isr),
+                    leader_recovery_state=int(partition.leader_recovery_state),
+                    partition_epoch=int(partition.partition_epoch),
+                )
+            )
+        return results
 
     async def create_topics(self, topics: list[NewTopic]) -> list[CreateTopicResult]:
         if self.local_is_active:
