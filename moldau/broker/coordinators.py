@@ -60,6 +60,7 @@ async def start(node: Node) -> None:
         OFFSETS_TOPIC,
         partitions=config.offsets_topic_num_partitions,
         configs=dict(_OFFSETS_TOPIC_CONFIGS),
+        replication_factor_key="offsets.topic.replication.factor",
     )
 
     async def append(tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]) -> int:
@@ -123,6 +124,7 @@ async def _start_transaction_coordinator(
         TRANSACTION_STATE_TOPIC,
         partitions=config.transaction_state_log_num_partitions,
         configs=dict(_TRANSACTION_STATE_TOPIC_CONFIGS),
+        replication_factor_key="transaction.state.log.replication.factor",
     )
 
     async def append_state(

@@ -38,6 +38,7 @@ from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.operations import BrokerRegistration, NewTopic
+from moldau.controller.placement import internal_topic_replication
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Endpoint, Listener
@@ -50,6 +51,10 @@ from moldau.storage.log_dir_failures import LogDirState
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+# How long a broker of a cluster waits for as many active brokers as an internal topic's
+# configured replication factor before creating it with fewer replicas.
+INTERNAL_TOPIC_BROKERS_WAIT_S = 5.0
 
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 INTERNAL_TOPIC_TIMEOUT_S = 60.0
@@ -589,20 +594,37 @@ class Node:
         return await self._publisher.settled(names, timeout_s)
 
     async def ensure_internal_topic(
-        self, name: str, *, partitions: int, configs: dict[str, str]
+        self, name: str, *, partitions: int, configs: dict[str, str], replication_factor_key: str
     ) -> None:
+        """Create an internal topic unless it exists, with the replication factor of
+        `replication_factor_key` capped to the active brokers there are (see
+        `placement.internal_topic_replication`). In a cluster the brokers starting with this
+        one have `INTERNAL_TOPIC_BROKERS_WAIT_S` to register first, so that a cluster started
+        all at once does not create its internal topics on whichever broker came up first."""
         if name in self.metadata_image.topics:
             return
+        configured = int(self.config.get(replication_factor_key))
+        if not self.layout.standalone:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + INTERNAL_TOPIC_BROKERS_WAIT_S
+            while (
+                len(self.metadata_image.active_brokers()) < configured
+                and name not in self.metadata_image.topics
+                and loop.time() < deadline
+            ):
+                await asyncio.sleep(0.05)
+            if name in self.metadata_image.topics:
+                return
+        replication_factor, replication_configs = internal_topic_replication(
+            configured, len(self.metadata_image.active_brokers())
+        )
         results = await self.create_topics_via_controller(
             [
                 NewTopic(
                     name=name,
                     num_partitions=partitions,
-                    replication_factor=min(
-                        len(self.metadata_image.live_brokers()) or 1,
-                        int(self.config.get("offsets.topic.replication.factor")),
-                    ),
-                    configs=configs,
+                    replication_factor=replication_factor,
+                    configs={**replication_configs, **configs},
                 )
             ],
         )
