@@ -336,25 +336,18 @@ def _elect(
     except KafkaError as error:
         return PartitionResult(partition=index, error_code=error.code, error_message=error.message)
     if election is ElectionType.PREFERRED:
-        if partition.leader == partition.preferred_replica:
-            return PartitionResult(partition=index, error_code=ErrorCode.election_not_needed)
-        record = partition_change(
-            topic.topic_id, partition, may_lead=image.is_active_broker, election=Election.PREFERRED
-        )
-        if record is None:
-            return PartitionResult(
-                partition=index, error_code=ErrorCode.preferred_leader_not_available
-            )
+        needed = partition.leader != partition.preferred_replica
+        how, unavailable = Election.PREFERRED, ErrorCode.preferred_leader_not_available
     else:
-        if partition.has_leader:
-            return PartitionResult(partition=index, error_code=ErrorCode.election_not_needed)
-        record = partition_change(
-            topic.topic_id, partition, may_lead=image.is_active_broker, election=Election.UNCLEAN
-        )
-        if record is None:
-            return PartitionResult(
-                partition=index, error_code=ErrorCode.eligible_leaders_not_available
-            )
+        needed = not partition.has_leader
+        how, unavailable = Election.UNCLEAN, ErrorCode.eligible_leaders_not_available
+    if not needed:
+        return PartitionResult(partition=index, error_code=ErrorCode.election_not_needed)
+    record = partition_change(
+        topic.topic_id, partition, may_lead=image.is_active_broker, election=how
+    )
+    if record is None:
+        return PartitionResult(partition=index, error_code=unavailable)
     records.append(record)
     return PartitionResult(partition=index)
 

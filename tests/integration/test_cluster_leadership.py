@@ -14,6 +14,8 @@ from .cluster import COMBINED, Cluster, build_cluster, wait_for
 from .wire import Connection
 
 TOPIC = "replicated"
+# (leader, leader epoch, replicas, ISR) as Metadata answers them.
+PartitionState = tuple[int, int, tuple[int, ...], tuple[int, ...]]
 QUICK = {
     "broker.heartbeat.interval.ms": "500",
     "offsets.topic.num.partitions": "3",
@@ -21,7 +23,7 @@ QUICK = {
 }
 
 
-def _partitions(bootstrap: str) -> dict[int, tuple[int, int, tuple[int, ...], tuple[int, ...]]]:
+def _partitions(bootstrap: str) -> dict[int, PartitionState]:
     """Metadata v12 of TOPIC: partition -> (leader, leader epoch, replicas, ISR)."""
     host, port = bootstrap.split(":")
     with Connection(host, int(port), timeout=10) as connection:
@@ -47,9 +49,16 @@ def _partitions(bootstrap: str) -> dict[int, tuple[int, int, tuple[int, ...], tu
     }
 
 
-def _replicated_topic(
-    cluster: Cluster,
-) -> dict[int, tuple[int, int, tuple[int, ...], tuple[int, ...]]]:
+def _three_nodes(start_server, tmp_path: Path, *, session_timeout_ms: int) -> Cluster:
+    return build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED] * 3,
+        extra={**QUICK, "broker.session.timeout.ms": str(session_timeout_ms)},
+    )
+
+
+def _replicated_topic(cluster: Cluster) -> dict[int, PartitionState]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=3)])[TOPIC].result(15)
     every_broker = [node.bootstrap for node in cluster.brokers()]
@@ -70,12 +79,7 @@ def _replicated_topic(
 def test_a_killed_broker_is_fenced_and_its_leaderships_move_to_the_isr(
     start_server, tmp_path: Path
 ) -> None:
-    cluster = build_cluster(
-        start_server,
-        tmp_path,
-        roles=[COMBINED] * 3,
-        extra={**QUICK, "broker.session.timeout.ms": "3000"},
-    )
+    cluster = _three_nodes(start_server, tmp_path, session_timeout_ms=3000)
     before = _replicated_topic(cluster)
     victim = before[0][0]
     survivor = next(node for node in cluster.brokers() if node.node_id != victim)
@@ -110,12 +114,7 @@ def test_a_broker_stopping_cleanly_hands_over_its_leaderships_before_it_goes(
     start_server, tmp_path: Path
 ) -> None:
     # Sessions long enough that only the controlled shutdown can explain the moves.
-    cluster = build_cluster(
-        start_server,
-        tmp_path,
-        roles=[COMBINED] * 3,
-        extra={**QUICK, "broker.session.timeout.ms": "120000"},
-    )
+    cluster = _three_nodes(start_server, tmp_path, session_timeout_ms=120_000)
     before = _replicated_topic(cluster)
     leaving = before[1][0]
     survivor = next(node for node in cluster.brokers() if node.node_id != leaving)

@@ -77,13 +77,17 @@ class Cluster:
         self.node = FakeNode(self.controller, self.config)
 
     def call(self, function, api_key, version, body):
+        return self.loop.run_until_complete(self.call_async(function, api_key, version, body))
+
+    async def call_async(self, function, api_key, version, body):
+        """The request encoded as a client sends it, the answer decoded as a client reads it."""
         frame = encode_request(api_key, version, 7, "test-client", body)[4:]
         header = decode_request_header(frame)
         request = decode_request(header, frame)
         ctx = RequestContext(header=header, node=self.node)
         result = function(ctx, request)
         if inspect.iscoroutine(result):
-            result = self.loop.run_until_complete(result)
+            result = await result
         response = encode_response(api_key, version, 7, result)
         correlation_id, decoded = decode_response(api_key, version, response[4:])
         assert correlation_id == 7

@@ -7,14 +7,13 @@ import pytest
 from moldau.controller.operations import IsrChange, IsrMember, NewTopic
 from moldau.metadata.records import (
     BrokerRegistrationChangeRecord,
-    ConfigRecord,
-    ConfigResourceType,
     FenceBrokerRecord,
     PartitionChangeRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .test_controller_core import commit, make_core
+from .test_leadership import enable_unclean_election
 
 E = ErrorCode
 
@@ -177,27 +176,11 @@ def test_a_second_change_of_one_partition_in_a_request_sees_the_first():
 
 def test_a_recovering_leader_keeps_the_isr_to_itself_until_it_reports_recovered():
     core = cluster()
-    commit(
-        core,
-        (
-            [
-                ConfigRecord(
-                    resource_type=ConfigResourceType.TOPIC,
-                    resource_name="t",
-                    name="unclean.leader.election.enable",
-                    value="true",
-                ),
-                PartitionChangeRecord(
-                    topic_id=topic_id(core),
-                    partition=0,
-                    leader=1,
-                    isr=(1,),
-                    leader_recovery_state=1,
-                ),
-            ],
-            None,
-        ),
+    enable_unclean_election(core)
+    recovering = PartitionChangeRecord(
+        topic_id=topic_id(core), partition=0, leader=1, isr=(1,), leader_recovery_state=1
     )
+    commit(core, ([recovering], None))
     assert error(core, proposal(core, [1, 2], leader_recovery_state=1)) == E.invalid_request
     [result] = alter(core, proposal(core, [1], leader_recovery_state=0))
     assert result.error_code == E.none and result.leader_recovery_state == 0

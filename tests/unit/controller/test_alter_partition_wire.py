@@ -5,15 +5,7 @@ import pytest
 
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.handlers.alter_partition import handle_alter_partition
-from moldau.broker.registry import RequestContext
 from moldau.controller.operations import IsrChange, IsrMember, NewTopic
-from moldau.protocol.adapter import (
-    decode_request,
-    decode_request_header,
-    decode_response,
-    encode_request,
-    encode_response,
-)
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -101,12 +93,7 @@ def test_the_brokers_call_encodes_v3_and_reads_each_partitions_answer(cluster):
     channel = ControllerChannel(RemoteController(), (), node_id=1)
 
     async def over_the_wire(api_key, body):
-        frame = encode_request(api_key, 3, 7, "broker-1", body)[4:]
-        header = decode_request_header(frame)
-        ctx = RequestContext(header=header, node=cluster.node)
-        result = await handle_alter_partition(ctx, decode_request(header, frame))
-        _, response = decode_response(api_key, 3, encode_response(api_key, 3, 7, result)[4:])
-        return response
+        return await cluster.call_async(handle_alter_partition, api_key, 3, body)
 
     channel._call = over_the_wire
     image = cluster.controller.image

@@ -91,22 +91,20 @@ def test_the_last_isr_member_fenced_stays_in_the_isr_and_leads_again_when_unfenc
     assert state(core, 0) == (1, (1,), 2, 3)
 
 
+def enable_unclean_election(core, resource_type=ConfigResourceType.TOPIC, name="t"):
+    """`unclean.leader.election.enable=true` for topic `name`, or the cluster-wide default."""
+    record = ConfigRecord(
+        resource_type=resource_type,
+        resource_name=name,
+        name="unclean.leader.election.enable",
+        value="true",
+    )
+    commit(core, ([record], None))
+
+
 def test_unclean_election_only_for_topics_that_enable_it():
     core = core_with_topic({0: [1, 2], 1: [1, 2]})
-    commit(
-        core,
-        (
-            [
-                ConfigRecord(
-                    resource_type=ConfigResourceType.TOPIC,
-                    resource_name="t",
-                    name="unclean.leader.election.enable",
-                    value="true",
-                )
-            ],
-            None,
-        ),
-    )
+    enable_unclean_election(core)
     shrink_isr(core, (1,), index=0)
     shrink_isr(core, (1,), index=1)
     core_without = core_with_topic({0: [1, 2]})
@@ -121,20 +119,7 @@ def test_unclean_election_only_for_topics_that_enable_it():
 
 def test_a_cluster_wide_unclean_default_applies_to_every_topic():
     core = core_with_topic({0: [1, 2]})
-    commit(
-        core,
-        (
-            [
-                ConfigRecord(
-                    resource_type=ConfigResourceType.BROKER,
-                    resource_name="",
-                    name="unclean.leader.election.enable",
-                    value="true",
-                )
-            ],
-            None,
-        ),
-    )
+    enable_unclean_election(core, ConfigResourceType.BROKER, "")
     shrink_isr(core, (1,))
     expire(core, 2, 3)
     assert state(core, 0)[:2] == (2, (2,))
