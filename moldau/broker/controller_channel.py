@@ -29,7 +29,7 @@ from moldau.controller.operations import (
     BrokerRegistration,
     BrokerRegistrationResult,
     CreateTopicResult,
-    IsrChange,
+    IsrProposal,
     NewTopic,
     ProducerIdsBlock,
 )
@@ -131,7 +131,7 @@ class ControllerChannel:
         )
 
     async def alter_partition(
-        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrProposal]
     ) -> list[AlterPartitionResult]:
         """A partition leader's ISR changes (AlterPartition v3, KIP-497), one result per change
         in order. Raises KafkaError when the whole request is refused (STALE_BROKER_EPOCH: this

@@ -37,7 +37,7 @@ from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
-from moldau.controller.operations import BrokerRegistration, NewTopic
+from moldau.controller.operations import BrokerRegistration, IsrMember, IsrProposal, NewTopic
 from moldau.controller.placement import internal_topic_replication
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
@@ -304,36 +304,58 @@ class Node:
 
     def _send_isr_change(self, tp: TopicPartition, partition: Any, change: Any) -> None:
         """A leader's proposed ISR goes to the controller (AlterPartition); its answer settles
-        it. Sent in the background: the fetch that triggered it does not wait."""
+        it. Sent in the background: the fetch that triggered it does not wait. Each member
+        goes with the broker epoch its fetches carried (KIP-903; -1 when unknown), so a
+        follower that registered again since is not let in on an old incarnation's log."""
+        broker_epoch = self._broker_epoch()
+        followers = partition.tracker.followers
+        proposal = IsrProposal(
+            topic_id=partition.topic_id,
+            partition=tp.partition,
+            leader_epoch=partition.leader_epoch,
+            partition_epoch=partition.partition_epoch,
+            new_isr=[
+                IsrMember(
+                    broker_id=member,
+                    broker_epoch=broker_epoch
+                    if member == self.node_id
+                    else (followers[member].broker_epoch if member in followers else -1),
+                )
+                for member in change.new_isr
+            ],
+        )
 
         async def send() -> None:
-            channel = self.controller_channel
             settled: dict[str, Any] = {
                 "isr": None,
                 "leader_epoch": partition.leader_epoch,
                 "partition_epoch": partition.partition_epoch,
             }
             try:
-                if channel is not None and hasattr(channel, "alter_partition"):
-                    result = await channel.alter_partition(
-                        tp,
-                        topic_id=partition.topic_id,
-                        broker_id=self.node_id,
-                        broker_epoch=self.lifecycle.broker_epoch if self.lifecycle else -1,
-                        leader_epoch=partition.leader_epoch,
-                        partition_epoch=partition.partition_epoch,
-                        new_isr=change.new_isr,
-                    )
-                    settled = {
-                        "isr": result.isr if result.error_code == 0 else None,
-                        "leader_epoch": result.leader_epoch,
-                        "partition_epoch": result.partition_epoch,
-                    }
+                target = self.controller_channel or self.controller
+                [result] = await target.alter_partition(
+                    broker_id=self.node_id, broker_epoch=broker_epoch, changes=[proposal]
+                )
+                if result.error_code != ErrorCode.none:
+                    log.info("ISR change of %s refused: %s", tp, result.error_message)
+                settled = {
+                    "isr": result.isr if result.error_code == ErrorCode.none else None,
+                    "leader_epoch": result.leader_epoch,
+                    "partition_epoch": result.partition_epoch,
+                }
             except KafkaError as error:
                 log.info("ISR change of %s not made: %s", tp, error)
             self.replica_manager.isr_change_settled(tp, **settled)
 
         self._background.append(asyncio.get_running_loop().create_task(send()))
+
+    def _broker_epoch(self) -> int:
+        """This broker's epoch: from its lifecycle in a cluster, its in-process registration
+        when standing alone (-1 before either)."""
+        if self.lifecycle is not None:
+            return int(self.lifecycle.broker_epoch)
+        registration = getattr(self.controller, "registration", None)
+        return int(registration.broker_epoch) if registration is not None else -1
 
     async def _allocate_producer_ids(self) -> Any:
         if self.controller_channel is None:

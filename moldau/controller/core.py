@@ -39,7 +39,7 @@ from moldau.controller.operations import (
     CreateTopicResult,
     DeleteTopicResult,
     IncrementalAlterConfigsResource,
-    IsrChange,
+    IsrProposal,
     NewTopic,
     PartitionReassignment,
     PartitionResult,
@@ -447,7 +447,7 @@ class ControllerCore:
         return partition_control.elect_leaders(self._image, election_type, topic_partitions)
 
     def alter_partition(
-        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrProposal]
     ) -> tuple[list[MetadataRecord], list[AlterPartitionResult]]:
         """A partition leader's ISR changes (AlterPartition, KIP-497)."""
         return partition_control.alter_partition(

@@ -188,7 +188,7 @@ class IsrMember:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IsrChange:
+class IsrProposal:
     """One partition of an AlterPartition request (KIP-497): the ISR its leader wants, with
     the leader epoch and partition epoch of the state the leader last saw."""
 

@@ -26,7 +26,7 @@ from moldau.controller.config_control import topic_config_value
 from moldau.controller.operations import (
     AlterPartitionResult,
     ElectionType,
-    IsrChange,
+    IsrProposal,
     PartitionReassignment,
     PartitionResult,
     TopicPartitionsResult,
@@ -120,7 +120,7 @@ def alter_partition(
     *,
     broker_id: int,
     broker_epoch: int,
-    changes: Sequence[IsrChange],
+    changes: Sequence[IsrProposal],
 ) -> tuple[list[MetadataRecord], list[AlterPartitionResult]]:
     """A leader's ISR changes (KIP-497), one result per change in request order.
 
@@ -210,7 +210,7 @@ def _check_isr_change(
     broker_id: int,
     topic: TopicImage,
     partition: PartitionImage,
-    change: IsrChange,
+    change: IsrProposal,
 ) -> None:
     name = f"{topic.name}-{partition.partition}"
     if (

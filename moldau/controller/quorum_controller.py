@@ -59,7 +59,7 @@ from moldau.controller.operations import (
     CreateTopicResult,
     DeleteTopicResult,
     IncrementalAlterConfigsResource,
-    IsrChange,
+    IsrProposal,
     NewTopic,
     PartitionReassignment,
     PartitionResult,
@@ -389,7 +389,7 @@ class QuorumController:
         )
 
     async def alter_partition(
-        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrProposal]
     ) -> list[AlterPartitionResult]:
         """A partition leader's ISR changes (AlterPartition); raises KafkaError for the whole
         request (STALE_BROKER_EPOCH, NOT_CONTROLLER)."""

@@ -40,8 +40,8 @@ from moldau.controller.operations import (
     BrokerRegistration,
     ConfigResource,
     IncrementalAlterConfigsResource,
-    IsrChange,
     IsrMember,
+    IsrProposal,
     NewTopic,
 )
 from moldau.metadata.delta import MetadataDelta
@@ -211,7 +211,7 @@ class LeadershipSimulation:
                 if isr is None:
                     continue
                 changes.append(
-                    IsrChange(
+                    IsrProposal(
                         topic_id=topic.topic_id,
                         partition=partition.partition,
                         leader_epoch=partition.leader_epoch,
@@ -503,7 +503,7 @@ class LeadershipChecker:
         before: MetadataImage,
         after: MetadataImage,
         broker: SimulatedBroker,
-        changes: Sequence[IsrChange],
+        changes: Sequence[IsrProposal],
         results: Sequence[AlterPartitionResult],
     ) -> None:
         for change, result in zip(changes, results, strict=True):

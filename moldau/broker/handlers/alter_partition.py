@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import CONTROLLER, RequestContext, handler
-from moldau.controller.operations import AlterPartitionResult, IsrChange, IsrMember
+from moldau.controller.operations import AlterPartitionResult, IsrMember, IsrProposal
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -20,7 +20,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 @handler(ApiKey.ALTER_PARTITION, 2, 3, scopes=(CONTROLLER,))
 async def handle_alter_partition(ctx: RequestContext, request: Any) -> dict[str, Any]:
     changes = [
-        IsrChange(
+        IsrProposal(
             topic_id=topic.topic_id,
             partition=int(partition.partition_index),
             leader_epoch=int(partition.leader_epoch),

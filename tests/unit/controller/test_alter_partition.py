@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from moldau.controller.operations import IsrChange, IsrMember, NewTopic
+from moldau.controller.operations import IsrMember, IsrProposal, NewTopic
 from moldau.metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
@@ -34,7 +34,7 @@ def partition(core, index=0):
 
 def proposal(core, isr, *, index=0, leader_epoch=None, partition_epoch=None, epochs=None, **kw):
     current = partition(core, index)
-    return IsrChange(
+    return IsrProposal(
         topic_id=topic_id(core),
         partition=index,
         leader_epoch=current.leader_epoch if leader_epoch is None else leader_epoch,
@@ -150,7 +150,7 @@ def test_fenced_shutting_down_or_reregistered_members_are_ineligible():
 
 def test_unknown_topics_and_partitions_fail_alone():
     core = cluster()
-    ghost_topic = IsrChange(
+    ghost_topic = IsrProposal(
         topic_id=uuid.UUID(int=999), partition=0, leader_epoch=0, partition_epoch=0, new_isr=[]
     )
     _records, results = core.alter_partition(
@@ -159,7 +159,7 @@ def test_unknown_topics_and_partitions_fail_alone():
         changes=[ghost_topic, proposal(core, [1, 2])],
     )
     assert [r.error_code for r in results] == [E.unknown_topic_id, E.none]
-    ghost_partition = IsrChange(
+    ghost_partition = IsrProposal(
         topic_id=topic_id(core), partition=7, leader_epoch=0, partition_epoch=0, new_isr=[]
     )
     assert error(core, ghost_partition) == E.unknown_topic_or_partition

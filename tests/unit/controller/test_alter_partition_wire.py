@@ -5,7 +5,7 @@ import pytest
 
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.handlers.alter_partition import handle_alter_partition
-from moldau.controller.operations import IsrChange, IsrMember, NewTopic
+from moldau.controller.operations import IsrMember, IsrProposal, NewTopic
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -101,7 +101,7 @@ def test_the_brokers_call_encodes_v3_and_reads_each_partitions_answer(cluster):
     topic_id = image.topics["t"].topic_id
 
     def change(index, partition_epoch=0):
-        return IsrChange(
+        return IsrProposal(
             topic_id=topic_id,
             partition=index,
             leader_epoch=0,

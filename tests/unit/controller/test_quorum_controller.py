@@ -13,8 +13,8 @@ from moldau.controller.operations import (
     BrokerRegistration,
     ConfigResource,
     IncrementalAlterConfigsResource,
-    IsrChange,
     IsrMember,
+    IsrProposal,
     NewTopic,
 )
 from moldau.controller.quorum_controller import metadata_log_directory
@@ -236,7 +236,7 @@ def test_alter_partition_commits_and_answers_the_committed_state(tmp_path):
             await controller.create_topics([NewTopic(name="t", num_partitions=1)])
             topic = controller.image.topics["t"]
             broker_epoch = controller.image.brokers[1].broker_epoch
-            change = IsrChange(
+            change = IsrProposal(
                 topic_id=topic.topic_id,
                 partition=0,
                 leader_epoch=0,
