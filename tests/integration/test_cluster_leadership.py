@@ -1,7 +1,8 @@
 """Partition leadership in a cluster of three combined nodes: when a broker is killed, the active
 controller fences it after its session and moves its leaderships to the rest of the ISR; when a
-broker stops cleanly, its leaderships move before it goes (controlled shutdown). What clients see
-is the Metadata answer (leader, leader epoch, ISR). The data itself is replication's part."""
+broker stops cleanly, its leaderships move before it goes (controlled shutdown), and when it
+comes back and has caught up, the leader rebalance hands them back. What is checked is the
+Metadata answer (leader, leader epoch, ISR)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ TOPIC = "replicated"
 PartitionState = tuple[int, int, tuple[int, ...], tuple[int, ...]]
 QUICK = {
     "broker.heartbeat.interval.ms": "500",
+    "leader.imbalance.check.interval.seconds": "1",
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
 }
@@ -126,17 +128,14 @@ def test_a_broker_stopping_cleanly_hands_over_its_leaderships_before_it_goes(
         assert leader != leaving and leaving not in isr, (before, after)
         if before[index][0] == leaving:
             assert epoch == before[index][1] + 1
-    # It comes back as a new incarnation: unfenced, and not in any ISR until it catches up
-    # (replication's part), so the leaders stay where they are.
+    # It comes back as a new incarnation, catches up, its leaders take it back into their ISRs
+    # (AlterPartition), and the leader rebalance gives it back the leadership it prefers.
     cluster.launch([leaving])
-    wait_for(
-        lambda: (
-            leaving
-            in AdminClient({"bootstrap.servers": survivor.bootstrap})
-            .list_topics(timeout=10)
-            .brokers
-        ),
-        timeout_s=30,
-        what=f"broker {leaving} back",
-    )
-    assert _partitions(survivor.bootstrap) == after
+
+    def rebalanced() -> dict | None:
+        now = _partitions(survivor.bootstrap)
+        in_sync = all(sorted(isr) == [1, 2, 3] for _, _, _, isr in now.values())
+        return now if in_sync and now[1][0] == leaving else None
+
+    back = wait_for(rebalanced, timeout_s=60, what=f"broker {leaving} back in the lead")
+    assert back[1][1] == after[1][1] + 1
