@@ -180,7 +180,7 @@ class ControllerCore:
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
         if topic.assignments:
-            assignments = self._check_manual_assignment(topic)
+            assignments = placement.check_manual_assignment(self._image, topic)
         else:
             num_partitions = topic.num_partitions
             if num_partitions == -1:
@@ -221,60 +221,6 @@ class ControllerCore:
             configs=configs,
         )
         return records, result
-
-    def _check_manual_assignment(self, topic: NewTopic) -> list[list[int]]:
-        if topic.num_partitions != -1:
-            raise KafkaError(
-                ErrorCode.invalid_request,
-                "A manual partition assignment was specified, but numPartitions was not set to -1.",
-            )
-        if topic.replication_factor != -1:
-            raise KafkaError(
-                ErrorCode.invalid_request,
-                "A manual partition assignment was specified, but replicationFactor was not "
-                "set to -1.",
-            )
-        if sorted(topic.assignments) != list(range(len(topic.assignments))):
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                "partitions should be a consecutive 0-based integer sequence",
-            )
-        assignments = [list(topic.assignments[p]) for p in range(len(topic.assignments))]
-        for replicas in assignments:
-            self._check_replicas(replicas, expected_length=len(assignments[0]))
-        return assignments
-
-    def _check_replicas(self, replicas: Sequence[int], *, expected_length: int) -> None:
-        if not replicas:
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        if len(set(replicas)) != len(replicas):
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes duplicate replicas: {list(replicas)}",
-            )
-        if len(replicas) != expected_length:
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes a partition with {len(replicas)} "
-                "replica(s), but this is not consistent with previous partitions, which have "
-                f"{expected_length} replica(s).",
-            )
-        for broker_id in replicas:
-            if broker_id not in self._image.brokers:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"The manual partition assignment includes broker {broker_id}, but no such "
-                    "broker is registered.",
-                )
-        if not any(self._image.is_active_broker(b) for b in replicas):
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"All brokers specified in the manual partition assignment {list(replicas)} "
-                "are fenced or in controlled shutdown.",
-            )
 
     def _place_replicas(
         self, num_partitions: int, replication_factor: int, *, placed: int = 0
@@ -432,7 +378,7 @@ class ControllerCore:
                 )
             assignments = [list(replicas) for replicas in increase.assignments]
             for replicas in assignments:
-                self._check_replicas(replicas, expected_length=replication_factor)
+                placement.check_replicas(self._image, replicas, expected_length=replication_factor)
         else:
             budget.check_count(added)
             assignments = self._place_replicas(added, replication_factor)

@@ -1,5 +1,7 @@
 """Where the replicas of new partitions go, with the goals of Kafka's StripedReplicaPlacer:
 replicas spread across racks first (`broker.rack`), then across brokers, leaders spread too.
+Explicit assignments are checked here as Kafka checks them (`check_manual_assignment`,
+`check_replicas`).
 
 Racks are sorted (brokers without a rack form one rack, first), brokers within a rack too.
 Partition number `e` (counted from `start`, so that successive topics do not all begin on the
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from moldau.metadata.image import BrokerImage
+from moldau.controller.operations import NewTopic
+from moldau.metadata.image import BrokerImage, MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 # Internal topics of replication factor 3 or more accept acks=all writes with one replica down.
@@ -70,6 +73,64 @@ def _place_one(racks: list[list[int]], replication_factor: int, number: int) -> 
                 replicas.append(rack[(lap + position + pick) % len(rack)])
         pick += 1
     return replicas
+
+
+def check_manual_assignment(image: MetadataImage, topic: NewTopic) -> list[list[int]]:
+    """CreateTopics' explicit assignment, checked as Kafka checks it; the replica lists."""
+    if topic.num_partitions != -1:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    if topic.replication_factor != -1:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            "A manual partition assignment was specified, but replicationFactor was not set to -1.",
+        )
+    if sorted(topic.assignments) != list(range(len(topic.assignments))):
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    assignments = [list(topic.assignments[p]) for p in range(len(topic.assignments))]
+    for replicas in assignments:
+        check_replicas(image, replicas, expected_length=len(assignments[0]))
+    return assignments
+
+
+def check_replicas(image: MetadataImage, replicas: Sequence[int], *, expected_length: int) -> None:
+    """One partition's explicit replicas: INVALID_REPLICA_ASSIGNMENT unless they are distinct,
+    registered, as many as the others' and not all fenced or shutting down."""
+    if not replicas:
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    if len(set(replicas)) != len(replicas):
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            f"The manual partition assignment includes duplicate replicas: {list(replicas)}",
+        )
+    if len(replicas) != expected_length:
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            "replica(s), but this is not consistent with previous partitions, which have "
+            f"{expected_length} replica(s).",
+        )
+    for broker_id in replicas:
+        if broker_id not in image.brokers:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes broker {broker_id}, but no such "
+                "broker is registered.",
+            )
+    if not any(image.is_active_broker(b) for b in replicas):
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            f"All brokers specified in the manual partition assignment {list(replicas)} "
+            "are fenced or in controlled shutdown.",
+        )
 
 
 def internal_topic_replication(configured: int, active_brokers: int) -> tuple[int, dict[str, str]]:
