@@ -260,6 +260,9 @@ class Node:
         )
         replica_manager.fetchers = self.replica_fetchers
         replica_manager.on_isr_change = self._send_isr_change
+        replica_manager.active_brokers = lambda: {
+            broker.broker_id for broker in self.metadata_image.active_brokers()
+        }
         interval_s = max(int(config.get("replica.lag.time.max.ms")) / 2000, 0.05)
 
         async def check_isr() -> None:

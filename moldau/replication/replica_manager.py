@@ -101,6 +101,7 @@ class ReplicaManager:
         # Set by the node: the follower fetchers, and who sends proposed ISR changes on.
         self.fetchers: Any = None
         self.on_isr_change: IsrChangeHandler | None = None
+        self.active_brokers: Callable[[], set[int]] | None = None
         self._replication_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}  # -> why (the log dir's error)
         self.fetch_purgatory = Purgatory()
@@ -409,6 +410,8 @@ class ReplicaManager:
             high_watermark=partition.log.high_watermark,
             epoch_start_offset=partition.epoch_start_offset,
             lag_max_ms=self.replica_lag_time_max_ms,
+            # (a fenced or shutting-down follower would be refused: INELIGIBLE_REPLICA)
+            alive=self.active_brokers() if self.active_brokers is not None else None,
         )
         if change is not None:
             partition.tracker.pending = change
