@@ -9,7 +9,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .cluster import COMBINED, Cluster, build_cluster, wait_for
+from moldau.protocol.errors import ErrorCode
+
+from .cluster import BROKER, COMBINED, Cluster, ClusterNode, build_cluster, wait_for
+from .wire import Connection
 
 FAST = {
     "broker.session.timeout.ms": "3000",
@@ -117,3 +120,166 @@ def test_a_replicated_topic_ends_identical_on_every_replica(start_server, tmp_pa
     reader.close()
     assert sorted(seen) == sorted(sent + [b"committed-%d" % i for i in range(30)])
     assert not extra and not any(v.startswith(b"aborted") for v in seen)
+
+
+def _leader_of(bootstrap: str, topic: str) -> tuple[int, list[int]]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+    partition = metadata.topics[topic].partitions[0]
+    return partition.leader, sorted(partition.isrs)
+
+
+def _produce_raw(node: ClusterNode, topic: str, acks: int) -> int:
+    """One record with the wire's Produce v9 to `node` (the partition's leader); the error."""
+    from moldau.protocol.records import NewRecord, build_batch
+
+    with Connection("127.0.0.1", int(node.bootstrap.split(":")[1]), timeout=15) as connection:
+        response = connection.request(
+            0,
+            9,
+            {
+                "acks": acks,
+                "timeout": 5_000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [
+                            {"index": 0, "records": build_batch([NewRecord(value=b"probe")])}
+                        ],
+                    }
+                ],
+            },
+        )
+    return int(response.responses[0].partition_responses[0].error_code)
+
+
+def test_the_leader_dies_under_an_idempotent_acks_all_producer(start_server, tmp_path) -> None:
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED] * 3,
+        extra={**FAST, "replica.lag.time.max.ms": "3000"},
+    )
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("orders", 1, 3, config={"min.insync.replicas": "2"})])[
+        "orders"
+    ].result(15)
+    wait_for(
+        lambda: _leader_of(cluster.bootstrap, "orders")[1] == [1, 2, 3],
+        timeout_s=15,
+        what="the partition with three in-sync replicas",
+    )
+    leader, _ = _leader_of(cluster.bootstrap, "orders")
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 60_000,
+        }
+    )
+    acknowledged: list[tuple[int, bytes]] = []
+    failed: list[str] = []
+
+    def report(error, message) -> None:
+        if error is None:
+            acknowledged.append((message.offset(), message.value()))
+        else:
+            failed.append(str(error))
+
+    sent = [b"order-%05d" % index for index in range(3000)]
+    for index, value in enumerate(sent):
+        producer.produce("orders", value=value, on_delivery=report)
+        producer.poll(0)
+        if index == 1000:
+            producer.flush(30)
+            cluster.kill(leader)  # mid-stream, with batches in flight
+    assert producer.flush(90) == 0
+    assert not failed, failed[:5]
+    assert len(acknowledged) == len(sent)
+    new_leader, isr = _leader_of(cluster.bootstrap, "orders")
+    assert new_leader not in (leader, -1) and leader not in isr
+
+    # Every acknowledged record exactly once, in the order produced, at the offsets acknowledged.
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "audit",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition("orders", 0, 0)])
+    read: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(read) < len(sent) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read.append((message.offset(), message.value()))
+    consumer.close()
+    assert [value for _, value in read] == sent
+    assert sorted(acknowledged) == read
+
+    # The killed broker comes back and its leader takes it back into the ISR.
+    cluster.launch([leader])
+    wait_for(
+        lambda: _leader_of(cluster.bootstrap, "orders")[1] == [1, 2, 3],
+        timeout_s=30,
+        what=f"broker {leader} back in the ISR",
+    )
+
+
+def test_losing_two_of_three_replicas_refuses_acks_all_until_one_returns(
+    start_server, tmp_path
+) -> None:
+    """Three voters keep the quorum; the topic's replicas are a voter and two broker-only
+    nodes, so two replicas can go without the controller going too."""
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED, COMBINED, COMBINED, BROKER, BROKER],
+        extra={**FAST, "replica.lag.time.max.ms": "3000"},
+    )
+    # (an explicit assignment on the wire: confluent-kafka 2.16 refuses its own NewTopic
+    # with a replica assignment)
+    with Connection("127.0.0.1", int(cluster.nodes[1].bootstrap.split(":")[1])) as connection:
+        response = connection.request(
+            19,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": "guarded",
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": [1, 4, 5]}],
+                        "configs": [{"name": "min.insync.replicas", "value": "2"}],
+                    }
+                ],
+                "timeout": 15_000,
+                "validate_only": False,
+            },
+        )
+    assert response.topics[0].error_code == 0, response
+    leader_node = cluster.nodes[1]
+    wait_for(
+        lambda: _leader_of(leader_node.bootstrap, "guarded") == (1, [1, 4, 5]),
+        timeout_s=15,
+        what="broker 1 leading three in-sync replicas",
+    )
+    assert _produce_raw(leader_node, "guarded", acks=-1) == ErrorCode.none
+    cluster.kill(4)
+    cluster.kill(5)
+    wait_for(
+        lambda: _leader_of(leader_node.bootstrap, "guarded")[1] == [1],
+        timeout_s=30,
+        what="the ISR down to the leader",
+    )
+    assert _produce_raw(leader_node, "guarded", acks=-1) == ErrorCode.not_enough_replicas
+    assert _produce_raw(leader_node, "guarded", acks=1) == ErrorCode.none
+    cluster.launch([4])
+    wait_for(
+        lambda: _produce_raw(leader_node, "guarded", acks=-1) == ErrorCode.none,
+        timeout_s=30,
+        what="acks=all accepted again once a replica is back in sync",
+    )
