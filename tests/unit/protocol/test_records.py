@@ -19,6 +19,7 @@ from moldau.protocol.records import (
     BatchHeader,
     ControlRecordType,
     NewRecord,
+    Record,
     TimestampType,
     batch_with_payload,
     build_batch,
@@ -177,6 +178,14 @@ def test_a_batch_with_an_unknown_codec_is_corrupt_when_decoded() -> None:
     assert read_back.is_valid()
     with pytest.raises(KafkaError) as error:
         read_back.records()
+    assert error.value.code == ErrorCode.corrupt_message
+
+
+def test_a_control_record_of_an_unknown_type_is_corrupt() -> None:
+    """Found by fuzzing: type 129 raised ValueError from the enum instead of CORRUPT_MESSAGE."""
+    record = Record(offset=0, timestamp=0, key=struct.pack(">hh", 0, 129), value=None)
+    with pytest.raises(KafkaError) as error:
+        parse_control_record(record)
     assert error.value.code == ErrorCode.corrupt_message
 
 
