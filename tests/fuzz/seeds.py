@@ -2,6 +2,8 @@
 
 - `corpus/records/`: batches of every codec, with keys, nulls and headers, transactional and
   control batches, each behind the mode byte of `fuzz_records` (0 as is, 2 records section).
+- `corpus/handlers/`: random inputs of `fuzz_handlers` (every byte is a choice: random bytes
+  reach every API).
 - `corpus/requests/generated-*`: a schema-valid request of every API and version Moldau serves,
   with a vocabulary of the names the fuzzers' nodes create (see `recording.py` for the frames
   of real clients).
@@ -69,8 +71,15 @@ def request_seeds() -> list[tuple[str, bytes]]:
     return seeds
 
 
+def handler_seeds() -> list[bytes]:
+    """Random inputs for `fuzz_handlers`: each is a request of a random API, all fields drawn."""
+    rng = random.Random(3)
+    return [rng.randbytes(rng.choice((256, 1024, 2048))) for _ in range(300)]
+
+
 def main() -> None:
     write(CORPUS / "records", record_seeds())
+    write(CORPUS / "handlers", handler_seeds())
     requests = CORPUS / "requests"
     requests.mkdir(parents=True, exist_ok=True)
     for name, frame in request_seeds():
