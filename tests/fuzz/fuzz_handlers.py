@@ -46,8 +46,11 @@ from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
     _skip_tagged_fields,
+    decode_request,
+    decode_request_header,
     decode_response,
     encode_request,
+    millis,
     request_schema,
     response_schema,
 )
@@ -100,6 +103,8 @@ class FuzzNode:
         self.specs: list[HandlerSpec] = sorted(load_handlers().values(), key=lambda s: s.api_key)
         self.late_failures: list[str] = []
         self.recent: collections.deque[bytes] = collections.deque(maxlen=RECENT)
+        self.pending: dict[asyncio.Future[Any], tuple[bytes, float]] = {}
+        self.longest_group_timeout_ms = 0
         self._correlation_id = 0
         self._prepare()
 
@@ -146,6 +151,7 @@ class FuzzNode:
         self.recent.append(frame)
         self.loop.run_until_complete(self._dispatch(frame, deadline_s=None))
         self.check_logs(frame)
+        self.check_pending()
 
     async def _dispatch(self, frame: bytes, *, deadline_s: float | None) -> bytes | None:
         info = ConnectionInfo(
@@ -175,6 +181,8 @@ class FuzzNode:
         if not done:
             if not waits:
                 raise Failure(f"no answer within {deadline_s} s\n{_frame_text(frame)}")
+            # Held as a connection holds it, and answered within what the request allows.
+            self.pending[future] = (frame, time.monotonic() + self._wait_bound_s(frame))
             future.add_done_callback(lambda f: self._late(frame, f))
             return None
         return self._answer(frame, future)
@@ -198,7 +206,30 @@ class FuzzNode:
             raise Failure(f"the request failed with {error!r}\n{text}\n{_frame_text(frame)}")
         return self._check_response(frame, future.result())
 
+    def _wait_bound_s(self, frame: bytes) -> float:
+        """How long a request that waits by design may take: its own timeout (Fetch's max_wait,
+        Produce's timeout), or for group requests the longest timeout any member gave plus the
+        initial rebalance delay; and `HANG_S` more."""
+        request = decode_request(header := decode_request_header(frame[4:]), frame[4:])
+        if header.api_key == ApiKey.FETCH:
+            return millis(request.max_wait) / 1000 + HANG_S
+        if header.api_key == ApiKey.PRODUCE:
+            return millis(request.timeout) / 1000 + HANG_S
+        if header.api_key == ApiKey.JOIN_GROUP:
+            timeouts = [millis(request.session_timeout)]
+            timeouts.append(millis(getattr(request, "rebalance_timeout", request.session_timeout)))
+            self.longest_group_timeout_ms = max(self.longest_group_timeout_ms, *timeouts)
+        return (self.longest_group_timeout_ms + 3000) / 1000 + HANG_S
+
+    def check_pending(self) -> None:
+        now = time.monotonic()
+        for future, (frame, due) in list(self.pending.items()):
+            if now > due:
+                del self.pending[future]
+                raise Failure(f"a request was never answered\n{_frame_text(frame)}")
+
     def _late(self, frame: bytes, future: asyncio.Future[Any]) -> None:
+        self.pending.pop(future, None)
         try:
             self._answer(frame, future)
         except Failure as failure:
