@@ -59,7 +59,7 @@ from tests.fuzz.requests import TOPICS, encode_frame, fuzz_vocabulary, random_re
 
 CORPUS = Path(__file__).parent / "corpus" / "requests"
 READY_LINE = re.compile(rb"Moldau ready: bootstrap\.servers=(?P<host>[^\s:]+):(?P<port>\d+)")
-RECENT_FRAMES = 2000
+RECENT_FRAMES = 20_000
 PLANS = {
     "mutated": 55,
     "valid": 20,
@@ -98,6 +98,7 @@ class Figures:
     worst_latency_s: float = 0.0
     worst_latency_at: str = ""
     slow_probes: int = 0
+    slow_probe_list: list[str] = dataclasses.field(default_factory=list)
     peak_rss_mb: float = 0.0
     start_rss_mb: float = 0.0
     end_rss_mb: float = 0.0
@@ -148,9 +149,15 @@ class ServerOutput:
 class ServerProcess:
     """`python -m moldau server` on an ephemeral loopback port, data in a temporary directory."""
 
-    def __init__(self, directory: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        overrides: dict[str, str] | None = None,
+        *,
+        log_path: Path | None = None,
+    ) -> None:
         self.directory = directory
-        self.output = ServerOutput(directory / "server.log")
+        self.output = ServerOutput(log_path or directory / "server.log")
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(directory / "data"),
@@ -474,11 +481,12 @@ class Fuzzer:
                 writer.transport.abort()
 
     def save(self, reason: str, server_output: str) -> Path:
-        """The recent frames, one file each (`<n>-c<connection>-<plan>-<api>`), and why."""
+        """The recent frames, one file each (`<n>-<time>-c<connection>-<plan>-<api>`), and why."""
         directory = self.settings.artifacts / f"network-{time.strftime('%Y%m%d-%H%M%S')}"
         directory.mkdir(parents=True, exist_ok=True)
-        for index, (_when, connection, plan, frame) in enumerate(self.recent):
-            name = f"{index:05d}-c{connection}-{plan}-{frame_label(frame)}"
+        for index, (when, connection, plan, frame) in enumerate(self.recent):
+            clock = time.strftime("%H%M%S", time.localtime(when)) + f"{when % 1:.3f}"[1:]
+            name = f"{index:05d}-{clock}-c{connection}-{plan}-{frame_label(frame)}"
             (directory / name).write_bytes(frame)
         (directory / "failure.txt").write_text(f"{reason}\n\nserver output:\n{server_output}")
         return directory
@@ -631,6 +639,14 @@ class _Probe:
             pass
         return 0.0
 
+    def cpu_s(self) -> float:
+        """User and system CPU seconds the server has used."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def check(self) -> str | None:
         """Alive and under the RSS bound, or what is wrong."""
         if not self.alive():
@@ -646,6 +662,7 @@ class _Probe:
         """ApiVersions and Metadata on the kept connection (on a new one once a second)."""
         self._correlation_id += 1
         started = time.monotonic()
+        cpu_before = self.cpu_s()
         try:
             if fresh:
                 with socket.create_connection((self.host, self.port), self.settings.hang_s) as s:
@@ -675,6 +692,14 @@ class _Probe:
             self.figures["worst_latency_at"] = time.strftime("%H:%M:%S")
         if latency > self.settings.latency_limit_s:
             self.figures["slow_probes"] += 1
+            # The server's own CPU time meanwhile tells a busy server (about the latency) from
+            # one the machine did not run (little CPU: other processes had the cores).
+            kind = "new connection" if fresh else "kept connection"
+            load = Path("/proc/loadavg").read_text().split()[0]
+            self.figures.setdefault("slow_probe_list", []).append(
+                f"{time.strftime('%H:%M:%S')} {kind} {latency:.2f} s, server CPU "
+                f"{self.cpu_s() - cpu_before:.2f} s, load {load}"
+            )
         return None
 
     def _exchange(self, sock: socket.socket) -> None:
@@ -798,8 +823,10 @@ def main() -> None:
         latency_limit_s=arguments.latency_limit_s,
         artifacts=arguments.artifacts,
     )
+    settings.artifacts.mkdir(parents=True, exist_ok=True)
+    log_path = settings.artifacts / f"server-{time.strftime('%Y%m%d-%H%M%S')}.log"
     with tempfile.TemporaryDirectory(prefix="moldau-netfuzz-") as directory:
-        server = ServerProcess(Path(directory))
+        server = ServerProcess(Path(directory), log_path=log_path)
         try:
             figures = fuzz(
                 server.host,
