@@ -818,9 +818,8 @@ def replay(directory: Path, settings: Settings) -> str | None:
                 ):
                     sock.sendall(path.read_bytes())
                     sock.settimeout(0.3)
-                    with contextlib.suppress(OSError):
-                        while sock.recv(65536):
-                            pass
+                    with contextlib.suppress(OSError, ConnectionError):
+                        _read_frame(sock)  # one answer, the server's close, or 0.3 s of quiet
                 problem = probe.check() or probe.probe(fresh=True)
                 if problem is None and server.output.bad_lines:
                     problem = "the server logged: " + "".join(server.output.bad_lines[:5])
