@@ -828,8 +828,10 @@ def replay(directory: Path, settings: Settings) -> str | None:
                     break
         finally:
             if failure is not None and probe.alive():
-                server.process.kill()
-            server.stop()
+                server.process.kill()  # a hung server would not stop in time
+            code = server.stop()
+        if failure is None and code != 0:
+            failure = f"the server exited with code {code} on SIGTERM"
     return failure
 
 
