@@ -735,10 +735,10 @@ class _Probe:
         sock.sendall(encode_request(18, 3, self._correlation_id, "healthy", {}))
         _, versions = decode_response(18, 3, _read_frame(sock))
         assert versions.error_code == ErrorCode.none, versions.error_code
+        # Any answer will do: the fuzzing may well have deleted the topic meanwhile.
         sock.sendall(encode_request(3, 12, self._correlation_id, "healthy",
                                     {"topics": [{"name": TOPICS[0]}]}))  # fmt: skip
-        _, metadata = decode_response(3, 12, _read_frame(sock))
-        assert metadata.topics[0].error_code == ErrorCode.none, metadata.topics[0].error_code
+        decode_response(3, 12, _read_frame(sock))
 
 
 def fuzz(
