@@ -40,7 +40,7 @@ from kio.serial import entity_reader
 
 from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.node import Node
-from moldau.broker.registry import HandlerSpec, load_handlers
+from moldau.broker.registry import BROKER, HandlerSpec, load_handlers
 from moldau.config.values import BrokerConfig
 from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
@@ -99,8 +99,10 @@ class FuzzNode:
         self.collector = _Collector()
         logging.getLogger().addHandler(self.collector)
         self.loop.run_until_complete(self.node.start())
-        self.dispatcher = Dispatcher(self.node)
-        self.specs: list[HandlerSpec] = sorted(load_handlers().values(), key=lambda s: s.api_key)
+        self.dispatcher = Dispatcher(self.node, BROKER)
+        # The APIs of a broker listener (the controller listener's are for other nodes).
+        brokers = load_handlers()[BROKER].values()
+        self.specs: list[HandlerSpec] = sorted(brokers, key=lambda s: s.api_key)
         self.late_failures: list[str] = []
         self.recent: collections.deque[bytes] = collections.deque(maxlen=RECENT)
         self.pending: dict[asyncio.Future[Any], tuple[bytes, float]] = {}

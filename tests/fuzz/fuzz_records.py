@@ -1,5 +1,5 @@
 """Fuzz target: record batches as a producer or a segment file hands them over, through
-`validate_batches`, `iter_batches`, `decode_records` (with decompression) and
+`validate_batches`, `iter_batches`, `scan_records`, `decode_records` (with decompression) and
 `parse_control_record`.
 
 Invariant: only `KafkaError` escapes (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE);
@@ -21,12 +21,12 @@ import crc32c
 
 from moldau.protocol.compression import CompressionType, decompress
 from moldau.protocol.errors import KafkaError
+from moldau.protocol.record_reader import decode_records, scan_records
 from moldau.protocol.records import (
     CRC_START,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    decode_records,
     iter_batches,
     parse_control_record,
     validate_batches,
@@ -61,6 +61,10 @@ def check_batches(buffer: bytes) -> None:
 
 
 def _check_records(batch: bytes | memoryview, control: bool) -> None:
+    try:
+        scan_records(batch, max_size=MAX_SIZE, require_keys=True)
+    except KafkaError:
+        pass
     try:
         records = decode_records(batch, max_size=MAX_SIZE)
     except KafkaError:

@@ -68,18 +68,6 @@ def test_requests_that_once_took_a_server_down_leave_it_serving(tmp_path: Path) 
     assert failure is None, failure
 
 
-@pytest.mark.xfail(
-    reason="a CreateTopics of 4096 partitions (under the 10,000 cap) creates its logs on the "
-    "event loop, which stops answering for tens of seconds; creating logs in a worker thread, "
-    "in chunks, is the fix (storage and broker, being done apart from the fuzzing)",
-    strict=False,
-)
-def test_requests_awaiting_a_fix_leave_the_server_serving(tmp_path: Path) -> None:
-    settings = Settings(artifacts=tmp_path, hang_s=3.0)  # the hang is known: find it sooner
-    failure = replay(REGRESSIONS / "network-awaiting-fix", settings)
-    assert failure is None, failure
-
-
 def test_network_fuzzing_leaves_the_server_alive_bounded_and_serving(tmp_path: Path) -> None:
     settings = Settings(frames=15_000, seed=1, connections=32, artifacts=tmp_path / "artifacts")
     server = ServerProcess(tmp_path)
