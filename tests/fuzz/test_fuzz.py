@@ -87,3 +87,25 @@ def test_network_fuzzing_leaves_the_server_alive_bounded_and_serving(tmp_path: P
     assert figures.frames == settings.frames
     assert figures.crashes == figures.hangs == figures.tracebacks == 0
     assert figures.peak_rss_mb < settings.rss_limit_mb
+
+
+def test_a_client_cannot_produce_to_an_internal_topic() -> None:
+    """Found by fuzzing: a Produce to __consumer_offsets was appended, and the coordinator
+    failed on it at its next load. Kafka answers INVALID_TOPIC_EXCEPTION, and so does Moldau."""
+    from moldau.protocol.records import NewRecord, build_batch
+    from tests.fuzz.fuzz_handlers import FuzzNode
+
+    node = FuzzNode()
+    try:
+        batch = build_batch([NewRecord(key=b"\x00", value=b"garbage")])
+        for topic in ("__consumer_offsets", "__transaction_state"):
+            response = node.request(0, 9, {
+                "acks": -1, "timeout": 10_000,
+                "topic_data": [{"name": topic,
+                                "partition_data": [{"index": 0, "records": batch}]}],
+            })  # fmt: skip
+            [answer] = response.responses[0].partition_responses
+            assert answer.error_code == 17, (topic, answer)  # INVALID_TOPIC_EXCEPTION
+        node.check_logs(b"")
+    finally:
+        node.close()
