@@ -43,7 +43,8 @@ MATCH_SPECIFIED = 2
 
 
 def entity_key(entity: Sequence[tuple[str, str | None]]) -> ClientQuotaEntity:
-    return tuple(sorted((entity_type, name) for entity_type, name in entity))
+    # A type may come twice (refused later, as Kafka does), once with the default's None name.
+    return tuple(sorted(((t, n) for t, n in entity), key=lambda p: (p[0], p[1] is not None, p[1])))
 
 
 def alter_client_quotas(

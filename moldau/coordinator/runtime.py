@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.coordinator._wire import RecordFormatError
 from moldau.coordinator.assignors import TopicMetadata
 from moldau.coordinator.classic import JoinGroupRequest
 from moldau.coordinator.config import GroupCoordinatorConfig
@@ -116,11 +117,11 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
             if isinstance(item, TransactionMarker):
                 coordinator.complete_transaction(item.producer_id, item.committed)
             elif isinstance(item, TransactionalRecord):
-                record = decode_record(item.key, item.value)
+                record = _readable(index, item.key, item.value)
                 if record is not None:
                     coordinator.replay_transactional(item.producer_id, record)
             else:
-                record = decode_record(*item)
+                record = _readable(index, *item)
                 if record is not None:
                     coordinator.replay(record)
             count += 1
@@ -447,3 +448,13 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
         self, group_id: str, topic_names: Mapping[uuid.UUID, str]
     ) -> Response:
         return self.coordinator_for(group_id).consumer_group_describe(group_id, topic_names)
+
+
+def _readable(index: int, key: bytes | None, value: bytes | None) -> CoordinatorRecord | None:
+    """The record, or None (and a warning) for one no coordinator wrote: a load goes on past it
+    rather than leave the partition loading for ever."""
+    try:
+        return decode_record(key, value)
+    except RecordFormatError as error:
+        logger.warning("skipping an unreadable record in %s-%d: %s", OFFSETS_TOPIC, index, error)
+        return None

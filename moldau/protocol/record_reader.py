@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from moldau.protocol.compression import decompress_chunks
+from moldau.protocol.compression import CompressionType, decompress_chunks
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import (
     COMPRESSION_MASK,
@@ -243,7 +243,10 @@ class _RecordReader:
         max_records: int | None,
     ) -> _RecordReader:
         view = memoryview(batch)[HEADER_SIZE : header.batch_length + LOG_OVERHEAD]
-        if header.attributes & COMPRESSION_MASK:
+        codec = header.attributes & COMPRESSION_MASK
+        if codec > int(CompressionType.ZSTD):  # a batch read back, never validated
+            raise KafkaError(ErrorCode.corrupt_message, f"unknown compression codec {codec}")
+        if codec:
             pieces = decompress_chunks(header.compression, view, max_size=max_size)
         elif len(view) > max_size:
             raise KafkaError(ErrorCode.corrupt_message, f"batch exceeds {max_size} bytes")

@@ -98,6 +98,9 @@ class ControlRecordType(enum.IntEnum):
     COMMIT = 1
 
 
+_CONTROL_TYPES = frozenset(ControlRecordType)
+
+
 class BatchHeader(NamedTuple):
     """The fixed 61-byte header of a batch. A tuple, so `HEADER.unpack_from` builds it cheaply."""
 
@@ -482,4 +485,6 @@ def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
     coordinator_epoch = 0
     if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
         _value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
+    if control_type not in _CONTROL_TYPES:
+        raise KafkaError(ErrorCode.corrupt_message, f"unknown control record type {control_type}")
     return ControlRecordType(control_type), coordinator_epoch

@@ -27,6 +27,7 @@ import uuid
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.controller.topic_names import INTERNAL_TOPICS
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
@@ -80,6 +81,10 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
             try:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.corrupt_message, "no record batch")
+                if name in INTERNAL_TOPICS:  # the coordinators' logs: theirs alone, as in Kafka
+                    raise KafkaError(
+                        ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}"
+                    )
                 node.authorize_write(ctx, tp, transactional_id)
                 if transactional_id is not None:
                     _verify_transaction(node, tp, records, transactional_id)

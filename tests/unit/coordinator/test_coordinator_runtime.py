@@ -229,3 +229,27 @@ def test_append_errors_map_as_kafka_maps_them_but_storage_is_not_available() -> 
     assert append_error_code(OSError(28, "No space left on device")) == (
         ErrorCode.coordinator_not_available
     )
+
+
+def test_a_record_no_coordinator_wrote_is_skipped_when_loading() -> None:
+    """Found by fuzzing: a short key in __consumer_offsets (written there by a Produce) made the
+    load fail with RecordFormatError, leaving the partition loading for ever and a traceback in
+    the log; the load now goes on past it."""
+    log = MemoryLog()
+    partition = TopicPartition("__consumer_offsets", partition_for_group("g", 4))
+
+    async def scenario() -> None:
+        async with make_runtime(log) as runtime:
+            await runtime.commit_offsets(
+                group_id="g",
+                generation_id=-1,
+                member_id="",
+                group_instance_id=None,
+                commits=[PartitionCommit(topic="t", partition=0, offset=7, metadata="")],
+            )
+        log.partitions[partition].insert(0, (b"\x00", b"garbage"))
+        async with make_runtime(log) as restarted:
+            fetched = restarted.fetch_offsets(group_id="g", topics=[("t", [0])])
+            assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 7
+
+    asyncio.run(scenario())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from moldau.protocol.records import (
     BatchHeader,
     ControlRecordType,
     NewRecord,
+    Record,
     TimestampType,
     batch_with_payload,
     build_batch,
@@ -164,6 +166,27 @@ def test_decode_caps_decompressed_size() -> None:
     assert len(batch) < 1000
     with pytest.raises(KafkaError):
         decode_records(batch, max_size=50_000)
+
+
+def test_a_batch_with_an_unknown_codec_is_corrupt_when_decoded() -> None:
+    """Found by fuzzing: a batch with a right CRC but codec 5-7 (one read from a segment, never
+    validated as a produced one is) raised ValueError from the codec enum."""
+    batch = bytearray(build_batch([NewRecord(value=b"v")]))
+    struct.pack_into(">h", batch, 21, 5)  # attributes: codec 5
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    [read_back] = iter_batches(bytes(batch))
+    assert read_back.is_valid()
+    with pytest.raises(KafkaError) as error:
+        read_back.records()
+    assert error.value.code == ErrorCode.corrupt_message
+
+
+def test_a_control_record_of_an_unknown_type_is_corrupt() -> None:
+    """Found by fuzzing: type 129 raised ValueError from the enum instead of CORRUPT_MESSAGE."""
+    record = Record(offset=0, timestamp=0, key=struct.pack(">hh", 0, 129), value=None)
+    with pytest.raises(KafkaError) as error:
+        parse_control_record(record)
+    assert error.value.code == ErrorCode.corrupt_message
 
 
 def test_corrupted_record_body_is_reported_not_crashing() -> None:

@@ -1,0 +1,892 @@
+"""The network fuzzer: a real `moldau server` process under many connections of mutated, random
+and malformed frames, while a well-behaved client checks that it is still served.
+
+    python -m tests.fuzz.network --frames 1000000 --seed 1        # starts its own server
+    python -m tests.fuzz.network --frames 20000 --seed 1 --json   # figures as one JSON line
+
+What the connections send (weights in `PLANS`):
+- `mutated`: requests of every API and every advertised version (frames recorded from real
+  clients, plus schema-valid ones generated for each version the server advertises), with bytes
+  flipped, integers overwritten, bodies cut, grown, spliced, versions and keys swapped, or the
+  size prefix made wrong;
+- `valid`: schema-valid requests with known topic and group names, pipelined, answers read;
+- `random`: random bytes, with a plausible size prefix or none;
+- `framing`: negative, zero, tiny and oversized size prefixes, large frames cut short, frames that
+  stop halfway and wait;
+- `never_read`: Fetch and Metadata requests pipelined by a client that reads nothing;
+- `trickle`: a request one byte at a time;
+- `idle`: a crowd of connections that hold a partial frame, then leave.
+
+What is checked, throughout: the server process lives; its RSS (VmRSS of /proc/PID/status) stays
+under `--rss-limit-mb`; a healthy client (one connection kept open, plus a new one each second)
+gets its ApiVersions and Metadata answers within `--latency-limit-s`, and some answer within
+`--hang-s` (else: a hang); the server's output holds no traceback and no ERROR line. A slow
+answer fails the run when the server itself spent more than the limit in CPU meanwhile (it was
+busy); one it was not given the CPU for (a shared machine) is counted and listed, and fails the
+run only with `--strict-latency`. On a failure
+the last `RECENT_FRAMES` frames sent (by connection, in order) and the server's output are saved
+under `--artifacts`, and the run stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import json
+import multiprocessing
+import multiprocessing.queues
+import os
+import queue
+import random
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from moldau.protocol.adapter import decode_response, encode_request, request_schema
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import NewRecord, build_batch
+from tests.fuzz.requests import TOPICS, encode_frame, fuzz_vocabulary, random_request
+
+CORPUS = Path(__file__).parent / "corpus" / "requests"
+READY_LINE = re.compile(rb"Moldau ready: bootstrap\.servers=(?P<host>[^\s:]+):(?P<port>\d+)")
+RECENT_FRAMES = 20_000
+PLANS = {
+    "mutated": 55,
+    "valid": 20,
+    "random": 8,
+    "framing": 7,
+    "never_read": 4,
+    "trickle": 3,
+    "idle": 3,
+}
+INTERESTING_16 = (0, 1, -1, 0x7FFF, -0x8000, 2, 0x100)
+INTERESTING_32 = (0, 1, -1, 0x7FFFFFFF, -0x80000000, 0xFFFF, 0x10000, 1 << 20)
+GENERATED_PER_VERSION = 3
+
+
+@dataclasses.dataclass
+class Settings:
+    frames: int = 20_000
+    seed: int = 1
+    connections: int = 48
+    rss_limit_mb: float = 600.0
+    latency_limit_s: float = 1.0
+    # A probe slower than the limit fails the run only if the server spent more CPU than the
+    # limit meanwhile (it was busy, not starved by other processes on a shared machine), unless
+    # strict: then any slow answer fails it.
+    strict_latency: bool = False
+    hang_s: float = 10.0
+    artifacts: Path = Path("fuzz-artifacts")
+    max_frame_bytes: int = 104_857_600  # the server's socket.request.max.bytes
+
+
+@dataclasses.dataclass
+class Figures:
+    frames: int = 0
+    connections: int = 0
+    by_api: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    by_plan: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    closed_by_server: int = 0
+    answers: int = 0
+    probes: int = 0
+    worst_latency_s: float = 0.0
+    worst_latency_at: str = ""
+    slow_probes: int = 0
+    busy_probes: int = 0
+    worst_probe_server_cpu_s: float = 0.0
+    slow_probe_list: list[str] = dataclasses.field(default_factory=list)
+    peak_rss_mb: float = 0.0
+    start_rss_mb: float = 0.0
+    end_rss_mb: float = 0.0
+    duration_s: float = 0.0
+    crashes: int = 0
+    hangs: int = 0
+    tracebacks: int = 0
+    error_lines: int = 0
+    closing_lines: int = 0
+    failure: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["by_api"] = dict(sorted(self.by_api.items(), key=lambda item: -item[1]))
+        values["by_plan"] = dict(self.by_plan)
+        return values
+
+
+class ServerOutput:
+    """Follows a server's output: counts tracebacks and ERROR lines, keeps the tail."""
+
+    def __init__(self, log_path: Path | None = None) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=400)
+        self.tracebacks = 0
+        self.error_lines = 0
+        self.closing_lines = 0
+        self.bad_lines: list[str] = []
+        self._log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
+
+    def line(self, text: str) -> None:
+        self.tail.append(text)
+        if self._log is not None:
+            self._log.write(text)
+        if "closing connection from" in text:
+            self.closing_lines += 1
+        if "Traceback" in text:
+            self.tracebacks += 1
+            self.bad_lines.append(text)
+        elif " ERROR " in text or " CRITICAL " in text:
+            self.error_lines += 1
+            self.bad_lines.append(text)
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
+
+class ServerProcess:
+    """`python -m moldau server` on an ephemeral loopback port, data in a temporary directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        overrides: dict[str, str] | None = None,
+        *,
+        log_path: Path | None = None,
+    ) -> None:
+        self.directory = directory
+        self.output = ServerOutput(log_path or directory / "server.log")
+        settings = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(directory / "data"),
+            **(overrides or {}),
+        }
+        command = [sys.executable, "-X", "faulthandler", "-m", "moldau", "server"]
+        for key, value in settings.items():
+            command += ["--override", f"{key}={value}"]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environment,
+        )
+        self.host = ""
+        self.port = 0
+        ready = threading.Event()
+        threading.Thread(target=self._follow, args=(ready,), daemon=True).start()
+        if not ready.wait(60) or not self.port:
+            self.process.kill()
+            raise RuntimeError("the server did not start:\n" + "".join(self.output.tail))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _follow(self, ready: threading.Event) -> None:
+        assert self.process.stdout is not None
+        for raw in iter(self.process.stdout.readline, b""):
+            if not ready.is_set() and (match := READY_LINE.search(raw)):
+                self.host, self.port = match["host"].decode(), int(match["port"])
+                ready.set()
+            self.output.line(raw.decode("utf-8", "replace"))
+        ready.set()
+
+    def stop(self) -> int:
+        """SIGTERM; the exit code (a server that needs SIGKILL returns -9)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        time.sleep(0.2)  # the output's last lines
+        self.output.close()
+        return self.process.returncode
+
+
+# --- the frames ------------------------------------------------------------------------------
+
+
+def recorded_frames() -> list[bytes]:
+    return [path.read_bytes() for path in sorted(CORPUS.iterdir()) if path.is_file()]
+
+
+def generated_frames(versions: list[tuple[int, int, int]], rng: random.Random) -> list[bytes]:
+    """Schema-valid requests for every advertised API and version."""
+    vocabulary = fuzz_vocabulary()
+    frames = []
+    for api_key, low, high in versions:
+        for version in range(low, high + 1):
+            if request_schema(api_key, version) is None:
+                continue
+            for _ in range(GENERATED_PER_VERSION):
+                request = random_request(api_key, version, rng, vocabulary)
+                frames.append(encode_frame(api_key, version, request, correlation_id=1))
+    return frames
+
+
+def _with_size(body: bytes | bytearray) -> bytes:
+    return struct.pack(">i", len(body)) + bytes(body)
+
+
+def mutate(frame: bytes, rng: random.Random, seeds: list[bytes]) -> bytes:
+    """One to three mutations of a whole frame; the size prefix is kept right unless a mutation
+    is about the prefix itself."""
+    body = bytearray(frame[4:])
+    wrong_prefix = None
+    for _ in range(rng.randint(1, 3)):
+        choice = rng.randrange(10)
+        if choice <= 2 and len(body) > 8:  # bytes flipped or set to edge values
+            for _ in range(rng.randint(1, 8)):
+                position = rng.randrange(len(body))
+                body[position] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+        elif choice == 3 and len(body) > 10:  # an integer overwritten
+            position = rng.randrange(len(body) - 4)
+            if rng.random() < 0.5:
+                struct.pack_into(">h", body, position, rng.choice(INTERESTING_16))
+            else:
+                value = rng.choice(INTERESTING_32)
+                struct.pack_into(">I", body, position, value & 0xFFFFFFFF)
+        elif choice == 4 and body:  # cut
+            del body[rng.randrange(len(body)) :]
+        elif choice == 5:  # grown
+            body += rng.randbytes(rng.randint(1, 64))
+        elif choice == 6 and len(body) > 8:  # a chunk inserted or removed
+            position = rng.randrange(len(body))
+            if rng.random() < 0.5:
+                body[position:position] = body[: rng.randint(1, 32)]
+            else:
+                del body[position : position + rng.randint(1, 16)]
+        elif choice == 7 and len(body) >= 4:  # another version, in range or not
+            struct.pack_into(">h", body, 2, rng.choice((-1, 0, 1, 3, 9, 13, 17, 18, 0x7FFF)))
+        elif choice == 8:  # the header of one request, the body of another
+            other = rng.choice(seeds)
+            cut = rng.randint(8, 24)
+            body = bytearray(body[:cut] + other[4 + cut :])
+        elif choice == 9:  # a size prefix that lies
+            wrong_prefix = max(0, len(body) + rng.choice((-8, -1, 1, 2, 100)))
+    if wrong_prefix is not None:
+        return struct.pack(">i", wrong_prefix) + bytes(body)
+    return _with_size(body)
+
+
+def frame_label(frame: bytes) -> str:
+    """The API a frame claims (what the server sees), as Kafka's name where there is one."""
+    if len(frame) < 8:
+        return "short"
+    (api_key,) = struct.unpack_from(">h", frame, 4)
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return "unknown-key"
+
+
+# --- the connections -------------------------------------------------------------------------
+
+
+class Fuzzer:
+    def __init__(self, host: str, port: int, settings: Settings) -> None:
+        self.host = host
+        self.port = port
+        self.settings = settings
+        self.figures = Figures()
+        self.rng = random.Random(settings.seed)
+        self.recent: collections.deque[tuple[float, int, str, bytes]] = collections.deque(
+            maxlen=RECENT_FRAMES
+        )
+        self.seeds: list[bytes] = []
+        self.versions: list[tuple[int, int, int]] = []
+        self.vocabulary = fuzz_vocabulary()
+        self.failure: str | None = None
+        self._connection_ids = 0
+        self._budget = settings.frames
+
+    # the frames a plan sends are taken from one budget, so the total is exact
+    def _take(self, count: int) -> int:
+        count = min(count, self._budget)
+        self._budget -= count
+        return count
+
+    def _sent(self, connection: int, plan: str, frame: bytes) -> None:
+        self.figures.frames += 1
+        self.figures.by_api[frame_label(frame) if plan != "random" else "random"] += 1
+        self.recent.append((time.time(), connection, plan, frame))
+
+    async def run(self) -> None:
+        self.versions = await asyncio.to_thread(api_versions, self.host, self.port)
+        await asyncio.to_thread(prepare, self.host, self.port)
+        self.seeds = recorded_frames() + generated_frames(self.versions, self.rng)
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.connections)]
+        await asyncio.gather(*workers)
+
+    async def _worker(self) -> None:
+        plans, weights = zip(*PLANS.items(), strict=True)
+        while self._budget > 0 and self.failure is None:
+            plan = self.rng.choices(plans, weights)[0]
+            self._connection_ids += 1
+            connection = self._connection_ids
+            self.figures.by_plan[plan] += 1
+            try:
+                await getattr(self, f"_{plan}")(connection)
+            except (ConnectionError, TimeoutError, OSError):
+                self.figures.closed_by_server += 1
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        self.figures.connections += 1
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        writer.transport.get_extra_info("socket").setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+        )
+        return reader, writer
+
+    async def _send_and_read(self, connection: int, plan: str, frames: list[bytes]) -> None:
+        reader, writer = await self._open()
+        try:
+            for frame in frames:
+                self._sent(connection, plan, frame)
+                writer.write(frame)
+            await writer.drain()
+            await self._read_answers(reader, len(frames))
+        finally:
+            writer.close()
+
+    async def _read_answers(self, reader: asyncio.StreamReader, expected: int) -> None:
+        """Read answers until `expected` came, the server closed, or it is quiet for a while
+        (acks=0 produces and parked fetches answer nothing, or later)."""
+        for _ in range(expected):
+            try:
+                header = await asyncio.wait_for(reader.readexactly(4), 0.5)
+                (size,) = struct.unpack(">i", header)
+                await asyncio.wait_for(reader.readexactly(size), 5)
+            except asyncio.IncompleteReadError:
+                self.figures.closed_by_server += 1
+                return
+            except TimeoutError:
+                return
+            self.figures.answers += 1
+
+    async def _mutated(self, connection: int) -> None:
+        count = self._take(self.rng.choice((1, 1, 1, 2, 3, 5)))
+        frames = [mutate(self.rng.choice(self.seeds), self.rng, self.seeds) for _ in range(count)]
+        await self._send_and_read(connection, "mutated", frames)
+
+    async def _valid(self, connection: int) -> None:
+        frames = []
+        for index in range(self._take(self.rng.randint(1, 20))):
+            api_key, low, high = self.rng.choice(self.versions)
+            version = self.rng.randint(low, high)
+            if request_schema(api_key, version) is None:
+                version = high
+            request = random_request(api_key, version, self.rng, self.vocabulary)
+            frames.append(encode_frame(api_key, version, request, correlation_id=index))
+        await self._send_and_read(connection, "valid", frames)
+
+    async def _random(self, connection: int) -> None:
+        if not self._take(1):
+            return
+        blob = self.rng.randbytes(self.rng.choice((1, 3, 8, 30, 200, 2000)))
+        if self.rng.random() < 0.5:
+            blob = _with_size(struct.pack(">hhi", self.rng.randrange(-2, 80), 0, 1) + blob)
+        await self._send_and_read(connection, "random", [blob])
+
+    async def _framing(self, connection: int) -> None:
+        if not self._take(1):
+            return
+        rng = self.rng
+        limit = self.settings.max_frame_bytes
+        choice = rng.randrange(6)
+        reader, writer = await self._open()
+        try:
+            if choice == 0:  # negative, zero, tiny
+                frame = struct.pack(">i", rng.choice((-1, -(2**31), 0, 1, 3, 7))) + b"\x00" * 7
+            elif choice == 1:  # over socket.request.max.bytes
+                frame = struct.pack(">i", rng.choice((limit + 1, 2**31 - 1))) + b"\x00" * 64
+            elif choice == 2:  # a large frame cut short: the pool's reservation, then the close
+                claimed = rng.choice((100_000, 1 << 20, 16 << 20, limit))
+                frame = struct.pack(">i", claimed) + rng.randbytes(rng.choice((0, 10, 70_000)))
+            elif choice == 3:  # a request cut short, then a wait (the request deadline)
+                whole = rng.choice(self.seeds)
+                frame = whole[: rng.randrange(1, len(whole))]
+            elif choice == 4:  # two requests glued, the second with a lying prefix
+                frame = rng.choice(self.seeds) + struct.pack(">i", 1 << 20) + b"\x00" * 100
+            else:  # a whole valid request behind a frame of zero bytes
+                frame = struct.pack(">i", 0) + rng.choice(self.seeds)
+            self._sent(connection, "framing", frame)
+            writer.write(frame)
+            await writer.drain()
+            if choice == 3:
+                await asyncio.sleep(rng.random())
+            await self._read_answers(reader, 1)
+        finally:
+            writer.close()
+
+    async def _never_read(self, connection: int) -> None:
+        count = self._take(self.rng.randint(10, 40))
+        _reader, writer = await self._open()
+        sock = writer.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        fetch = encode_request(1, 11, 1, "never-reads" * 100, {
+            "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": TOPICS[0], "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+        })  # fmt: skip
+        metadata = encode_request(3, 12, 2, "never-reads", {"topics": None})
+        try:
+            for index in range(count):
+                frame = fetch if index % 2 else metadata
+                self._sent(connection, "never_read", frame)
+                writer.write(frame)
+                if writer.transport.get_write_buffer_size() > 1 << 20:
+                    break  # the server stopped reading us: back-pressure works
+                if index % 16 == 15:
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(self.rng.random() * 2)
+        finally:
+            writer.transport.abort()
+
+    async def _trickle(self, connection: int) -> None:
+        if not self._take(1):
+            return
+        frame = self.rng.choice(self.seeds)
+        reader, writer = await self._open()
+        try:
+            self._sent(connection, "trickle", frame)
+            for start in range(0, len(frame), 3):
+                writer.write(frame[start : start + 3])
+                await asyncio.sleep(0.005)
+            await writer.drain()
+            await self._read_answers(reader, 1)
+        finally:
+            writer.close()
+
+    async def _idle(self, connection: int) -> None:
+        count = self._take(self.rng.randint(10, 60))
+        writers = []
+        try:
+            for _ in range(count):
+                _reader, writer = await self._open()
+                frame = self.rng.choice(self.seeds)
+                partial = frame[: self.rng.randrange(0, min(len(frame), 12))]
+                self._sent(connection, "idle", partial)
+                writer.write(partial)
+                writers.append(writer)
+            await asyncio.sleep(self.rng.random() * 2)
+        finally:
+            for writer in writers:
+                writer.transport.abort()
+
+    def save(self, reason: str, server_output: str) -> Path:
+        """The recent frames, one file each (`<n>-<time>-c<connection>-<plan>-<api>`), and why."""
+        directory = self.settings.artifacts / f"network-{time.strftime('%Y%m%d-%H%M%S')}"
+        directory.mkdir(parents=True, exist_ok=True)
+        for index, (when, connection, plan, frame) in enumerate(self.recent):
+            clock = time.strftime("%H%M%S", time.localtime(when)) + f"{when % 1:.3f}"[1:]
+            name = f"{index:05d}-{clock}-c{connection}-{plan}-{frame_label(frame)}"
+            (directory / name).write_bytes(frame)
+        (directory / "failure.txt").write_text(f"{reason}\n\nserver output:\n{server_output}")
+        return directory
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    header = _recv_exactly(sock, 4)
+    return _recv_exactly(sock, struct.unpack(">i", header)[0])
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        data += chunk
+    return bytes(data)
+
+
+def api_versions(host: str, port: int) -> list[tuple[int, int, int]]:
+    with _connect_soon(host, port) as sock:
+        sock.sendall(encode_request(18, 3, 1, "fuzz", {"client_software_name": "fuzz"}))
+        _, response = decode_response(18, 3, _read_frame(sock))
+    return [(api.api_key, api.min_version, api.max_version) for api in response.api_keys]
+
+
+def _connect_soon(host: str, port: int) -> socket.socket:
+    """A connection, retried for a few seconds while it is refused (a server just started)."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=10)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def prepare(host: str, port: int) -> None:
+    """The topics of the fuzzers' vocabulary, with records, and a committed group offset."""
+    with socket.create_connection((host, port), timeout=30) as sock:
+        topics = [{"name": name, "num_partitions": count, "replication_factor": 1}
+                  for name, count in zip(TOPICS, (3, 1), strict=True)]  # fmt: skip
+        sock.sendall(encode_request(19, 7, 1, "fuzz-setup", {"topics": topics,
+                                                             "timeout_ms": 10_000}))  # fmt: skip
+        _read_frame(sock)
+        batch = build_batch([NewRecord(key=b"k%d" % i, value=b"v" * i) for i in range(10)])
+        for partition in range(3):
+            sock.sendall(encode_request(0, 9, 2, "fuzz-setup", {
+                "acks": -1, "timeout": 10_000,
+                "topic_data": [{"name": TOPICS[0],
+                                "partition_data": [{"index": partition, "records": batch}]}],
+            }))  # fmt: skip
+            _read_frame(sock)
+
+
+class Watcher:
+    """Probes the server as a healthy client would and reads its RSS, from a process of its own
+    (so that the fuzzer's own work never delays a probe): `failure` is set on the first broken
+    check, and `stop()` adds its figures to the fuzzer's."""
+
+    def __init__(self, host: str, port: int, pid: int, settings: Settings) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._messages: multiprocessing.queues.Queue[tuple[str, Any]] = context.Queue()
+        self._process = context.Process(
+            target=_watch,
+            args=(host, port, pid, settings, self._stop, self._messages),
+            daemon=True,
+        )
+        self.failure: str | None = None
+        self.figures: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self._process.start()
+
+    def poll(self) -> str | None:
+        while self.failure is None:
+            try:
+                kind, value = self._messages.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "failure":
+                self.failure = value
+            else:
+                self.figures = value
+        return self.failure
+
+    def stop(self) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + 60
+        while not self.figures and time.monotonic() < deadline:
+            try:
+                kind, value = self._messages.get(timeout=1)
+            except queue.Empty:
+                continue
+            if kind == "failure":
+                self.failure = self.failure or value
+            else:
+                self.figures = value
+        self._process.join(10)
+
+
+def _watch(
+    host: str,
+    port: int,
+    pid: int,
+    settings: Settings,
+    stop: Any,
+    messages: multiprocessing.queues.Queue[tuple[str, Any]],
+) -> None:
+    probe = _Probe(host, port, pid, settings)
+    last_new_connection = 0.0
+    figures = probe.figures
+    figures["start_rss_mb"] = probe.rss_mb()
+    failed = False
+    while not stop.wait(0.1):
+        fresh = time.monotonic() - last_new_connection >= 1.0
+        if fresh:
+            last_new_connection = time.monotonic()
+        failure = probe.check() or probe.probe(fresh)
+        if failure is not None and not failed:
+            failed = True
+            messages.put(("failure", failure))
+    figures["end_rss_mb"] = probe.rss_mb()
+    messages.put(("figures", figures))
+
+
+class _Probe:
+    def __init__(self, host: str, port: int, pid: int, settings: Settings) -> None:
+        self.host = host
+        self.port = port
+        self.pid = pid
+        self.settings = settings
+        self.figures: dict[str, Any] = {
+            "probes": 0,
+            "worst_latency_s": 0.0,
+            "slow_probes": 0,
+            "busy_probes": 0,
+            "worst_probe_server_cpu_s": 0.0,
+            "peak_rss_mb": 0.0,
+            "crashes": 0,
+            "hangs": 0,
+        }
+        self._socket: socket.socket | None = None
+        self._correlation_id = 0
+
+    def alive(self) -> bool:
+        try:
+            return "zombie" not in Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return False
+
+    def rss_mb(self) -> float:
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def cpu_s(self) -> float:
+        """User and system CPU seconds the server has used."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def check(self) -> str | None:
+        """Alive and under the RSS bound, or what is wrong."""
+        if not self.alive():
+            self.figures["crashes"] = 1
+            return "the server process died"
+        rss = self.rss_mb()
+        self.figures["peak_rss_mb"] = max(self.figures["peak_rss_mb"], rss)
+        if rss > self.settings.rss_limit_mb:
+            return f"RSS {rss:.0f} MB over the bound of {self.settings.rss_limit_mb} MB"
+        return None
+
+    def probe(self, fresh: bool) -> str | None:
+        """ApiVersions and Metadata on the kept connection (on a new one once a second)."""
+        self._correlation_id += 1
+        started = time.monotonic()
+        cpu_before = self.cpu_s()
+        try:
+            if fresh:
+                with socket.create_connection((self.host, self.port), self.settings.hang_s) as s:
+                    self._exchange(s)
+            else:
+                if self._socket is None:
+                    self._socket = socket.create_connection(
+                        (self.host, self.port), self.settings.hang_s
+                    )
+                    self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._exchange(self._socket)
+        except (OSError, AssertionError) as error:
+            if self._socket is not None:
+                self._socket.close()
+                self._socket = None
+            if isinstance(error, TimeoutError):
+                self.figures["hangs"] += 1
+                return f"the healthy client got no answer within {self.settings.hang_s} s"
+            if not self.alive():
+                self.figures["crashes"] = 1
+                return "the server process died"
+            return f"the healthy client failed: {error!r}"
+        latency = time.monotonic() - started
+        cpu = self.cpu_s() - cpu_before
+        self.figures["probes"] += 1
+        self.figures["worst_probe_server_cpu_s"] = max(
+            self.figures["worst_probe_server_cpu_s"], cpu
+        )
+        if cpu > self.settings.latency_limit_s:
+            self.figures["busy_probes"] += 1
+        if latency > self.figures["worst_latency_s"]:
+            self.figures["worst_latency_s"] = latency
+            self.figures["worst_latency_at"] = time.strftime("%H:%M:%S")
+        if latency > self.settings.latency_limit_s:
+            self.figures["slow_probes"] += 1
+            # The server's own CPU time meanwhile tells a busy server (about the latency) from
+            # one the machine did not run (little CPU: other processes had the cores).
+            kind = "new connection" if fresh else "kept connection"
+            load = Path("/proc/loadavg").read_text().split()[0]
+            self.figures.setdefault("slow_probe_list", []).append(
+                f"{time.strftime('%H:%M:%S')} {kind} {latency:.2f} s, server CPU "
+                f"{cpu:.2f} s, load {load}"
+            )
+        return None
+
+    def _exchange(self, sock: socket.socket) -> None:
+        sock.sendall(encode_request(18, 3, self._correlation_id, "healthy", {}))
+        _, versions = decode_response(18, 3, _read_frame(sock))
+        assert versions.error_code == ErrorCode.none, versions.error_code
+        # Any answer will do: the fuzzing may well have deleted the topic meanwhile.
+        sock.sendall(encode_request(3, 12, self._correlation_id, "healthy",
+                                    {"topics": [{"name": TOPICS[0]}]}))  # fmt: skip
+        decode_response(3, 12, _read_frame(sock))
+
+
+def fuzz(
+    host: str,
+    port: int,
+    pid: int,
+    settings: Settings,
+    *,
+    output: ServerOutput | None = None,
+    output_text: Callable[[], str] = lambda: "",
+) -> Figures:
+    """Run the fuzzer against a server already running; returns its figures, with `failure` set
+    (and the recent frames saved) when a check failed."""
+    fuzzer = Fuzzer(host, port, settings)
+    watcher = Watcher(host, port, pid, settings)
+    started = time.monotonic()
+    watcher.start()
+
+    def check() -> str | None:
+        if output is not None and output.bad_lines:
+            return "the server logged: " + "".join(output.bad_lines[:5])
+        return watcher.poll()
+
+    async def main() -> None:
+        task = asyncio.create_task(fuzzer.run())
+        while not task.done():
+            await asyncio.sleep(0.2)
+            fuzzer.failure = fuzzer.failure or check()
+        await task
+
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    asyncio.run(main())
+    time.sleep(1.0)  # the server's log lines of the last connections
+    watcher.stop()
+    figures = fuzzer.figures
+    for key, value in watcher.figures.items():
+        setattr(figures, key, value)
+    figures.duration_s = round(time.monotonic() - started, 1)
+    if output is not None:
+        figures.tracebacks = output.tracebacks
+        figures.error_lines = output.error_lines
+        figures.closing_lines = output.closing_lines
+    failure = fuzzer.failure or check()
+    if failure is None and figures.busy_probes:
+        failure = (
+            f"{figures.busy_probes} healthy-client answers took the server more than "
+            f"{settings.latency_limit_s} s of CPU (worst {figures.worst_probe_server_cpu_s:.2f} s)"
+        )
+    if failure is None and figures.slow_probes and settings.strict_latency:
+        failure = (
+            f"{figures.slow_probes} healthy-client answers over {settings.latency_limit_s} s "
+            f"(worst {figures.worst_latency_s:.2f} s)"
+        )
+    if failure is not None:
+        figures.failure = f"{failure} (saved in {fuzzer.save(failure, output_text())})"
+    return figures
+
+
+def replay(directory: Path, settings: Settings) -> str | None:
+    """Send the frames saved in `directory` (in name order, one connection each, as saved by a
+    failure) to a fresh server, checking it after each; returns what failed, naming the frame."""
+    with tempfile.TemporaryDirectory(prefix="moldau-netfuzz-") as data:
+        server = ServerProcess(Path(data))
+        probe = _Probe(server.host, server.port, server.pid, settings)
+        failure = None
+        try:
+            prepare(server.host, server.port)
+            for path in sorted(directory.iterdir()):
+                if path.name == "failure.txt":
+                    continue
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection((server.host, server.port), 10) as sock,
+                ):
+                    sock.sendall(path.read_bytes())
+                    sock.settimeout(0.3)
+                    with contextlib.suppress(OSError, ConnectionError):
+                        _read_frame(sock)  # one answer, the server's close, or 0.3 s of quiet
+                problem = probe.check() or probe.probe(fresh=True)
+                if problem is None and server.output.bad_lines:
+                    problem = "the server logged: " + "".join(server.output.bad_lines[:5])
+                if problem is not None:
+                    failure = f"after {path.name}: {problem}"
+                    break
+        finally:
+            if failure is not None and probe.alive():
+                server.process.kill()  # a hung server would not stop in time
+            code = server.stop()
+        if failure is None and code != 0:
+            failure = f"the server exited with code {code} on SIGTERM"
+    return failure
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=Settings.frames)
+    parser.add_argument("--seed", type=int, default=Settings.seed)
+    parser.add_argument("--connections", type=int, default=Settings.connections)
+    parser.add_argument("--rss-limit-mb", type=float, default=Settings.rss_limit_mb)
+    parser.add_argument("--latency-limit-s", type=float, default=Settings.latency_limit_s)
+    parser.add_argument("--artifacts", type=Path, default=Settings.artifacts)
+    parser.add_argument(
+        "--strict-latency", action="store_true", help="any answer over the limit fails the run"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line")
+    parser.add_argument("--replay", type=Path, help="replay the frames a failure saved")
+    arguments = parser.parse_args()
+    if arguments.replay is not None:
+        failure = replay(arguments.replay, Settings(rss_limit_mb=arguments.rss_limit_mb))
+        print(failure or "no failure")
+        sys.exit(1 if failure else 0)
+    settings = Settings(
+        frames=arguments.frames,
+        seed=arguments.seed,
+        connections=arguments.connections,
+        rss_limit_mb=arguments.rss_limit_mb,
+        latency_limit_s=arguments.latency_limit_s,
+        strict_latency=arguments.strict_latency,
+        artifacts=arguments.artifacts,
+    )
+    settings.artifacts.mkdir(parents=True, exist_ok=True)
+    log_path = settings.artifacts / f"server-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    with tempfile.TemporaryDirectory(prefix="moldau-netfuzz-") as directory:
+        server = ServerProcess(Path(directory), log_path=log_path)
+        try:
+            figures = fuzz(
+                server.host,
+                server.port,
+                server.pid,
+                settings,
+                output=server.output,
+                output_text=lambda: "".join(server.output.tail),
+            )
+        finally:
+            code = server.stop()
+        if code != 0 and figures.failure is None:
+            figures.failure = f"the server exited with code {code} on SIGTERM"
+            figures.crashes += 1
+    if arguments.json:
+        print(json.dumps(figures.as_dict()))
+    else:
+        for key, value in figures.as_dict().items():
+            print(f"{key}: {value}")
+    sys.exit(1 if figures.failure else 0)
+
+
+if __name__ == "__main__":
+    main()
