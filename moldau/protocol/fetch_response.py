@@ -64,8 +64,10 @@ def encode_fetch_response(
     error_code: int,
     session_id: int,
     topics: Sequence[FetchTopicData],
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> list[Any]:
-    """The response body as chunks (no size prefix or response header)."""
+    """The response body as chunks (no size prefix or response header). `node_endpoints`
+    (node id, host, port, rack) go out from v16 (KIP-951)."""
     flexible = version >= 12
     chunks: list[Any] = []
     head = bytearray(_I32.pack(throttle_time_ms))
@@ -124,6 +126,20 @@ def encode_fetch_response(
         if flexible:
             head += b"\x00"
     if flexible:
-        head += b"\x00"
+        if node_endpoints and version >= 16:
+            nodes = bytearray(uvarint(len(node_endpoints) + 1))
+            for node_id, host, port, rack in node_endpoints:
+                encoded_host = host.encode()
+                nodes += _I32.pack(node_id) + uvarint(len(encoded_host) + 1) + encoded_host
+                nodes += _I32.pack(port)
+                if rack is None:
+                    nodes += b"\x00"
+                else:
+                    encoded_rack = rack.encode()
+                    nodes += uvarint(len(encoded_rack) + 1) + encoded_rack
+                nodes += b"\x00"
+            head += tagged_fields([(0, bytes(nodes))])
+        else:
+            head += b"\x00"
     chunks.append(bytes(head))
     return chunks

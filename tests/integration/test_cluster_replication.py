@@ -283,3 +283,80 @@ def test_losing_two_of_three_replicas_refuses_acks_all_until_one_returns(
         timeout_s=30,
         what="acks=all accepted again once a replica is back in sync",
     )
+
+
+def test_a_request_to_a_follower_names_the_leader_and_its_endpoint(start_server, tmp_path) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER comes with the current leader and its endpoint, in
+    Produce (v10+) and Fetch (v16+) answers, so clients need no metadata round trip; and an
+    error partition carries an empty record set, never a null one."""
+    from moldau.protocol.records import NewRecord, build_batch
+
+    cluster = build_cluster(start_server, tmp_path, roles=[COMBINED] * 3, extra=FAST)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("redirected", 1, 3)])["redirected"].result(15)
+    leader = wait_for(
+        lambda: (
+            _leader_of(cluster.bootstrap, "redirected")[0] >= 0
+            and _leader_of(cluster.bootstrap, "redirected")[0]
+        ),
+        timeout_s=15,
+        what="a leader",
+    )
+    follower = next(node for node in cluster.brokers() if node.node_id != leader)
+    leader_port = int(cluster.nodes[leader].bootstrap.split(":")[1])
+
+    def follower_knows_the_leader() -> bool:
+        return _leader_of(follower.bootstrap, "redirected")[0] == leader
+
+    wait_for(follower_knows_the_leader, timeout_s=15, what="the follower's metadata")
+    with Connection("127.0.0.1", int(follower.bootstrap.split(":")[1])) as connection:
+        produced = connection.request(
+            0,
+            11,
+            {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [
+                    {
+                        "name": "redirected",
+                        "partition_data": [
+                            {"index": 0, "records": build_batch([NewRecord(value=b"x")])}
+                        ],
+                    }
+                ],
+            },
+        )
+        fetched = connection.request(
+            1,
+            16,
+            {
+                "max_wait": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "topic_id": _topic_id(connection, "redirected"),
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+            },
+        )
+    answer = produced.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.not_leader_or_follower
+    assert answer.current_leader.leader_id == leader
+    assert [(n.node_id, n.port) for n in produced.node_endpoints] == [(leader, leader_port)]
+    partition = fetched.responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.not_leader_or_follower
+    assert partition.current_leader.leader_id == leader
+    assert partition.records is not None and len(partition.records) == 0
+    assert [(n.node_id, n.port) for n in fetched.node_endpoints] == [(leader, leader_port)]
+
+
+def _topic_id(connection: Connection, topic: str) -> object:
+    response = connection.request(
+        3, 12, {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False}
+    )
+    return response.topics[0].topic_id

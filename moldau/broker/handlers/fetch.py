@@ -23,6 +23,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from moldau.broker.handlers.produce import node_endpoints
 from moldau.broker.registry import RequestContext, Response, handler
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
@@ -109,16 +110,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
         return result, total, errors
 
     def respond(result: list[FetchTopicData]) -> Response:
-        if not ctx.zero_copy:
-            for topic_data in result:
-                for partition in topic_data.partitions:
-                    if isinstance(partition.records, list):
-                        partition.records = b"".join(r.read_bytes() for r in partition.records)
-        return Response(
-            encode_fetch_response(
-                version, throttle_time_ms=0, error_code=0, session_id=0, topics=result
-            )
-        )
+        return _respond(ctx, version, result)
 
     # A consumer at the end of its partitions (the common fetch on a busy broker) parks at
     # once: what collect() would build now is empty, and it runs when the fetch is answered.
@@ -147,6 +139,36 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
     keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
     replica_manager.watch_for_data(keys, ready, max_wait_ms, done)
     return answer
+
+
+def _respond(ctx: RequestContext, version: int, result: list[FetchTopicData]) -> Response:
+    """Encode an answer: file regions copied on TLS, leaders named in redirects with their
+    endpoints (KIP-951)."""
+    leaders: set[int] = set()
+    for topic_data in result:
+        for partition in topic_data.partitions:
+            if not ctx.zero_copy and isinstance(partition.records, list):
+                partition.records = b"".join(r.read_bytes() for r in partition.records)
+            if partition.current_leader is not None:
+                leaders.add(partition.current_leader[0])
+    endpoints = (
+        [
+            (broker["node_id"], broker["host"], broker["port"], broker["rack"])
+            for broker in node_endpoints(ctx, leaders)
+        ]
+        if leaders
+        else []
+    )
+    return Response(
+        encode_fetch_response(
+            version,
+            throttle_time_ms=0,
+            error_code=0,
+            session_id=0,
+            topics=result,
+            node_endpoints=endpoints,
+        )
+    )
 
 
 def _replica(request: Any) -> tuple[int, int]:
@@ -216,16 +238,7 @@ def _replica_fetch(
         return result, total, answered
 
     def respond(result: list[FetchTopicData]) -> Response:
-        if not ctx.zero_copy:
-            for topic_data in result:
-                for partition in topic_data.partitions:
-                    if isinstance(partition.records, list):
-                        partition.records = b"".join(r.read_bytes() for r in partition.records)
-        return Response(
-            encode_fetch_response(
-                version, throttle_time_ms=0, error_code=0, session_id=0, topics=result
-            )
-        )
+        return _respond(ctx, version, result)
 
     result, _total, answered = collect()
     if answered or max_wait_ms <= 0:
@@ -272,13 +285,16 @@ def _read_partition(
     index = fetch.tp.partition if fetch.tp is not None else 0
     if fetch.tp is None:
         code = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
-        return FetchPartitionData(index, int(code), records=None)
+        return FetchPartitionData(index, int(code), records=b"")
     try:
         partition = replica_manager.leader_partition(fetch.tp, fetch.current_leader_epoch)
     except KafkaError as exc:
-        data = FetchPartitionData(index, int(exc.code), records=None)
+        # An error carries an empty record set, never a null one: librdkafka 2.0 refuses the
+        # whole response on a null one (and never applies auto.offset.reset).
+        data = FetchPartitionData(index, int(exc.code), records=b"")
         current = replica_manager.get_partition(fetch.tp)
-        if exc.code == ErrorCode.not_leader_or_follower and current is not None:
+        moved = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+        if exc.code in moved and current is not None and current.leader_id >= 0:
             data.current_leader = (current.leader_id, current.leader_epoch)
         return data
     log = partition.log
@@ -306,7 +322,7 @@ def _read_partition(
         )
     except KafkaError as exc:
         data.error_code = int(exc.code)
-        data.records = None
+        data.records = b""
         return data
     data.records = list(read.regions)
     if isolation_level == 1 and data.records:

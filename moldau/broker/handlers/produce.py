@@ -48,6 +48,7 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
     responses = []
     durable_waits: list[tuple[dict[str, Any], TopicPartition, int]] = []
     decode_budget = DecodeBudget()
+    redirects: set[int] = set()  # leaders named in answers (KIP-951)
     if acks not in (0, 1, -1):
         code = ErrorCode.invalid_required_acks
     else:
@@ -94,6 +95,8 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
             except KafkaError as exc:
                 response["error_code"] = exc.code
                 response["error_message"] = exc.message
+                if exc.code in _LEADER_MOVED:
+                    _point_to_leader(image, tp, response, redirects)
                 continue
             response["base_offset"] = result.first_offset
             response["log_append_time"] = result.log_append_time
@@ -105,11 +108,41 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
         )
     if acks == 0:
         return None
-    body = {"responses": responses, "throttle_time": 0}
+    body: dict[str, Any] = {"responses": responses, "throttle_time": 0}
+    if redirects:
+        body["node_endpoints"] = node_endpoints(ctx, redirects)
     if durable_waits:
         timeout_s = max(millis(request.timeout), 0) / 1000.0
         return _when_durable(replica_manager, durable_waits, timeout_s, body)
     return body
+
+
+_LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+
+
+def _point_to_leader(
+    image: Any, tp: TopicPartition, response: dict[str, Any], redirects: set[int]
+) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its current leader (and the
+    answer that leader's endpoint), so the client skips a metadata round trip."""
+    topic = image.topics.get(tp.topic)
+    partition = topic.partitions.get(tp.partition) if topic is not None else None
+    if partition is None or partition.leader < 0:
+        return
+    response["current_leader"] = {
+        "leader_id": partition.leader,
+        "leader_epoch": partition.leader_epoch,
+    }
+    redirects.add(partition.leader)
+
+
+def node_endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
+    """Each broker of `node_ids` with its endpoint on the request's listener (KIP-951)."""
+    return [
+        broker
+        for broker in ctx.node.broker_endpoints(ctx.listener_name)
+        if broker["node_id"] in node_ids
+    ]
 
 
 def _verify_transaction(node: Any, tp: TopicPartition, records: Any, transactional_id: str) -> None:
