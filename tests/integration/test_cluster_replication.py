@@ -360,3 +360,54 @@ def _topic_id(connection: Connection, topic: str) -> object:
         3, 12, {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False}
     )
     return response.topics[0].topic_id
+
+
+def test_committed_offsets_survive_the_death_of_the_group_coordinator(
+    start_server, tmp_path
+) -> None:
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED] * 3,
+        extra={**FAST, "group.initial.rebalance.delay.ms": "0"},
+    )
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("events", 3, 3)])["events"].result(15)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for index in range(600):
+        producer.produce("events", key=b"%d" % index, value=b"event-%d" % index)
+    assert producer.flush(30) == 0
+
+    def consume(count: int) -> list[bytes]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "survivors",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe(["events"])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+                if len(values) == count:
+                    consumer.commit(asynchronous=False)
+        consumer.close()
+        return values
+
+    first = consume(300)
+    assert len(first) == 300
+    group = admin.describe_consumer_groups(["survivors"])["survivors"].result(15)
+    coordinator = group.coordinator.id
+    cluster.kill(coordinator)
+    rest = consume(300)
+    assert len(rest) == 300
+    # The committed offsets were on the replicated __consumer_offsets: nothing read twice,
+    # nothing skipped.
+    assert sorted(first + rest) == sorted(b"event-%d" % i for i in range(600))
+    after = admin.describe_consumer_groups(["survivors"])["survivors"].result(15)
+    assert after.coordinator.id != coordinator
