@@ -7,10 +7,11 @@ linger.ms=5); first on a single node, then on three combined nodes with replicat
 and min.insync.replicas 2 (every acknowledged batch fsynced on all three), rounds interleaved.
 Prints records/s of each and the ratio cluster / single node, with the CPU of every broker.
 
-Failover (`--failovers K`, needs leader election on broker failure): a producer writes one
-acks=all record every 5 ms; the partition leader is SIGKILLed; the time from the kill to the
-first acknowledged write after it is one failover; the node is restarted and caught up before
-the next kill. Prints p50 and max next to `broker.session.timeout.ms`.
+Failover (`--failovers K`): a producer writes acks=all records back to back; the partition
+leader is SIGKILLed (or, with `--controlled`, sent SIGTERM: a controlled shutdown hands its
+leadership over first); the time from the signal to the first acknowledged write after it is one
+failover; the node is restarted and back in the ISR before the next one. Prints p50 and max
+next to `broker.session.timeout.ms`.
 
 Everything runs on one machine with two cores: the three brokers, their fsyncs and the load
 generator share them, so the ratio is what to read, not the absolute figures.
@@ -101,9 +102,13 @@ class Cluster:
             self.wait_ready(node)
         return self
 
-    def kill(self, node: int) -> None:
-        self.processes[node].send_signal(signal.SIGKILL)
-        self.processes[node].wait()
+    def kill(self, node: int, signal_number: int = signal.SIGKILL) -> None:
+        self.processes[node].send_signal(signal_number)
+        if signal_number == signal.SIGKILL:
+            self.processes[node].wait()
+
+    def wait_stopped(self, node: int) -> None:
+        self.processes[node].wait(60)
 
     def __exit__(self, *exc_info: object) -> None:
         for process in self.processes.values():
@@ -136,14 +141,15 @@ def _produce(bootstrap: str, records: int, size: int, brokers: Any) -> tuple[flo
     return records / run.result["elapsed_s"], run.broker_cores
 
 
-def _create_replicated_topic(bootstrap: str) -> None:
+def create_replicated_topic(bootstrap: str, name: str = "bench") -> None:
+    """One partition, replication factor 3, min.insync.replicas 2; waits for its leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("bench", 1, 3, config={"min.insync.replicas": "2"})])[
-        "bench"
-    ].result(30)
+    admin.create_topics([NewTopic(name, 1, 3, config={"min.insync.replicas": "2"})])[name].result(
+        30
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        topic = admin.list_topics(timeout=5).topics.get("bench")
+        topic = admin.list_topics(timeout=5).topics.get(name)
         if topic is not None and topic.partitions and topic.partitions[0].leader >= 0:
             return
         time.sleep(0.1)
@@ -159,7 +165,7 @@ def throughput(records: int, size: int, rounds: int) -> None:
             create_topic(broker.bootstrap, "bench")
             single, single_cores = _produce(broker.bootstrap, records, size, broker)
         with Cluster() as cluster:
-            _create_replicated_topic(cluster.bootstrap)
+            create_replicated_topic(cluster.bootstrap)
             replicated, cluster_cores = _produce(cluster.bootstrap, records, size, cluster)
         ratios.append(replicated / single)
         print(
@@ -169,9 +175,9 @@ def throughput(records: int, size: int, rounds: int) -> None:
     print(f"median ratio {statistics.median(ratios):.2f}")
 
 
-def failovers(count: int) -> None:
+def failovers(count: int, *, controlled: bool = False) -> None:
     with Cluster() as cluster:
-        _create_replicated_topic(cluster.bootstrap)
+        create_replicated_topic(cluster.bootstrap)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         producer = Producer(
             {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
@@ -187,15 +193,17 @@ def failovers(count: int) -> None:
                     acked.append(time.monotonic())
 
             killed_at = time.monotonic()
-            cluster.kill(leader)
+            cluster.kill(leader, signal.SIGTERM if controlled else signal.SIGKILL)
             while not acked:
                 producer.produce("bench", value=b"x", on_delivery=delivered)
                 producer.poll(0.005)
             times.append(acked[0] - killed_at)
+            cluster.wait_stopped(leader)
             cluster.start(leader)
             cluster.wait_ready(leader)
             _wait_isr(admin, 3)
-        print(f"\nfailover (SIGKILL of the leader -> first acknowledged write), {count} kills:")
+        how = "SIGTERM (controlled shutdown)" if controlled else "SIGKILL"
+        print(f"\nfailover ({how} of the leader -> first acknowledged write), {count} times:")
         print(f"p50 {statistics.median(times):.2f} s, max {max(times):.2f} s "
               f"(broker.session.timeout.ms={SESSION_MS})")  # fmt: skip
 
@@ -219,11 +227,14 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--failovers", type=int, default=0)
+    parser.add_argument("--controlled", action="store_true", help="SIGTERM instead of SIGKILL")
+    parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores")
-    throughput(args.records, args.size, args.rounds)
+    if not args.skip_throughput:
+        throughput(args.records, args.size, args.rounds)
     if args.failovers:
-        failovers(args.failovers)
+        failovers(args.failovers, controlled=args.controlled)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """End-to-end latency at a fixed rate: produce → consume and produce → ack, acks=1 and acks=all.
 
     .venv/bin/python bench/latency.py [--rate 10000] [--seconds 10] [--pacing kafka|record]
+                                      [--cluster]
 
-For each acks setting a fresh `moldau server` gets a one-partition topic; a confluent-kafka
+For each acks setting a fresh `moldau server` (with `--cluster`: three combined nodes, the topic
+replicated three times with min.insync.replicas 2) gets a one-partition topic; a confluent-kafka
 consumer process waits at its start, then a confluent-kafka producer process sends 100-byte
 records at `--rate` per second (linger.ms=0, Nagle off on both clients), each stamped with the
 machine's monotonic clock when it is handed to the client. `--pacing kafka` (the default) sleeps
@@ -39,10 +41,15 @@ from _harness import (
 
 
 def run_latency(
-    acks: str, rate: int, seconds: float, pacing: str
+    acks: str, rate: int, seconds: float, pacing: str, *, cluster: bool = False
 ) -> tuple[dict[str, list[float]], str]:
-    with Broker() as broker:
-        create_topic(broker.bootstrap, "latency")
+    from cluster import Cluster, create_replicated_topic
+
+    with Cluster() if cluster else Broker() as broker:
+        if cluster:
+            create_replicated_topic(broker.bootstrap, "latency")
+        else:
+            create_topic(broker.bootstrap, "latency")
         records = int(rate * seconds)
         consumer = subprocess.Popen(
             [sys.executable, str(BENCH_DIR / "_latency.py"), "consume", broker.bootstrap,
@@ -93,12 +100,15 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--pacing", choices=["kafka", "record"], default="kafka")
+    parser.add_argument("--cluster", action="store_true", help="three nodes, replication 3")
     args = parser.parse_args()
     header(f"latency at {args.rate:,} records/s for {args.seconds:g} s, 100-byte records, "
            f"{args.pacing} pacing (ms)")  # fmt: skip
     p99s = {}
     for acks in ("1", "all"):
-        latencies, machine = run_latency(acks, args.rate, args.seconds, args.pacing)
+        latencies, machine = run_latency(
+            acks, args.rate, args.seconds, args.pacing, cluster=args.cluster
+        )
         for name, samples in latencies.items():
             print(f"acks={acks:3} {name:18} {describe(samples)}  ({len(samples):,} records)")
             p99s[acks, name] = percentile(samples, 0.99)
