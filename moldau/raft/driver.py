@@ -275,6 +275,10 @@ class RaftDriver:
                     store.complete(action.snapshot_id)
                     self.log.truncate_to_snapshot(action.snapshot_id)
                     store.delete_before(action.snapshot_id)
+                    logger.info(
+                        "installed the leader's snapshot %s in place of the log",
+                        action.snapshot_id,
+                    )
                     self._load_snapshot(action.snapshot_id)
                 case FlushLog():
                     self._schedule_flush()
