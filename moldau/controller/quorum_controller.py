@@ -49,8 +49,9 @@ from typing import TypeVar
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
-from moldau.controller import metadata_reserve
+from moldau.controller import feature_control, metadata_reserve
 from moldau.controller.core import ControllerCore
+from moldau.controller.feature_control import FeatureUpdate, FeatureUpdateResult
 from moldau.controller.operations import (
     AlterConfigsResource,
     AlterPartitionResult,
@@ -436,6 +437,16 @@ class QuorumController:
         self, broker_id: int, broker_epoch: int = -1
     ) -> ProducerIdsBlock:
         return await self._run(lambda: self._core.allocate_producer_ids(broker_id, broker_epoch))
+
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], *, validate_only: bool = False
+    ) -> FeatureUpdateResult:
+        """UpdateFeatures, all or nothing (`feature_control`)."""
+        return await self._run(
+            lambda: feature_control.update_features(
+                self._core.image, updates, validate_only=validate_only
+            )
+        )
 
     async def _run(
         self,
