@@ -1,6 +1,7 @@
 """Metadata snapshots in a cluster of real processes (KIP-630): nodes snapshot their image and trim
 their metadata log, and a node that was down while the others trimmed theirs catches up from
-the leader's snapshot (FetchSnapshot), then acts on it as on any other change."""
+the leader's snapshot (FetchSnapshot), then acts on it as on any other change. Meanwhile `moldau cluster info` shows it fenced and
+lagging, through brokers and through controllers alone."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .cluster import COMBINED, Cluster, build_cluster, wait_for
+from .test_cli_support import moldau
 from .test_cluster_quorum import FAST, _leader, _live_brokers
 from .wire import Connection
 
@@ -85,6 +87,29 @@ def test_a_node_behind_the_trimmed_logs_catches_up_from_the_leaders_snapshot(
         what=f"the logs of nodes {others} trimmed past offset {behind_at}",
     )
     assert all(list(_metadata_dir(cluster, n).glob("*.checkpoint")) for n in others)
+    # What `moldau cluster info` shows meanwhile: the node fenced, and behind in the quorum.
+    info = moldau("cluster", "info", "--format", "json", bootstrap=up).json()
+    assert {b["node_id"]: b["fenced"] for b in info["brokers"]} == {
+        n: n == lagging for n in cluster.nodes
+    }
+    voters = {c["node_id"]: c for c in info["controllers"]}
+    assert voters[info["quorum"]["leader_id"]]["status"] == "Leader"
+    assert voters[lagging]["status"] == "Follower" and voters[lagging]["lag"] > 0
+    controller_port = cluster.nodes[others[0]].controller_port
+    by_controllers = moldau(
+        "cluster",
+        "info",
+        "--bootstrap-controller",
+        f"127.0.0.1:{controller_port}",
+        "--format",
+        "json",
+        bootstrap=None,
+    ).json()
+    assert by_controllers["cluster_id"] == info["cluster_id"] == cluster.cluster_id
+    assert by_controllers["quorum"]["leader_id"] == info["quorum"]["leader_id"]
+    assert {c["endpoint"] for c in by_controllers["controllers"]} == {
+        f"127.0.0.1:{node.controller_port}" for node in cluster.nodes.values()
+    }
 
     cluster.launch([lagging])
     node = cluster.nodes[lagging]
