@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from moldau.cli import cluster_up
 from moldau.cli.common import (
     BootstrapOption,
     FormatOption,
@@ -30,6 +31,7 @@ from moldau.client.admin import AdminClient, AlterConfigOp, ConfigResource, Reso
 from moldau.client.quorum import FeatureMetadata, QuorumInfo, describe_controllers
 
 cluster_app = typer.Typer(help="The cluster as a whole.", no_args_is_help=True)
+cluster_app.command("up")(cluster_up.up)
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
 
 
