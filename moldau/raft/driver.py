@@ -196,6 +196,7 @@ class RaftDriver:
         snapshot was installed meanwhile)."""
         store = self._snapshot_store()
         if snapshot_id.offset <= self.log.log_start.offset:
+            store.delete_before(self.log.log_start)  # it may be one of those: not needed
             return False
         if store.size(snapshot_id) is None:
             raise ValueError(f"snapshot {snapshot_id} is not in the store")
