@@ -19,21 +19,17 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from moldau.broker.controller_channel import ControllerChannel
-from moldau.controller.core import METADATA_VERSION_LEVEL
+from moldau.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
 from moldau.controller.operations import BrokerHeartbeat, BrokerRegistration
 from moldau.metadata.records import BrokerEndpoint
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-# What this broker supports, sent with its registration (Kafka's finalized features).
+# What this broker supports, sent with its registration (Kafka's supported features).
 SUPPORTED_FEATURES = [
-    {
-        "name": "metadata.version",
-        "min_supported_version": 1,
-        "max_supported_version": METADATA_VERSION_LEVEL,
-    },
-    {"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 0},
+    {"name": name, "min_supported_version": low, "max_supported_version": high}
+    for name, (low, high) in FEATURE_RANGES.items()
 ]
 _REREGISTER = {int(ErrorCode.stale_broker_epoch), int(ErrorCode.broker_id_not_registered)}
 RETRY_BACKOFF_S = 0.2

@@ -1,12 +1,19 @@
-"""`moldau cluster info` (cluster id, brokers with the controller marked, topics) and
-`moldau config describe | set | delete` for broker configs."""
+"""`moldau cluster info` (cluster id, brokers fenced or not, the metadata quorum with each
+replica's lag, features, topics) and `moldau config describe | set | delete` for broker configs.
+
+Brokers come from DescribeCluster v2 with fenced brokers (Metadata lists only unfenced ones), the
+quorum from DescribeQuorum (as `kafka-metadata-quorum describe --status --replication` shows
+it), features from ApiVersions (as `kafka-features describe`). With `--bootstrap-controller`
+only controller listeners are asked (KIP-919)."""
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
 
+from moldau.cli import cluster_up
 from moldau.cli.common import (
     BootstrapOption,
     FormatOption,
@@ -21,26 +28,48 @@ from moldau.cli.common import (
 )
 from moldau.cli.topic import source_name
 from moldau.client.admin import AdminClient, AlterConfigOp, ConfigResource, ResourceType
+from moldau.client.quorum import FeatureMetadata, QuorumInfo, describe_controllers
 
 cluster_app = typer.Typer(help="The cluster as a whole.", no_args_is_help=True)
+cluster_app.command("up")(cluster_up.up)
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
+
+
+BootstrapControllerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-controller",
+        help="Ask the controllers instead of brokers, host:port[,host:port] of their "
+        "controller listeners (KIP-919): the quorum and features only.",
+        show_default=False,
+    ),
+]
 
 
 @cluster_app.command("info")
 def info(
     bootstrap: BootstrapOption = None,
+    bootstrap_controller: BootstrapControllerOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """Cluster id, brokers (the controller marked with *) and topics."""
+    """Cluster id, brokers (fenced or not), the metadata quorum, features and topics."""
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
+        if bootstrap_controller:
+            controllers = await describe_controllers(client, bootstrap_controller)
+            data: dict[str, Any] = {"cluster_id": controllers.cluster_id}
+            endpoints = {i: c.address for i, c in controllers.controllers.items()}
+            data.update(_quorum_data(controllers.quorum, endpoints, controllers.features))
+            emit(data, output, _info_text(data))
+            return
         async with AdminClient(client) as admin:
-            cluster = await admin.describe_cluster()
+            cluster = await admin.describe_cluster(include_fenced_brokers=True)
+            quorum = await admin.describe_quorum()
+            features = await admin.describe_features()
             metadata = await admin.list_topics()
-        topics = sorted(metadata.topics.values(), key=lambda t: t.name)
-        data: dict[str, Any] = {
+        data = {
             "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id,
             "brokers": [
@@ -49,10 +78,12 @@ def info(
                     "host": b.host,
                     "port": b.port,
                     "rack": b.rack,
-                    "controller": b.node_id == cluster.controller_id,
+                    "fenced": b.fenced,
+                    "controller": b.node_id == quorum.leader_id,
                 }
                 for b in cluster.brokers.values()
             ],
+            **_quorum_data(quorum, dict(quorum.endpoints), features),
             "topics": [
                 {
                     "name": t.name,
@@ -62,32 +93,119 @@ def info(
                     ),
                     "internal": t.is_internal,
                 }
-                for t in topics
+                for t in sorted(metadata.topics.values(), key=lambda t: t.name)
             ],
         }
+        emit(data, output, _info_text(data))
+
+    run(body())
+
+
+def _quorum_data(
+    quorum: QuorumInfo, endpoints: dict[int, str], features: FeatureMetadata
+) -> dict[str, Any]:
+    """The quorum as `kafka-metadata-quorum describe --status/--replication` shows it, and the
+    features as `kafka-features describe` does."""
+
+    def replica(state: Any, role: str) -> dict[str, Any]:
+        return {
+            "node_id": state.replica_id,
+            "endpoint": endpoints.get(state.replica_id),
+            "status": role,
+            "log_end_offset": state.log_end_offset,
+            "lag": state.lag,
+            "last_fetch_timestamp": state.last_fetch_timestamp,
+            "last_caught_up_timestamp": state.last_caught_up_timestamp,
+        }
+
+    return {
+        "quorum": {
+            "leader_id": quorum.leader_id,
+            "leader_epoch": quorum.leader_epoch,
+            "high_watermark": quorum.high_watermark,
+            "max_follower_lag": quorum.max_follower_lag,
+        },
+        "controllers": [
+            replica(v, "Leader" if v.replica_id == quorum.leader_id else "Follower")
+            for v in sorted(quorum.voters, key=lambda v: v.replica_id)
+        ],
+        "observers": [
+            replica(o, "Observer") for o in sorted(quorum.observers, key=lambda o: o.replica_id)
+        ],
+        "features": [
+            {
+                "name": name,
+                "finalized": features.finalized.get(name, 0),
+                "supported": list(features.supported[name]) if name in features.supported else None,
+            }
+            for name in sorted(set(features.supported) | set(features.finalized))
+        ],
+        "finalized_features_epoch": features.finalized_epoch,
+    }
+
+
+def _ago(timestamp_ms: int, now_ms: int) -> str:
+    return "-" if timestamp_ms < 0 else f"{max(0, now_ms - timestamp_ms)} ms ago"
+
+
+def _info_text(data: dict[str, Any]) -> str:
+    now_ms = int(time.time() * 1000)
+    sections = [f"CLUSTER\n=======\n{data['cluster_id']}"]
+    if "brokers" in data:
         brokers = plain_table(
-            ["ID", "HOST", "PORT", "RACK"],
+            ["ID", "HOST", "PORT", "RACK", "STATUS"],
             [
                 (
                     f"{b['node_id']}*" if b["controller"] else b["node_id"],
                     b["host"],
                     b["port"],
                     b["rack"],
+                    "fenced" if b["fenced"] else "unfenced",
                 )
                 for b in data["brokers"]
             ],
         )
-        topic_table = plain_table(
+        sections.append(f"BROKERS (* the active controller)\n=======\n{brokers}")
+    quorum = data["quorum"]
+    replicas = plain_table(
+        ["NODE-ID", "ENDPOINT", "STATUS", "LOG-END-OFFSET", "LAG", "LAST-FETCH", "LAST-CAUGHT-UP"],
+        [
+            (
+                r["node_id"],
+                r["endpoint"],
+                r["status"],
+                r["log_end_offset"],
+                r["lag"],
+                _ago(r["last_fetch_timestamp"], now_ms),
+                _ago(r["last_caught_up_timestamp"], now_ms),
+            )
+            for r in data["controllers"] + data["observers"]
+        ],
+    )
+    sections.append(
+        "METADATA QUORUM\n===============\n"
+        f"leader {quorum['leader_id']}, epoch {quorum['leader_epoch']}, high watermark "
+        f"{quorum['high_watermark']}, max follower lag {quorum['max_follower_lag']}\n{replicas}"
+    )
+    features = plain_table(
+        ["FEATURE", "FINALIZED", "SUPPORTED"],
+        [
+            (
+                f["name"],
+                f["finalized"],
+                "-" if f["supported"] is None else "{}-{}".format(*f["supported"]),
+            )
+            for f in data["features"]
+        ],
+    )
+    sections.append(f"FEATURES\n========\n{features}")
+    if "topics" in data:
+        topics = plain_table(
             ["NAME", "PARTITIONS", "REPLICAS"],
             [(t["name"], t["partitions"], t["replication_factor"]) for t in data["topics"]],
         )
-        text = (
-            f"CLUSTER\n=======\n{cluster.cluster_id}\n\n"
-            f"BROKERS (* controller)\n=======\n{brokers}\n\nTOPICS\n======\n{topic_table}"
-        )
-        emit(data, output, text)
-
-    run(body())
+        sections.append(f"TOPICS\n======\n{topics}")
+    return "\n\n".join(sections)
 
 
 BrokerOption = Annotated[

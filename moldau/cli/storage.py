@@ -50,10 +50,29 @@ def _directories(config: BrokerConfig) -> list[str]:
     return list(dict.fromkeys(directories))
 
 
+def new_cluster_id() -> str:
+    """A new cluster id, as `kafka-storage random-uuid` makes them."""
+    return random_uuid_string()
+
+
+def format_directories(config: BrokerConfig, cluster_id: str | None) -> tuple[str, list[str]]:
+    """Write meta.properties into every directory of `config` (those already formatted for
+    this node and cluster are left alone); returns the cluster id and the directories.
+
+    Raises `StorageFormatError` for a directory of another cluster or node."""
+    directories = _directories(config)
+    for directory in directories:
+        os.makedirs(directory, exist_ok=True)
+    resolved = ensure_formatted(
+        directories, node_id=config.node_id, cluster_id=cluster_id or config.get("cluster.id")
+    )
+    return resolved, directories
+
+
 @storage_app.command("random-uuid")
 def random_uuid() -> None:
     """Print a new cluster id."""
-    typer.echo(random_uuid_string())
+    typer.echo(new_cluster_id())
 
 
 @storage_app.command("format")
@@ -78,11 +97,7 @@ def format_command(
             ExitCode.KAFKA_ERROR,
         )
     try:
-        for directory in directories:
-            os.makedirs(directory, exist_ok=True)
-        resolved = ensure_formatted(
-            directories, node_id=config.node_id, cluster_id=cluster_id or config.get("cluster.id")
-        )
+        resolved, directories = format_directories(config, cluster_id)
     except (StorageFormatError, OSError) as exc:
         fail(str(exc), ExitCode.KAFKA_ERROR)
     for directory in directories:

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from moldau.client import quorum
 from moldau.client.base import ClientBase
-from moldau.client.cluster import ClusterMetadata, TopicInfo
+from moldau.client.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from moldau.client.config import ClientConfig
 from moldau.client.consumer_protocol import decode_assignment
 from moldau.client.errors import check_error
 from moldau.client.group import commit_offsets, fetch_committed_offsets
 from moldau.client.offsets import ListOffsetsResult, list_offsets
+from moldau.client.quorum import FeatureMetadata, QuorumInfo
 from moldau.client.sync import SyncFacade
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
@@ -328,23 +330,49 @@ class AdminClient(ClientBase):
 
     # --- cluster -----------------------------------------------------------------------------
 
-    async def describe_cluster(self) -> ClusterMetadata:
+    async def describe_cluster(self, *, include_fenced_brokers: bool = False) -> ClusterMetadata:
+        """Cluster id, controller and brokers; fenced ones too when asked (DescribeCluster v2,
+        KIP-1073: Metadata lists only unfenced brokers)."""
         connection = await self.cluster.any_connection()
         if ApiKey.DESCRIBE_CLUSTER not in connection.versions.ranges:
             return await self.cluster.refresh_metadata([])
-        from moldau.client.cluster import BrokerInfo
-
         response = await connection.request(
             ApiKey.DESCRIBE_CLUSTER,
-            {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+            {
+                "include_cluster_authorized_operations": False,
+                "endpoint_type": 1,
+                "include_fenced_brokers": include_fenced_brokers,
+            },
         )
         check_error(response.error_code, response.error_message, context="DescribeCluster")
         brokers = {
-            int(b.broker_id): BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack)
+            int(b.broker_id): BrokerInfo(
+                int(b.broker_id), b.host, int(b.port), b.rack, bool(getattr(b, "is_fenced", False))
+            )
             for b in response.brokers
         }
         return ClusterMetadata(
             response.cluster_id, int(response.controller_id), dict(sorted(brokers.items())), {}
+        )
+
+    async def describe_quorum(self) -> QuorumInfo:
+        """The metadata quorum: leader, epoch, high watermark, voters and observers with lag."""
+        return await quorum.describe_quorum(self.cluster)
+
+    async def describe_features(self) -> FeatureMetadata:
+        """Supported and finalized features (from ApiVersions, as Kafka's admin reads them)."""
+        return await quorum.describe_features(await self.cluster.any_connection())
+
+    async def update_features(
+        self,
+        levels: Mapping[str, int],
+        *,
+        upgrade_type: int = quorum.UPGRADE,
+        validate_only: bool = False,
+    ) -> None:
+        """Finalize feature levels, all or nothing (UpdateFeatures)."""
+        await quorum.update_features(
+            self.cluster, levels, upgrade_type=upgrade_type, validate_only=validate_only
         )
 
     # --- groups ------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    fenced: bool = False  # (DescribeCluster v2 with fenced brokers; Metadata lists none)
 
     @property
     def address(self) -> str:

@@ -121,6 +121,24 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         ),
         _key("log.dir", S, "./moldau-data", read_only=True),
         _key("metadata.log.dir", S, None, read_only=True),
+        _key(
+            "metadata.log.max.record.bytes.between.snapshots",
+            L,
+            20971520,
+            "Snapshot the metadata image once this many bytes were committed to the metadata "
+            "log after the latest snapshot.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key(
+            "metadata.log.max.snapshot.interval.ms",
+            L,
+            3600000,
+            "Snapshot the metadata image when a record committed this long ago is in no "
+            "snapshot yet. 0: no time-based snapshots.",
+            read_only=True,
+            minimum=0,
+        ),
         _key("num.partitions", INT, 1, minimum=1),
         _key(
             "max.partitions",

@@ -19,6 +19,7 @@ from moldau.config.values import BrokerConfig, ConfigError, validate_topic_confi
 from moldau.controller import (
     cluster_control,
     config_control,
+    feature_control,
     partition_control,
     placement,
     quota_control,
@@ -60,7 +61,6 @@ from moldau.metadata.records import (
     ZERO_UUID,
     ConfigRecord,
     ConfigResourceType,
-    FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -70,8 +70,6 @@ from moldau.metadata.records import (
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 PRODUCER_ID_BLOCK_SIZE = 1000
-# Kafka 4.0's metadata.version (4.0-IV3); written once when the cluster is first formatted.
-METADATA_VERSION_LEVEL = 25
 
 
 class ControllerCore:
@@ -110,9 +108,7 @@ class ControllerCore:
 
     def bootstrap_records(self) -> list[MetadataRecord]:
         """Records a brand-new cluster starts with (Kafka's bootstrap metadata)."""
-        if "metadata.version" in self._image.features:
-            return []
-        return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)]
+        return feature_control.bootstrap_records(self._image)
 
     # Topics.
 

@@ -11,11 +11,17 @@ Operations run one at a time, so two concurrent CreateTopics of one name cannot 
 on a controller that is not active they fail with NOT_CONTROLLER.
 
 `QuorumController.open(config, clock, registration=...)` is the bootstrap the node calls: it
-formats the log directories on first start (meta.properties), opens the metadata log in
-`<metadata.log.dir or first log.dir>/__cluster_metadata-0/`, replays it, writes the bootstrap
-records of a new cluster and registers this broker. In a cluster of several nodes the node
-opens it with `start=False`, starts its controller listener, then `start()`s it: the quorum's
-messages must flow before anything can commit.
+formats the log directories on first start (meta.properties), opens the metadata log and its
+snapshots in `<metadata.log.dir or first log.dir>/__cluster_metadata-0/`, loads the newest
+snapshot and replays the log after it, writes the bootstrap records of a new cluster and
+registers this broker. In a cluster of several nodes the node opens it with `start=False`,
+starts its controller listener, then `start()`s it: the quorum's messages must flow before
+anything can commit.
+
+Snapshots (KIP-630): every node snapshots its own image when `SnapshotGenerator` says so and
+trims its log to it; a node far behind the leader's log start receives the leader's snapshot
+(FetchSnapshot), which replaces its image whole (`handle_snapshot`): publishers get the new image
+with a delta of what differs from the old one.
 
 A full disk: an operation whose records would leave less than `METADATA_RESERVE_BYTES` free in
 the metadata log's directory is refused with KAFKA_STORAGE_ERROR (per topic for the topic
@@ -43,8 +49,9 @@ from typing import TypeVar
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
-from moldau.controller import metadata_reserve
+from moldau.controller import feature_control, metadata_reserve
 from moldau.controller.core import ControllerCore
+from moldau.controller.feature_control import FeatureUpdate, FeatureUpdateResult
 from moldau.controller.operations import (
     AlterConfigsResource,
     AlterPartitionResult,
@@ -67,19 +74,27 @@ from moldau.controller.operations import (
     ProducerIdsBlock,
     TopicPartitionsResult,
 )
-from moldau.metadata.delta import MetadataDelta
+from moldau.controller.snapshot_generator import (
+    MAX_BYTES_PROPERTY,
+    MAX_INTERVAL_PROPERTY,
+    SnapshotGenerator,
+)
+from moldau.metadata.delta import MetadataDelta, diff_images
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.serde import deserialize_record, serialize_record
+from moldau.metadata.snapshot import decode_snapshot
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.driver import QuorumStateStore, RaftDriver, RaftTransport
 from moldau.raft.file_log import FileReplicatedLog
-from moldau.raft.log import LogEntry, ReplicatedLog
+from moldau.raft.file_snapshots import FileSnapshotStore
+from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog
 from moldau.raft.meta_properties import StorageFormatError, ensure_formatted, read_meta_properties
 from moldau.raft.node import NotLeaderError, QuorumDescription, RaftNode
 from moldau.raft.quorum_config import PROPERTY_NAMES as QUORUM_PROPERTY_NAMES
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import FileQuorumStateStore
+from moldau.raft.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +129,7 @@ class QuorumController:
         uuid_factory: Callable[[], uuid.UUID] = uuid.uuid4,
         layout: ClusterLayout | None = None,
         transport: RaftTransport | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
@@ -133,6 +149,7 @@ class QuorumController:
                 rng=random.Random(),
                 cluster_id=cluster_id,
                 log=log,
+                snapshots=snapshots,
             ),
             log=log,
             quorum_state_store=quorum_state_store,
@@ -140,7 +157,17 @@ class QuorumController:
             clock=clock,
             executor=executor,
             transport=transport,
+            snapshots=snapshots,
         )
+        self._snapshot_generator: SnapshotGenerator | None = None
+        if snapshots is not None:
+            self._snapshot_generator = SnapshotGenerator(
+                driver=self._driver,
+                image=lambda: self._core.image,
+                clock=clock,
+                max_bytes_between_snapshots=int(config.get(MAX_BYTES_PROPERTY)),
+                max_interval_ms=int(config.get(MAX_INTERVAL_PROPERTY)),
+            )
         self._publishers: list[Publisher] = []
         self._lock = asyncio.Lock()
         self._inflight: asyncio.Future[int] | None = None
@@ -176,7 +203,7 @@ class QuorumController:
         loop = asyncio.get_running_loop()
         layout = layout or ClusterLayout.from_config(config)
 
-        def open_storage() -> tuple[str, FileReplicatedLog]:
+        def open_storage() -> tuple[str, FileReplicatedLog, FileSnapshotStore]:
             metadata_dir = os.path.dirname(directory)
             directories = [*config.log_dirs, metadata_dir]
             if not layout.standalone:
@@ -192,9 +219,9 @@ class QuorumController:
             )
             os.makedirs(directory, exist_ok=True)
             metadata_reserve.release_if_full(directory, needed=METADATA_RESERVE_BYTES)
-            return cluster_id, FileReplicatedLog(directory)
+            return cluster_id, FileReplicatedLog(directory), FileSnapshotStore(directory)
 
-        cluster_id, log = await loop.run_in_executor(executor, open_storage)
+        cluster_id, log, snapshots = await loop.run_in_executor(executor, open_storage)
         if log.truncated_bytes:
             logger.warning(
                 "truncated a torn tail of %d bytes from the metadata log in %s",
@@ -210,6 +237,7 @@ class QuorumController:
             executor=executor,
             layout=layout,
             transport=transport,
+            snapshots=snapshots,
         )
         if start:
             await controller.start(registration=registration)
@@ -254,6 +282,8 @@ class QuorumController:
         if not self._started:
             return
         self._deactivate()
+        if self._snapshot_generator is not None:
+            await self._snapshot_generator.close()
         async with self._lock:
             await self._wait_inflight()
             await self._driver.stop()
@@ -304,6 +334,10 @@ class QuorumController:
     @property
     def driver(self) -> RaftDriver:
         return self._driver
+
+    @property
+    def snapshot_generator(self) -> SnapshotGenerator | None:
+        return self._snapshot_generator
 
     def add_publisher(self, publisher: Publisher) -> None:
         """Call `publisher(delta, image)` after each commit from now on (not for the image
@@ -404,6 +438,16 @@ class QuorumController:
     ) -> ProducerIdsBlock:
         return await self._run(lambda: self._core.allocate_producer_ids(broker_id, broker_epoch))
 
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], *, validate_only: bool = False
+    ) -> FeatureUpdateResult:
+        """UpdateFeatures, all or nothing (`feature_control`)."""
+        return await self._run(
+            lambda: feature_control.update_features(
+                self._core.image, updates, validate_only=validate_only
+            )
+        )
+
     async def _run(
         self,
         operation: Callable[[], tuple[list[MetadataRecord], T]],
@@ -489,6 +533,30 @@ class QuorumController:
         self._publish(delta)
         if own_epoch_committed:
             self._activate()
+        if self._snapshot_generator is not None:
+            self._snapshot_generator.committed(sum(entry.size_in_bytes for entry in entries))
+
+    def handle_snapshot(self, snapshot_id: OffsetAndEpoch, contents: bytes) -> None:
+        """The image becomes the snapshot's: the newest one at start, or the leader's that
+        this node installed in place of its log."""
+        before = self._core.image
+        image = decode_snapshot(
+            contents,
+            cluster_id=self.cluster_id,
+            offset=snapshot_id.offset - 1,
+            controller_id=before.controller_id,
+        )
+        delta = diff_images(before, image)
+        self._core.apply_delta(delta)
+        logger.info(
+            "loaded metadata snapshot %s (%d topics, %d brokers)",
+            snapshot_id,
+            len(image.topics),
+            len(image.brokers),
+        )
+        self._publish(delta)
+        if self._snapshot_generator is not None:
+            self._snapshot_generator.reset()
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if self._active or self._leading_epoch is not None:

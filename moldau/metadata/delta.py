@@ -81,6 +81,7 @@ class MetadataDelta:
         self._controller_id: int | None = None
         self._offset: int | None = None
         self._cluster_id: str | None = None
+        self._replacement: MetadataImage | None = None  # see `diff_images`
 
     # Replay.
 
@@ -313,6 +314,8 @@ class MetadataDelta:
     # Building the next image.
 
     def build_image(self) -> MetadataImage:
+        if self._replacement is not None:
+            return self._replacement
         base = self.base
         topics_by_id = dict(base.topics_by_id)
         for topic_id in self._deleted_topics:
@@ -397,4 +400,55 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
     delta._next_producer_id = image.next_producer_id
     delta._controller_id = image.controller_id
     delta._offset = image.offset
+    return delta
+
+
+def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
+    """A delta from `before` to `after`, an image loaded whole (a snapshot installed in its
+    place): it reports what differs as replayed records would, and `before.apply(delta)` is
+    `after` itself (brokers and topics gone from `after` are gone, which no record does).
+    Replay nothing into it."""
+    delta = MetadataDelta(before)
+    delta._replacement = after
+    for topic_id, topic in after.topics_by_id.items():
+        old = before.topics_by_id.get(topic_id)
+        if old == topic:
+            continue
+        old_partitions = old.partitions if old is not None else {}
+        delta._topics[topic_id] = _TopicChange(
+            name=topic.name,
+            topic_id=topic_id,
+            partitions=dict(topic.partitions),
+            configs=dict(topic.configs),
+            created=old is None,
+            changed_partitions={
+                index for index, p in topic.partitions.items() if old_partitions.get(index) != p
+            },
+            configs_changed=old is not None and old.configs != topic.configs,
+        )
+        delta._topic_ids_by_name[topic.name] = topic_id
+    for topic_id, old in before.topics_by_id.items():
+        if topic_id not in after.topics_by_id:
+            delta._deleted_topics[topic_id] = old
+    delta._brokers.update(
+        (broker_id, broker)
+        for broker_id, broker in after.brokers.items()
+        if before.brokers.get(broker_id) != broker
+    )
+    for name in set(before.broker_configs) | set(after.broker_configs):
+        if before.broker_configs.get(name) != after.broker_configs.get(name):
+            delta._broker_configs[name] = dict(after.broker_configs.get(name, {}))
+    delta._features.update(
+        (name, level)
+        for name, level in after.features.items()
+        if before.features.get(name) != level
+    )
+    for entity in set(before.client_quotas) | set(after.client_quotas):
+        if before.client_quotas.get(entity) != after.client_quotas.get(entity):
+            delta._client_quotas[entity] = dict(after.client_quotas.get(entity, {}))
+    if before.next_producer_id != after.next_producer_id:
+        delta._next_producer_id = after.next_producer_id
+    if before.controller_id != after.controller_id:
+        delta._controller_id = after.controller_id
+    delta._offset = after.offset
     return delta

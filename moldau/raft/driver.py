@@ -11,7 +11,10 @@ response that grants it is sent.
 
 Snapshots: a follower writes the leader's snapshot into the `SnapshotStore` chunk by chunk and,
 once whole, replaces its log with it and hands it to the listener (`handle_snapshot`, if it has
-one); `create_snapshot` stores one the state machine made and drops the log entries it covers.
+one); `create_snapshot` stores one the state machine made and drops the log entries it covers
+(or, for one written off the loop: `snapshot_id_for`, `snapshots.create` in a worker thread,
+then `trim_log_to_snapshot`). Either way older snapshots go. At start the listener gets the
+newest snapshot, then the log that follows it.
 
 After every step the driver arms one timer for the node's next deadline (`next_deadline()`) and
 steps a `Tick` when it fires. Messages leave through a `RaftTransport` and come in through
@@ -81,6 +84,10 @@ class SnapshotListener(Protocol):
     def handle_snapshot(self, snapshot_id: OffsetAndEpoch, contents: bytes) -> None: ...
 
 
+class MissingSnapshotError(RuntimeError):
+    """The log starts after a snapshot that is not in the store."""
+
+
 class RaftTransport(Protocol):
     """Sends quorum messages to other nodes; their answers come back through
     `RaftDriver.receive`. `send` must not block; a message it cannot deliver is dropped (the
@@ -127,9 +134,9 @@ class RaftDriver:
         found on disk."""
         self._loop = asyncio.get_running_loop()
         self._first_commit = self._loop.create_future()
+        latest = self._reconcile_log_with_snapshots()
         self._delivered_offset = self.log.log_start.offset
-        latest = self.snapshots.latest_snapshot_id() if self.snapshots is not None else None
-        if latest is not None and latest.offset >= self._delivered_offset:
+        if latest is not None:
             self._load_snapshot(latest, first_commit=False)
         self._step(
             Start(
@@ -161,18 +168,41 @@ class RaftDriver:
     def create_snapshot(self, end_offset: int, contents: bytes) -> OffsetAndEpoch:
         """Store a snapshot of the state machine as of `end_offset` (committed, and where an
         entry ends) and drop the log entries below it; returns its id."""
-        if self.snapshots is None:
-            raise RuntimeError("this driver has no snapshot store")
+        snapshot_id = self.snapshot_id_for(end_offset)
+        self._snapshot_store().create(snapshot_id, contents)
+        self.trim_log_to_snapshot(snapshot_id)
+        return snapshot_id
+
+    def snapshot_id_for(self, end_offset: int) -> OffsetAndEpoch:
+        """The id a snapshot ending at `end_offset` gets: the offset and the epoch of the entry
+        before it. Raises ValueError when `end_offset` is not committed, is not where an entry
+        ends, or is not past the log start (a snapshot there exists already)."""
+        self._snapshot_store()
         if end_offset > self.node.high_watermark:
             raise ValueError(
                 f"offset {end_offset} is not committed (high watermark {self.node.high_watermark})"
             )
+        if end_offset <= self.log.log_start.offset:
+            raise ValueError(f"the log starts at {self.log.log_start.offset}, past {end_offset}")
         snapshot_id = end_after_truncation(self.log, end_offset)
         if snapshot_id.offset != end_offset:
             raise ValueError(f"no entry ends at offset {end_offset}")
-        self.snapshots.create(snapshot_id, contents)
-        self.log.delete_before_snapshot(snapshot_id)
         return snapshot_id
+
+    def trim_log_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
+        """Start the log at a snapshot already in the store (the state machine may write one
+        off the loop with `snapshots.create`): its entries below go, older snapshots too.
+        False, changing nothing, when the log starts at or past it already (the leader's
+        snapshot was installed meanwhile)."""
+        store = self._snapshot_store()
+        if snapshot_id.offset <= self.log.log_start.offset:
+            store.delete_before(self.log.log_start)  # it may be one of those: not needed
+            return False
+        if store.size(snapshot_id) is None:
+            raise ValueError(f"snapshot {snapshot_id} is not in the store")
+        self.log.delete_before_snapshot(snapshot_id)
+        store.delete_before(snapshot_id)
+        return True
 
     def receive(self, source_id: int, message: RaftMessage) -> None:
         """A message from node `source_id` arrived (the transport calls this, on the loop)."""
@@ -196,6 +226,8 @@ class RaftDriver:
         self._cancel_timer()
         self._fail_pending(RuntimeError("the metadata log was closed"))
         self.log.close()
+        if self.snapshots is not None:
+            self.snapshots.close()
         self._loop = None
 
     def _step(self, event: RaftEvent) -> None:
@@ -240,8 +272,14 @@ class RaftDriver:
                         action.snapshot_id, action.position, action.data
                     )
                 case InstallSnapshot():
-                    self._snapshot_store().complete(action.snapshot_id)
+                    store = self._snapshot_store()
+                    store.complete(action.snapshot_id)
                     self.log.truncate_to_snapshot(action.snapshot_id)
+                    store.delete_before(action.snapshot_id)
+                    logger.info(
+                        "installed the leader's snapshot %s in place of the log",
+                        action.snapshot_id,
+                    )
                     self._load_snapshot(action.snapshot_id)
                 case FlushLog():
                     self._schedule_flush()
@@ -258,8 +296,33 @@ class RaftDriver:
 
     def _snapshot_store(self) -> SnapshotStore:
         if self.snapshots is None:
-            raise RuntimeError("the leader sent a snapshot, and this driver has no store")
+            raise RuntimeError("this driver has no snapshot store")
         return self.snapshots
+
+    def _reconcile_log_with_snapshots(self) -> OffsetAndEpoch | None:
+        """At start: the newest snapshot, with the log starting at it (a crash may have come
+        between storing a snapshot and trimming the log, or between installing the leader's
+        and truncating the log: Kafka's `truncateToLatestSnapshot`). Raises
+        `MissingSnapshotError` when the log starts after every snapshot there is."""
+        start = self.log.log_start
+        latest = self.snapshots.latest_snapshot_id() if self.snapshots is not None else None
+        if latest is None or latest.offset < start.offset:
+            if start.offset > 0:
+                raise MissingSnapshotError(
+                    f"the metadata log starts at offset {start.offset}, after a snapshot, and "
+                    "no snapshot at or past it was found (removed or damaged); this node can "
+                    "catch up from the quorum's leader once its metadata log directory holds "
+                    "only meta.properties"
+                )
+            return None
+        if latest.offset > start.offset:
+            if latest.offset >= self.log.end_offset:
+                self.log.truncate_to_snapshot(latest)
+            else:
+                self.log.delete_before_snapshot(latest)
+        assert self.snapshots is not None
+        self.snapshots.delete_before(latest)
+        return latest
 
     def _load_snapshot(self, snapshot_id: OffsetAndEpoch, *, first_commit: bool = True) -> None:
         if isinstance(self.listener, SnapshotListener):

@@ -5,7 +5,8 @@ it ends at (every committed entry below it is in it) and the epoch of the last e
 A follower that falls behind the leader's log start receives the leader's newest snapshot in
 chunks (FetchSnapshot): they accumulate as a partial snapshot, which becomes visible only once
 complete. The Raft node reads the store (ids, sizes, chunks to answer FetchSnapshot); the
-driver writes it as the node's actions say.
+driver writes it as the node's actions say, and drops older snapshots once the log starts at a
+newer one. `FileSnapshotStore` (`file_snapshots.py`) keeps them on disk.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ class SnapshotStore(Protocol):
         """The partial snapshot is whole: make it a complete one, durably."""
         ...
 
+    def delete_before(self, snapshot_id: OffsetAndEpoch) -> list[OffsetAndEpoch]:
+        """The log starts at `snapshot_id` now: drop complete snapshots that end before it
+        and nothing needs any more; returns the ids dropped."""
+        ...
+
+    def close(self) -> None:
+        """Give up a partial snapshot still being received."""
+        ...
+
 
 class MemorySnapshotStore:
     """A `SnapshotStore` in memory, for tests and simulations; `crash()` loses partial ones."""
@@ -80,6 +90,19 @@ class MemorySnapshotStore:
 
     def complete(self, snapshot_id: OffsetAndEpoch) -> None:
         self.snapshots[snapshot_id] = bytes(self._partial.pop(snapshot_id))
+
+    def delete_before(self, snapshot_id: OffsetAndEpoch) -> list[OffsetAndEpoch]:
+        older = [
+            s
+            for s in self.snapshots
+            if (s.offset, s.epoch) < (snapshot_id.offset, snapshot_id.epoch)
+        ]
+        for old in older:
+            del self.snapshots[old]
+        return older
+
+    def close(self) -> None:
+        self._partial.clear()
 
     def crash(self) -> None:
         self._partial.clear()

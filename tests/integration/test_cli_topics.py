@@ -79,10 +79,23 @@ def test_cluster_info_marks_the_controller(server) -> None:  # type: ignore[no-u
     info = moldau("cluster", "info", "--format", "json", bootstrap=b).json()
     assert info["cluster_id"]
     assert info["brokers"] == [
-        {"node_id": 1, "host": server.host, "port": server.port, "rack": None, "controller": True}
+        {
+            "node_id": 1,
+            "host": server.host,
+            "port": server.port,
+            "rack": None,
+            "fenced": False,
+            "controller": True,
+        }
     ]
+    assert info["quorum"]["leader_id"] == 1
+    assert [(c["node_id"], c["status"], c["lag"]) for c in info["controllers"]] == [
+        (1, "Leader", 0)
+    ]
+    assert {"name": "metadata.version", "finalized": 25, "supported": [25, 25]} in info["features"]
     text = moldau("cluster", "info", bootstrap=b).text
     assert f"1* {server.host} {server.port}" in text
+    assert "METADATA QUORUM" in text and "FEATURES" in text
 
 
 def test_broker_config_set_describe_delete(server) -> None:  # type: ignore[no-untyped-def]

@@ -1,9 +1,12 @@
-"""ApiVersions (key 18), v0-4: the versions of every API this broker serves.
+"""ApiVersions (key 18), v0-4: the versions of every API this node serves, and its features.
 
-v1 adds throttle_time_ms; v3 is flexible and adds client software name/version (KIP-511) and the
-supported/finalized features tagged fields. An unsupported ApiVersions version is answered by the
-dispatcher with a v0 UNSUPPORTED_VERSION response carrying the ranges. The response header is
-always v0.
+v1 adds throttle_time_ms; v3 is flexible and adds client software name/version (KIP-511) and, as
+tagged fields, the features this software supports, the cluster's finalized feature levels and
+their epoch (KIP-584: the metadata offset they were read at). Before v4, supported features whose
+minimum level is 0 are left out (older clients refuse a 0 there, KAFKA-17492). An unsupported
+ApiVersions version is answered by the dispatcher with a v0 UNSUPPORTED_VERSION response carrying
+the ranges. The response header is always v0. Kafka has no DescribeFeatures API: the admin
+clients' describeFeatures reads this answer.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler, supported_versions
+from moldau.controller.feature_control import SUPPORTED_FEATURES, finalized_levels
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -20,7 +24,7 @@ def handle_api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     name = getattr(request, "client_software_name", None)
     if ctx.api_version >= 3 and name is not None:
         ctx.extras["client_software"] = (name, getattr(request, "client_software_version", ""))
-    return {
+    response: dict[str, Any] = {
         "error_code": ErrorCode.none,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
@@ -29,3 +33,19 @@ def handle_api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "throttle_time": 0,
         "finalized_features_epoch": -1,
     }
+    if ctx.api_version < 3:
+        return response
+    response["supported_features"] = [
+        {"name": feature, "min_version": low, "max_version": high}
+        for feature, (low, high) in SUPPORTED_FEATURES.items()
+        if low > 0 or ctx.api_version >= 4
+    ]
+    controller = ctx.node.controller
+    if controller is not None:
+        image = controller.image
+        response["finalized_features_epoch"] = image.offset
+        response["finalized_features"] = [
+            {"name": feature, "min_version_level": level, "max_version_level": level}
+            for feature, level in finalized_levels(image).items()
+        ]
+    return response

@@ -1,26 +1,33 @@
-"""DescribeCluster (key 60), v0-1: cluster id, controller and the live brokers (KIP-700).
+"""DescribeCluster (key 60), v0-2: cluster id, controller and brokers (KIP-700, KIP-919, KIP-1073).
 
-v1 adds `endpoint_type` (KIP-919): 1 asks for brokers; 2 (controllers) is answered with
-UNSUPPORTED_ENDPOINT_TYPE by a broker, as Kafka does. Each broker is shown with its endpoint on
-the listener the request came in on (its first endpoint when it has none there).
+v1 adds `endpoint_type` (KIP-919): 1 brokers, 2 controllers. A broker listener answers 1 with the
+live brokers and the broker this request reached as the controller (Kafka names a live broker;
+see `Node.controller_id`); a controller listener answers 2 with the voters' controller endpoints
+and the quorum's leader as the controller, which is how Kafka's admin clients find controllers
+given `--bootstrap-controller`. Each asks for the other type gets UNSUPPORTED_ENDPOINT_TYPE, as
+in Kafka. v2 adds `include_fenced_brokers` and each broker's `is_fenced` (KIP-1073). Brokers are
+shown with their endpoint on the listener the request came in on (their first one when they
+have none there).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.registry import RequestContext, handler
+from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
-_BROKER_ENDPOINTS = 1
+BROKER_ENDPOINTS = 1
+CONTROLLER_ENDPOINTS = 2
 _NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
-@handler(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+@handler(ApiKey.DESCRIBE_CLUSTER, 0, 2, scopes=(BROKER, CONTROLLER))
 def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
     node = ctx.node
-    endpoint_type = int(getattr(request, "endpoint_type", _BROKER_ENDPOINTS))
+    endpoint_type = int(getattr(request, "endpoint_type", BROKER_ENDPOINTS))
+    served = CONTROLLER_ENDPOINTS if ctx.scope == CONTROLLER else BROKER_ENDPOINTS
     response: dict[str, Any] = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -31,18 +38,35 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
         "brokers": [],
         "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
     }
-    if endpoint_type != _BROKER_ENDPOINTS:
+    if endpoint_type != served:
+        kind = "CONTROLLER" if served == CONTROLLER_ENDPOINTS else "BROKER"
         response["error_code"] = ErrorCode.unsupported_endpoint_type
-        response["error_message"] = "The request was sent to an endpoint of type BROKER"
+        response["error_message"] = f"The request was sent to an endpoint of type {kind}"
         return response
-    brokers = [
-        {
-            "broker_id": broker["node_id"],
-            "host": broker["host"],
-            "port": broker["port"],
-            "rack": broker["rack"],
-        }
-        for broker in node.broker_endpoints(ctx.listener_name)
-    ]
-    response["brokers"] = brokers
+    if served == CONTROLLER_ENDPOINTS:
+        leader_id = node.controller.leader_id
+        response["controller_id"] = leader_id if leader_id is not None else -1
+        response["brokers"] = [
+            {"broker_id": voter.node_id, "host": voter.host, "port": voter.port, "rack": None}
+            for voter in node.layout.voters
+        ]
+        return response
+    include_fenced = bool(getattr(request, "include_fenced_brokers", False))
+    for broker in sorted(node.metadata_image.brokers.values(), key=lambda b: b.broker_id):
+        if broker.fenced and not include_fenced:
+            continue
+        endpoint = broker.endpoint(ctx.listener_name) or (
+            broker.endpoints[0] if broker.endpoints else None
+        )
+        if endpoint is None:
+            continue
+        response["brokers"].append(
+            {
+                "broker_id": broker.broker_id,
+                "host": endpoint.host,
+                "port": endpoint.port,
+                "rack": broker.rack,
+                "is_fenced": broker.fenced,
+            }
+        )
     return response

@@ -14,7 +14,7 @@ from moldau.broker.handlers.delete_topics import handle_delete_topics
 from moldau.broker.handlers.describe_cluster import handle_describe_cluster
 from moldau.broker.handlers.describe_configs import handle_describe_configs
 from moldau.broker.handlers.incremental_alter_configs import handle_incremental_alter_configs
-from moldau.broker.registry import RequestContext
+from moldau.broker.registry import BROKER, CONTROLLER, RequestContext
 from moldau.clock import ManualClock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
@@ -76,15 +76,17 @@ class Cluster:
         )
         self.node = FakeNode(self.controller, self.config)
 
-    def call(self, function, api_key, version, body):
-        return self.loop.run_until_complete(self.call_async(function, api_key, version, body))
+    def call(self, function, api_key, version, body, *, scope=BROKER):
+        return self.loop.run_until_complete(
+            self.call_async(function, api_key, version, body, scope=scope)
+        )
 
-    async def call_async(self, function, api_key, version, body):
+    async def call_async(self, function, api_key, version, body, *, scope=BROKER):
         """The request encoded as a client sends it, the answer decoded as a client reads it."""
         frame = encode_request(api_key, version, 7, "test-client", body)[4:]
         header = decode_request_header(frame)
         request = decode_request(header, frame)
-        ctx = RequestContext(header=header, node=self.node)
+        ctx = RequestContext(header=header, node=self.node, scope=scope)
         result = function(ctx, request)
         if inspect.iscoroutine(result):
             result = await result
@@ -306,7 +308,7 @@ def test_incremental_alter_configs_in_every_version(cluster, version):
     assert cluster.controller.image.broker_configs[""]["log.retention.ms"] == "77"
 
 
-@pytest.mark.parametrize("version", range(2))
+@pytest.mark.parametrize("version", range(3))
 def test_describe_cluster_in_every_version(cluster, version):
     body = {"include_cluster_authorized_operations": False, "endpoint_type": 1}
     response = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
@@ -318,3 +320,55 @@ def test_describe_cluster_in_every_version(cluster, version):
         body["endpoint_type"] = 2
         refused = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
         assert refused.error_code == E.unsupported_endpoint_type
+
+
+def test_describe_cluster_v2_lists_fenced_brokers_when_asked(cluster):
+    registration = BrokerRegistration(
+        broker_id=2,
+        incarnation_id=uuid.uuid4(),
+        endpoints=[BrokerEndpoint(name="PLAINTEXT", host="127.0.0.2", port=9093)],
+        rack="rack-b",
+    )
+    cluster.loop.run_until_complete(cluster.controller.register_broker(registration))  # fenced
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+    live = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, 2, body)
+    assert [(b.broker_id, b.is_fenced) for b in live.brokers] == [(1, False)]
+    body["include_fenced_brokers"] = True
+    every = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, 2, body)
+    assert [(b.broker_id, b.rack, b.is_fenced) for b in every.brokers] == [
+        (1, None, False),
+        (2, "rack-b", True),
+    ]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_controller_listener_describes_the_controllers(tmp_path, version):
+    """KIP-919: what an admin client given --bootstrap-controller asks first."""
+    cluster = Cluster(tmp_path)
+    try:
+        cluster.node.layout = ClusterLayout.from_config(
+            BrokerConfig(
+                {
+                    "node.id": "1",
+                    "controller.quorum.voters": "1@127.0.0.1:19091,2@127.0.0.1:19092",
+                    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19091",
+                }
+            )
+        )
+        body = {"include_cluster_authorized_operations": False, "endpoint_type": 2}
+        response = cluster.call(
+            handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body, scope=CONTROLLER
+        )
+        assert response.error_code == E.none and response.endpoint_type == 2
+        assert response.controller_id == cluster.controller.leader_id == 1
+        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+            (1, "127.0.0.1", 19091),
+            (2, "127.0.0.1", 19092),
+        ]
+        body["endpoint_type"] = 1
+        refused = cluster.call(
+            handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body, scope=CONTROLLER
+        )
+        assert refused.error_code == E.unsupported_endpoint_type
+    finally:
+        cluster.close()

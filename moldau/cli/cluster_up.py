@@ -1,0 +1,373 @@
+"""`moldau cluster up`: a local cluster of several `moldau server` processes in one command.
+
+The steps a user would take by hand (README, "Running a cluster"), on loopback: pick ports (free
+ones, or from `--base-port`), format one directory per node under `--data-dir` with one cluster
+id, start the nodes as child processes, and print the bootstrap list once every node printed
+its ready line. Ctrl-C or SIGTERM stops them: SIGTERM to each child by its PID (brokers without
+a vote first, then the quorum's nodes), then a wait for their clean exits; a second Ctrl-C kills
+them. The children run in their own process group, so a terminal's Ctrl-C reaches only this
+process, which decides the order.
+
+`<data-dir>/cluster.json` remembers the layout (cluster id, roles, ports): `up` on the same
+directory starts the same cluster again. Each node's output goes to `<data-dir>/logs/node-N.log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from moldau.cli.common import ExitCode, fail, stderr
+from moldau.cli.storage import StorageFormatError, format_directories, new_cluster_id
+from moldau.config.values import BrokerConfig, ConfigError
+
+COMBINED = "broker,controller"
+LAYOUT_FILE = "cluster.json"
+READY_MARK = "Moldau ready:"
+STOP_TIMEOUT_S = 60.0
+CONTROLLER_PORT_OFFSET = 100  # with --base-port: node N's controller listener is base+100+N-1
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLayout:
+    node_id: int
+    roles: str
+    client_port: int | None
+    controller_port: int | None
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles.split(",")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLayout:
+    cluster_id: str
+    host: str
+    nodes: tuple[NodeLayout, ...]
+
+    def voters(self) -> str:
+        return ",".join(
+            f"{n.node_id}@{self.host}:{n.controller_port}"
+            for n in self.nodes
+            if n.controller_port is not None
+        )
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{n.client_port}" for n in self.nodes if n.is_broker)
+
+    def settings(self, node: NodeLayout, data_dir: Path, overrides: list[str]) -> list[str]:
+        listeners = []
+        if node.client_port is not None:
+            listeners.append(f"PLAINTEXT://{self.host}:{node.client_port}")
+        if node.controller_port is not None:
+            listeners.append(f"CONTROLLER://{self.host}:{node.controller_port}")
+        return [
+            f"node.id={node.node_id}",
+            f"process.roles={node.roles}",
+            f"listeners={','.join(listeners)}",
+            f"controller.quorum.voters={self.voters()}",
+            f"log.dirs={data_dir / f'node-{node.node_id}'}",
+            *overrides,
+        ]
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def plan(
+    *, nodes: int, controllers: int, brokers: int, host: str, base_port: int | None
+) -> ClusterLayout:
+    """Roles and ports: `nodes` combined nodes, or `controllers` + `brokers` separate ones."""
+    roles = [COMBINED] * nodes if nodes else ["controller"] * controllers + ["broker"] * brokers
+
+    def port(index: int, offset: int) -> int:
+        return base_port + offset + index if base_port is not None else _free_port(host)
+
+    layout = tuple(
+        NodeLayout(
+            node_id=index + 1,
+            roles=role,
+            client_port=port(index, 0) if "broker" in role else None,
+            controller_port=port(index, CONTROLLER_PORT_OFFSET) if "controller" in role else None,
+        )
+        for index, role in enumerate(roles)
+    )
+    return ClusterLayout(cluster_id=new_cluster_id(), host=host, nodes=layout)
+
+
+def load_layout(data_dir: Path) -> ClusterLayout | None:
+    path = data_dir / LAYOUT_FILE
+    if not path.exists():
+        return None
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return ClusterLayout(
+        cluster_id=raw["cluster_id"],
+        host=raw["host"],
+        nodes=tuple(NodeLayout(**node) for node in raw["nodes"]),
+    )
+
+
+def save_layout(data_dir: Path, layout: ClusterLayout) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(asdict(layout), indent=2) + "\n"
+    (data_dir / LAYOUT_FILE).write_text(text, encoding="utf-8")
+
+
+class ChildNode:
+    """One `moldau server` child: its process, its log file, whether it printed its ready line."""
+
+    def __init__(self, layout: NodeLayout, arguments: list[str], log_path: Path) -> None:
+        self.layout = layout
+        self.arguments = arguments
+        self.log_path = log_path
+        self.process: asyncio.subprocess.Process | None = None
+        self.ready = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+        self.process = await asyncio.create_subprocess_exec(
+            *self.arguments,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,  # Ctrl-C reaches the parent only; it stops us in order
+        )
+        self._pump = asyncio.create_task(self._copy_output())
+
+    async def _copy_output(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        with open(self.log_path, "ab") as log:
+            async for line in self.process.stdout:
+                log.write(line)
+                log.flush()
+                if not self.ready.is_set() and READY_MARK.encode() in line:
+                    self.ready.set()
+
+    def signal(self, number: int) -> None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, number)  # by PID: only our own child
+
+    async def wait(self) -> int:
+        assert self.process is not None
+        code = await self.process.wait()
+        if self._pump is not None:
+            await self._pump
+        return code
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+async def run_cluster(layout: ClusterLayout, data_dir: Path, overrides: list[str]) -> int:
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    children = [
+        ChildNode(
+            node,
+            [
+                sys.executable,
+                "-m",
+                "moldau",
+                "server",
+                *[a for s in layout.settings(node, data_dir, overrides) for a in ("--override", s)],
+            ],
+            logs / f"node-{node.node_id}.log",
+        )
+        for node in layout.nodes
+    ]
+    loop = asyncio.get_running_loop()
+    stop_requests = asyncio.Queue[int]()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, stop_requests.put_nowait, number)
+    try:
+        for child in children:
+            await child.start()
+            node = child.layout
+            addresses = ", ".join(
+                f"{name}://{layout.host}:{port}"
+                for name, port in (
+                    ("PLAINTEXT", node.client_port),
+                    ("CONTROLLER", node.controller_port),
+                )
+                if port is not None
+            )
+            print(
+                f"node {node.node_id} ({node.roles}): {addresses}, log {child.log_path}", flush=True
+            )
+        ready = await _wait_ready(children, stop_requests)
+        if ready:
+            print(
+                f"Moldau cluster ready: bootstrap.servers={layout.bootstrap_servers()} "
+                f"(controllers {layout.voters()}); Ctrl-C stops every node",
+                flush=True,
+            )
+            await stop_requests.get()
+        return await _stop(children, stop_requests)
+    finally:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(number)
+
+
+async def _wait_ready(children: list[ChildNode], stop_requests: asyncio.Queue[int]) -> bool:
+    """True once every node is ready; False when one exits first or a stop is asked for."""
+    waiters = {asyncio.ensure_future(c.ready.wait()): c for c in children}
+    exits = {asyncio.ensure_future(c.wait()): c for c in children}
+    stop = asyncio.ensure_future(stop_requests.get())
+    pending = set(waiters)
+    try:
+        while pending:
+            done, _ = await asyncio.wait(
+                pending | set(exits) | {stop}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if stop in done:
+                return False
+            for finished in done & set(exits):
+                child = exits[finished]
+                stderr.print(
+                    f"[bold red]error:[/] node {child.layout.node_id} exited with code "
+                    f"{finished.result()} before it was ready; its log ends:\n{child.log_tail()}",
+                    markup=True,
+                )
+                return False
+            pending -= done
+        return True
+    finally:
+        for future in [*waiters, *exits, stop]:
+            future.cancel()
+
+
+async def _stop(children: list[ChildNode], stop_requests: asyncio.Queue[int]) -> int:
+    """SIGTERM to brokers without a vote, then to the quorum's nodes; a clean exit is code 0.
+    Another Ctrl-C (or the timeout) kills what is left."""
+    groups = [
+        [c for c in children if "controller" not in c.layout.roles],
+        [c for c in children if "controller" in c.layout.roles],
+    ]
+    codes: dict[int, int] = {}
+    for group in groups:
+        if not group:
+            continue
+        for child in group:
+            child.signal(signal.SIGTERM)
+        waiting = asyncio.ensure_future(asyncio.gather(*(c.wait() for c in group)))
+        interrupted = asyncio.ensure_future(stop_requests.get())
+        done, _ = await asyncio.wait(
+            {waiting, interrupted}, timeout=STOP_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+        )
+        interrupted.cancel()
+        if waiting not in done:
+            stderr.print("killing the nodes that have not stopped", markup=False)
+            for child in group:
+                child.signal(signal.SIGKILL)
+        for child, code in zip(group, await waiting, strict=True):
+            codes[child.layout.node_id] = code
+    failed = {node_id: code for node_id, code in codes.items() if code != 0}
+    if failed:
+        stderr.print(f"nodes that did not stop cleanly (node: exit code): {failed}", markup=False)
+        return int(ExitCode.KAFKA_ERROR)
+    print(f"stopped {len(codes)} nodes", flush=True)
+    return 0
+
+
+def up(
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes", "-n", help="Combined nodes (broker and controller each); default 3."
+        ),
+    ] = None,
+    controllers: Annotated[
+        int, typer.Option("--controllers", help="Controller-only nodes (with --brokers).")
+    ] = 0,
+    brokers: Annotated[
+        int, typer.Option("--brokers", help="Broker-only nodes (with --controllers).")
+    ] = 0,
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", "-d", help="Where every node keeps its data.")
+    ] = Path("moldau-cluster"),
+    base_port: Annotated[
+        int | None,
+        typer.Option(
+            "--base-port",
+            help="Node N listens on BASE+N-1 (clients) and BASE+100+N-1 (controllers); "
+            "default: free ports.",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="The address every node binds.")] = (
+        "127.0.0.1"
+    ),
+    override: Annotated[
+        list[str] | None,
+        typer.Option("--override", help="A property for every node: key=value (repeatable)."),
+    ] = None,
+) -> None:
+    """Start a local cluster: format, start every node, print the bootstrap list; Ctrl-C stops it."""
+    separate = bool(controllers or brokers)
+    if separate and (nodes is not None or controllers < 1 or brokers < 1):
+        fail("--controllers and --brokers go together (at least one of each), without --nodes")
+    if nodes is not None and nodes < 1:
+        fail("--nodes must be at least 1")
+    asked = (0, controllers, brokers) if separate else None if nodes is None else (nodes, 0, 0)
+    data_dir = data_dir.resolve()
+    layout = load_layout(data_dir)
+    if layout is None:
+        shape = asked or (3, 0, 0)
+        layout = plan(
+            nodes=shape[0],
+            controllers=shape[1],
+            brokers=shape[2],
+            host=host,
+            base_port=base_port,
+        )
+    elif asked is not None and asked != _shape(layout):
+        fail(
+            f"{data_dir} holds a cluster of {_describe(layout)}: start it as it is (without "
+            "--nodes, --controllers, --brokers), or give another --data-dir"
+        )
+    for node in layout.nodes:
+        try:
+            config = BrokerConfig.load(
+                overrides=layout.settings(node, data_dir, list(override or ())), environ={}
+            )
+            format_directories(config, layout.cluster_id)
+        except (ConfigError, StorageFormatError, OSError) as exc:
+            fail(f"node {node.node_id}: {exc}")
+    save_layout(data_dir, layout)
+    print(f"cluster {layout.cluster_id}: {_describe(layout)} under {data_dir}", flush=True)
+    raise typer.Exit(asyncio.run(run_cluster(layout, data_dir, list(override or ()))))
+
+
+def _shape(layout: ClusterLayout) -> tuple[int, int, int]:
+    roles = [n.roles for n in layout.nodes]
+    if all(r == COMBINED for r in roles):
+        return (len(roles), 0, 0)
+    return (0, roles.count("controller"), roles.count("broker"))
+
+
+def _describe(layout: ClusterLayout) -> str:
+    nodes, controllers, brokers = _shape(layout)
+    if nodes:
+        return f"{nodes} combined nodes"
+    return f"{controllers} controllers and {brokers} brokers"

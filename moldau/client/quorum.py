@@ -1,0 +1,223 @@
+"""The metadata quorum and the cluster's features as an admin client sees them (Kafka's
+`Admin.describeMetadataQuorum`, `describeFeatures`, `updateFeatures`, and the controller
+endpoints of KIP-919).
+
+DescribeQuorum goes to any broker (which passes it on to the active controller) or, given
+controller addresses (`--bootstrap-controller`), to the quorum's leader found with
+DescribeCluster(endpoint_type=2) on a controller listener. Lag is Kafka's: the leader's log end
+offset minus the replica's. Features come from ApiVersions (v3+), as Kafka has no
+DescribeFeatures API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from moldau.client.cluster import BrokerInfo, Cluster
+from moldau.client.config import ClientConfig, parse_bootstrap_servers
+from moldau.client.connection import BrokerConnection
+from moldau.client.errors import ErrorCode, KafkaException, check_error
+from moldau.protocol.api_keys import ApiKey
+
+__all__ = [
+    "ControllerInfo",
+    "FeatureMetadata",
+    "QuorumInfo",
+    "QuorumReplica",
+    "describe_controllers",
+    "describe_features",
+    "describe_quorum",
+    "update_features",
+]
+
+METADATA_TOPIC = "__cluster_metadata"
+_QUORUM_REQUEST = {
+    "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]
+}
+_CONTROLLER_ENDPOINTS = 2
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumReplica:
+    replica_id: int
+    log_end_offset: int
+    lag: int  # the leader's log end offset minus this one's
+    last_fetch_timestamp: int  # ms since the epoch; -1 when unknown
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[QuorumReplica, ...]
+    observers: tuple[QuorumReplica, ...]
+    endpoints: Mapping[int, str]  # voter id -> host:port of its controller listener
+
+    @property
+    def max_follower_lag(self) -> int:
+        return max((r.lag for r in self.voters if r.replica_id != self.leader_id), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureMetadata:
+    finalized: Mapping[str, int]
+    finalized_epoch: int | None
+    supported: Mapping[str, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    """What the controller listeners say: DescribeCluster with endpoint type 2, then
+    DescribeQuorum and ApiVersions' features from the quorum's leader."""
+
+    cluster_id: str
+    leader_id: int
+    controllers: Mapping[int, BrokerInfo]
+    quorum: QuorumInfo
+    features: FeatureMetadata
+
+
+def _quorum_info(response: Any) -> QuorumInfo:
+    check_error(response.error_code, response.error_message, context="DescribeQuorum")
+    [topic] = response.topics
+    [partition] = topic.partitions
+    check_error(partition.error_code, partition.error_message, context="DescribeQuorum")
+    voters = list(partition.current_voters)
+    leader_end = max(
+        (int(r.log_end_offset) for r in voters if r.replica_id == partition.leader_id),
+        default=int(partition.high_watermark),
+    )
+
+    def replicas(states: Any) -> tuple[QuorumReplica, ...]:
+        return tuple(
+            QuorumReplica(
+                replica_id=int(state.replica_id),
+                log_end_offset=int(state.log_end_offset),
+                lag=max(0, leader_end - int(state.log_end_offset)),
+                last_fetch_timestamp=int(getattr(state, "last_fetch_timestamp", -1)),
+                last_caught_up_timestamp=int(getattr(state, "last_caught_up_timestamp", -1)),
+            )
+            for state in states
+        )
+
+    endpoints = {
+        int(node.node_id): f"{node.listeners[0].host}:{node.listeners[0].port}"
+        for node in getattr(response, "nodes", ())
+        if node.listeners
+    }
+    return QuorumInfo(
+        leader_id=int(partition.leader_id),
+        leader_epoch=int(partition.leader_epoch),
+        high_watermark=int(partition.high_watermark),
+        voters=replicas(voters),
+        observers=replicas(partition.observers),
+        endpoints=endpoints,
+    )
+
+
+async def describe_quorum(cluster: Cluster) -> QuorumInfo:
+    """DescribeQuorum through any broker (retried while the quorum elects a leader)."""
+
+    async def attempt() -> QuorumInfo:
+        return _quorum_info(await cluster.request(ApiKey.DESCRIBE_QUORUM, _QUORUM_REQUEST))
+
+    return await cluster.retrying(attempt)
+
+
+async def describe_controllers(config: ClientConfig, bootstrap_controllers: str) -> ControllerInfo:
+    """The controllers, the quorum and the features, asked of controller listeners only
+    (KIP-919)."""
+    errors: list[str] = []
+    for host, port in parse_bootstrap_servers(bootstrap_controllers):
+        try:
+            connection = await _open(config, host, port)
+        except KafkaException as exc:
+            errors.append(exc.message or str(exc))
+            continue
+        try:
+            response = await connection.request(
+                ApiKey.DESCRIBE_CLUSTER,
+                {"include_cluster_authorized_operations": False, "endpoint_type": 2},
+            )
+        finally:
+            await connection.close()
+        check_error(response.error_code, response.error_message, context="DescribeCluster")
+        controllers = {
+            int(b.broker_id): BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack)
+            for b in response.brokers
+        }
+        leader = controllers.get(int(response.controller_id))
+        if leader is None:
+            raise KafkaException(ErrorCode.not_leader_or_follower, "the quorum has no leader")
+        connection = await _open(config, leader.host, leader.port)
+        try:
+            quorum = _quorum_info(await connection.request(ApiKey.DESCRIBE_QUORUM, _QUORUM_REQUEST))
+            features = await describe_features(connection)
+        finally:
+            await connection.close()
+        return ControllerInfo(response.cluster_id, leader.node_id, controllers, quorum, features)
+    raise KafkaException(
+        ErrorCode.network_exception, f"no controller reachable: {', '.join(errors)}"
+    )
+
+
+async def _open(config: ClientConfig, host: str, port: int) -> BrokerConnection:
+    return await BrokerConnection.open(
+        host,
+        port,
+        client_id=config.get_str("client.id"),
+        request_timeout=config.request_timeout,
+        connect_timeout=config.get_int("socket.connection.setup.timeout.ms") / 1000,
+    )
+
+
+async def describe_features(connection: BrokerConnection) -> FeatureMetadata:
+    """The supported and finalized features from an ApiVersions answer (v3+)."""
+    high = connection.versions.ranges.get(ApiKey.API_VERSIONS, (0, 0))[1]
+    if high < 3:
+        return FeatureMetadata({}, None, {})
+    response = await connection.request(
+        ApiKey.API_VERSIONS,
+        {"client_software_name": "moldau", "client_software_version": "0.1.0"},
+        version=min(high, 4),
+    )
+    check_error(response.error_code, context="ApiVersions")
+    epoch = int(response.finalized_features_epoch)
+    return FeatureMetadata(
+        finalized={f.name: int(f.max_version_level) for f in response.finalized_features},
+        finalized_epoch=epoch if epoch >= 0 else None,
+        supported={
+            f.name: (int(f.min_version), int(f.max_version)) for f in response.supported_features
+        },
+    )
+
+
+async def update_features(
+    cluster: Cluster,
+    levels: Mapping[str, int],
+    *,
+    upgrade_type: int = UPGRADE,
+    validate_only: bool = False,
+) -> None:
+    """Finalize `levels` (all or nothing); raises KafkaException with the controller's reason."""
+    updates: Sequence[dict[str, Any]] = [
+        {
+            "feature": name,
+            "max_version_level": level,
+            "upgrade_type": upgrade_type,
+            "allow_downgrade": upgrade_type != UPGRADE,
+        }
+        for name, level in levels.items()
+    ]
+    response = await cluster.request(
+        ApiKey.UPDATE_FEATURES,
+        {"timeout": 60000, "feature_updates": updates, "validate_only": validate_only},
+    )
+    check_error(response.error_code, response.error_message, context="UpdateFeatures")
+    for result in getattr(response, "results", ()):
+        check_error(result.error_code, result.error_message, context=result.feature)

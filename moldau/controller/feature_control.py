@@ -1,0 +1,139 @@
+"""Finalized features (KIP-584, KIP-778), as Kafka's QuorumFeatures and FeatureControlManager.
+
+What this software supports, and what each level means in Kafka 4 (only what Moldau does is
+claimed):
+
+| feature | levels | meaning |
+| --- | --- | --- |
+| `metadata.version` | 25 | Kafka 4.0-IV3, the level Moldau's metadata log is written at; no other |
+| `kraft.version` | 0 | static voters (`controller.quorum.voters`); 1 (KIP-853 dynamic voters) is not implemented |
+| `transaction.version` | 0-1 | 1: flexible `__transaction_state` records; 2 (KIP-890 part 2: a partition leader adds partitions to a transaction itself) is not implemented |
+| `group.version` | 0-1 | 1: the consumer group protocol (KIP-848, ConsumerGroupHeartbeat) |
+
+A new cluster finalizes the highest of each (`BOOTSTRAP_LEVELS`); a cluster formatted before
+finalized only `metadata.version` and can finalize the others with UpdateFeatures. Level 0
+means "not finalized": such features are absent from the image and from ApiVersions'
+finalized list (as in Kafka). kraft.version is the quorum's, not a metadata record: always 0.
+
+UpdateFeatures is all or nothing (KIP-1022): `update_features` returns the records of every
+update, or none and the first update's error (INVALID_UPDATE_VERSION with Kafka's messages).
+Downgrades are refused: Moldau has no behaviour to fall back to at a lower level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import FeatureLevelRecord, MetadataRecord
+from moldau.protocol.errors import ErrorCode
+
+METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
+# Kafka 4.0's metadata.version (4.0-IV3).
+METADATA_VERSION_LEVEL = 25
+
+# name -> (min, max) supported level.
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
+    METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
+    KRAFT_VERSION: (0, 0),
+    "transaction.version": (0, 1),
+    "group.version": (0, 1),
+}
+
+# What a brand-new cluster finalizes (kraft.version stays 0: it is not a metadata record).
+BOOTSTRAP_LEVELS: Mapping[str, int] = {
+    METADATA_VERSION: METADATA_VERSION_LEVEL,
+    "transaction.version": 1,
+    "group.version": 1,
+}
+
+# UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
+UPGRADE = 1
+SAFE_DOWNGRADE = 2
+UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureUpdate:
+    feature: str
+    max_version_level: int
+    upgrade_type: int = UPGRADE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureUpdateResult:
+    """The outcome of a whole UpdateFeatures request."""
+
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+def bootstrap_records(image: MetadataImage) -> list[MetadataRecord]:
+    """The feature levels a new cluster starts with; none when it has a metadata.version."""
+    if METADATA_VERSION in image.features:
+        return []
+    return [
+        FeatureLevelRecord(name=name, feature_level=level)
+        for name, level in BOOTSTRAP_LEVELS.items()
+    ]
+
+
+def finalized_levels(image: MetadataImage) -> dict[str, int]:
+    """The finalized features (level > 0), as ApiVersions reports them."""
+    return {name: level for name, level in sorted(image.features.items()) if level > 0}
+
+
+def update_features(
+    image: MetadataImage, updates: Sequence[FeatureUpdate], *, validate_only: bool = False
+) -> tuple[list[MetadataRecord], FeatureUpdateResult]:
+    records: list[MetadataRecord] = []
+    seen: set[str] = set()
+    for update in updates:
+        if update.feature in seen:
+            return [], FeatureUpdateResult(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"Feature {update.feature} appears more than once in the request.",
+            )
+        seen.add(update.feature)
+        error = _check(image, update)
+        if error is not None:
+            return [], FeatureUpdateResult(
+                error_code=ErrorCode.invalid_update_version,
+                error_message=(
+                    f"Invalid update version {update.max_version_level} for feature "
+                    f"{update.feature}. {error}"
+                ),
+            )
+        if update.max_version_level != image.features.get(update.feature, 0):
+            records.append(
+                FeatureLevelRecord(name=update.feature, feature_level=update.max_version_level)
+            )
+    return ([] if validate_only else records), FeatureUpdateResult()
+
+
+def _check(image: MetadataImage, update: FeatureUpdate) -> str | None:
+    """Why `update` cannot be made (Kafka's wording where Kafka has a case), or None."""
+    if update.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        return "The controller does not support the given upgrade type."
+    level = update.max_version_level
+    if level < 0:
+        return "A feature version cannot be less than 0."
+    supported = SUPPORTED_FEATURES.get(update.feature)
+    if supported is None:
+        return "The controller does not support this feature."
+    low, high = supported
+    if not low <= level <= high:
+        return f"The controller only supports versions {low}-{high} of this feature."
+    current = image.features.get(update.feature, 0)
+    if level < current:
+        if update.upgrade_type == UPGRADE:
+            return (
+                "Can't downgrade the version of this feature without setting the upgrade "
+                "type to either safe or unsafe downgrade."
+            )
+        return "Moldau does not support downgrading this feature."
+    if level > current and update.upgrade_type != UPGRADE:
+        return "Can't downgrade to a newer version."
+    return None

@@ -1,0 +1,145 @@
+"""`moldau cluster up`: a local cluster in one command, as a user runs it — ready line with the
+bootstrap list, clients served, `cluster info` on it, Ctrl-C stopping every node cleanly."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .test_cli_support import _command, _environment, moldau
+
+pytestmark = pytest.mark.timeout(180)
+
+READY = re.compile(r"Moldau cluster ready: bootstrap\.servers=(\S+)")
+
+
+def _node_pids(data_dir: Path) -> list[int]:
+    """Processes whose command line names this test's data directory (its nodes)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b" server " in command and str(data_dir).encode() in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+class ClusterUp:
+    def __init__(self, *arguments: str) -> None:
+        self.process = subprocess.Popen(
+            _command(("cluster", "up", *arguments), None),
+            env=_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.bootstrap = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            match = READY.search(line)
+            if match:
+                self.bootstrap = match.group(1)
+                self.ready.set()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_ready(self, timeout_s: float = 90) -> str:
+        assert self.ready.wait(timeout_s), self.output
+        return self.bootstrap
+
+
+def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -> None:
+    data_dir = tmp_path / "cluster"
+    up = ClusterUp("--nodes", "3", "--data-dir", str(data_dir))
+    try:
+        bootstrap = up.wait_ready()
+        assert len(bootstrap.split(",")) == 3
+        assert len(_node_pids(data_dir)) == 3
+        assert sorted(p.name for p in (data_dir / "logs").iterdir()) == [
+            "node-1.log",
+            "node-2.log",
+            "node-3.log",
+        ]
+        info = moldau("cluster", "info", "--format", "json", bootstrap=bootstrap).json()
+        assert [(b["node_id"], b["fenced"]) for b in info["brokers"]] == [
+            (1, False),
+            (2, False),
+            (3, False),
+        ]
+        assert sorted(c["node_id"] for c in info["controllers"]) == [1, 2, 3]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("greetings", 3, 3)])["greetings"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for index in range(30):
+            producer.produce("greetings", value=b"hello %d" % index)
+        assert producer.flush(30) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "readers",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe(["greetings"])
+        seen = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 30 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+        consumer.close()
+        assert len(seen) == 30
+    finally:
+        up.process.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        try:
+            code = up.process.wait(90)
+        finally:
+            leftovers = _node_pids(data_dir)
+            for pid in leftovers:  # (only this test's nodes, by PID)
+                os.kill(pid, signal.SIGKILL)
+    assert code == 0, up.output
+    assert "stopped 3 nodes" in up.output
+    assert leftovers == []
+
+
+def test_cluster_up_reports_a_node_that_cannot_start(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            _command(
+                ("cluster", "up", "--nodes", "1", "--base-port", str(port), "-d", str(tmp_path)),
+                None,
+            ),
+            env=_environment(),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "node 1 exited with code" in result.stderr
+    assert "Moldau cluster ready" not in result.stdout
+    assert _node_pids(tmp_path) == []
