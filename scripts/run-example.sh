@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job: page views per page per 10-second window, end to end. Starts a single-node Moldau
-# on a temporary directory, runs the example Spark Structured Streaming pipeline over it (event
-# generator -> format("moldau") source -> windowed counts -> format("moldau") sink and Parquet ->
-# a consumer of the results), prints the latest windows and a summary, checks the counts and
-# stops everything. Arguments go to examples/page_views/pipeline.py (--seconds, --rate, --master).
+# on a temporary directory (or a local cluster with --nodes N), runs the example Spark Structured
+# Streaming pipeline over it (event generator -> format("moldau") source -> windowed counts ->
+# format("moldau") sink and Parquet -> a consumer of the results), prints the latest windows and
+# a summary, checks the counts and stops everything. Arguments go to
+# examples/page_views/pipeline.py (--seconds, --rate, --master, --nodes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

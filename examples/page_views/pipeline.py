@@ -1,8 +1,11 @@
-"""Page views per page per 10 seconds, end to end on a single-node Moldau and local Spark.
+"""Page views per page per 10 seconds, end to end on Moldau and local Spark.
 
     python examples/page_views/pipeline.py [--seconds 20] [--rate 500] [--master local[2]]
+                                           [--nodes 3]
 
-Starts an embedded Moldau node on a temporary directory, starts the Spark job of `job.py`, runs
+Starts an embedded Moldau node on a temporary directory (or, with `--nodes N`, a local cluster of
+N nodes through `moldau cluster up`, the pipeline's topics replicated on up to three of them,
+acks=all with min.insync.replicas 2), starts the Spark job of `job.py`, runs
 the generator of `events.py` in real time while a consumer follows the results topic, then waits
 for Spark to catch up, prints the latest windows and a summary, checks every window's count
 against what the generator sent, and stops everything. Exit status 0 means the counts matched.
@@ -11,12 +14,17 @@ against what the generator sent, and stops everything. Exit status 0 means the c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,18 +119,29 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="how long to generate events")
     parser.add_argument("--rate", type=int, default=500, help="events per second")
     parser.add_argument("--master", default="local[2]", help="Spark master URL")
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="Moldau nodes: 1 embedded, or a local cluster of N"
+    )
     args = parser.parse_args()
+    if args.nodes < 1:
+        parser.error("--nodes must be at least 1")
 
     with tempfile.TemporaryDirectory(prefix="moldau-page-views-") as temporary:
         work = Path(temporary)
-        print(f"[1/5] starting a single-node Moldau (data in {work / 'data'})")
-        with moldau.Server(log_dirs=work / "data") as server:
-            bootstrap = server.bootstrap_servers
+        with moldau_nodes(work, args.nodes) as bootstrap:
+            replication = min(args.nodes, 3)
+            configs = {"min.insync.replicas": "2"} if replication == 3 else {}
             with SyncAdminClient({"bootstrap.servers": bootstrap}) as admin:
                 admin.create_topics(
-                    [NewTopic(EVENTS_TOPIC, num_partitions=3), NewTopic(RESULTS_TOPIC, 1)]
+                    [
+                        NewTopic(EVENTS_TOPIC, 3, replication, config=configs),
+                        NewTopic(RESULTS_TOPIC, 1, replication, config=configs),
+                    ]
                 )
-            print(f"      ready at {bootstrap}; topics {EVENTS_TOPIC} (3), {RESULTS_TOPIC} (1)")
+            print(
+                f"      ready at {bootstrap}; topics {EVENTS_TOPIC} (3), {RESULTS_TOPIC} (1), "
+                f"replication factor {replication}"
+            )
             print(f"[2/5] starting Spark ({args.master}) and the streaming job")
             spark = spark_session(args.master)
             try:
@@ -130,6 +149,42 @@ def main() -> int:
             finally:
                 spark.stop()
                 print("[5/5] stopped Spark and Moldau")
+
+
+@contextlib.contextmanager
+def moldau_nodes(work: Path, nodes: int) -> Iterator[str]:
+    """The bootstrap list of an embedded single node, or of `moldau cluster up --nodes N` (a
+    child process that stops its nodes on SIGTERM)."""
+    if nodes == 1:
+        print(f"[1/5] starting a single-node Moldau (data in {work / 'data'})")
+        with moldau.Server(log_dirs=work / "data") as server:
+            yield server.bootstrap_servers
+        return
+    data_dir = work / "cluster"
+    print(f"[1/5] starting a {nodes}-node Moldau cluster (data and logs in {data_dir})")
+    command = [sys.executable, "-m", "moldau", "cluster", "up", "--nodes", str(nodes)]
+    cluster = subprocess.Popen(
+        [*command, "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert cluster.stdout is not None
+        for line in cluster.stdout:
+            ready = re.search(r"cluster ready: bootstrap.servers=(\S+)", line)
+            if ready:
+                break
+        else:
+            raise SystemExit(f"the cluster did not start (exit code {cluster.wait()})")
+        yield ready.group(1)
+    finally:
+        cluster.send_signal(signal.SIGTERM)
+        try:
+            cluster.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
+            cluster.wait()
 
 
 def run(spark, bootstrap: str, work: Path, args: argparse.Namespace) -> int:
