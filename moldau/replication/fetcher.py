@@ -252,6 +252,9 @@ class ReplicaFetcher:
             log_.append_as_follower(records)
             appended = True
         partition.update_follower_high_watermark(int(answer.high_watermark))
+        leader_start = int(answer.log_start_offset)
+        if leader_start > log_.log_start_offset:  # DeleteRecords (or retention) on the leader
+            log_.delete_records(min(leader_start, log_.high_watermark))
         if appended and self.manager._on_progress is not None:
             self.manager._on_progress(tp)
         return True

@@ -61,7 +61,13 @@ class Partition:
         )
 
     def record_follower_fetch(
-        self, replica_id: int, *, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+        self,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        now_ms: int,
+        broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> bool:
         """A follower fetched from `fetch_offset` (its durable log end); True if the high
         watermark moved. KafkaError if `replica_id` is no replica of this partition."""
@@ -71,6 +77,7 @@ class Partition:
             leader_end_offset=self.log.log_end_offset,
             now_ms=now_ms,
             broker_epoch=broker_epoch,
+            log_start_offset=log_start_offset,
         )
         if state is None:
             raise KafkaError(

@@ -103,6 +103,9 @@ class ReplicaManager:
         self.on_isr_change: IsrChangeHandler | None = None
         self.active_brokers: Callable[[], set[int]] | None = None
         self._replication_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
+        self._low_watermark_waiters: dict[
+            TopicPartition, list[tuple[int, asyncio.Future[int]]]
+        ] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}  # -> why (the log dir's error)
         self.fetch_purgatory = Purgatory()
         self._flush_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="flush")
@@ -302,6 +305,9 @@ class ReplicaManager:
             self.when_durable(tp, offset, callback)
 
     def _fail_replication_waiters(self, tp: TopicPartition, error: KafkaError) -> None:
+        for _offset, future in self._low_watermark_waiters.pop(tp, ()):
+            if not future.done():
+                future.set_exception(error)
         for _offset, callback in self._replication_waiters.pop(tp, ()):
             try:
                 callback(error)
@@ -316,15 +322,22 @@ class ReplicaManager:
         *,
         fetch_offset: int,
         broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> None:
-        """A follower's fetch reached the leader: its progress, the high watermark, and an ISR
-        expansion to propose if it caught up."""
+        """A follower's fetch reached the leader: its progress, the high watermark, its log
+        start (for DeleteRecords), and an ISR expansion to propose if it caught up."""
         now = self.now_ms()
         if partition.record_follower_fetch(
-            replica_id, fetch_offset=fetch_offset, now_ms=now, broker_epoch=broker_epoch
+            replica_id,
+            fetch_offset=fetch_offset,
+            now_ms=now,
+            broker_epoch=broker_epoch,
+            log_start_offset=log_start_offset,
         ):
             self._high_watermark_moved(tp, partition)
             self.fetch_purgatory.wake(tp)
+        if tp in self._low_watermark_waiters:
+            self._low_watermark_moved(tp, partition)
         if replica_id not in partition.isr:
             self._propose_isr_change(tp, partition, now)
 
@@ -339,6 +352,7 @@ class ReplicaManager:
         max_bytes: int,
         min_one_message: bool,
         broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> FollowerRead:
         """A follower's fetch of one partition (Kafka's leader side of replica fetching): its
         records up to the log end (not the high watermark), or the diverging epoch when its log
@@ -377,7 +391,12 @@ class ReplicaManager:
                 log_start_offset=log_.log_start_offset,
             )
         self.record_follower_fetch(
-            tp, partition, replica_id, fetch_offset=fetch_offset, broker_epoch=broker_epoch
+            tp,
+            partition,
+            replica_id,
+            fetch_offset=fetch_offset,
+            broker_epoch=broker_epoch,
+            log_start_offset=log_start_offset,
         )
         records: Any = b""
         if fetch_offset < log_.log_end_offset:
@@ -393,6 +412,36 @@ class ReplicaManager:
             log_start_offset=log_.log_start_offset,
             records=records,
         )
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> asyncio.Future[int]:
+        """DeleteRecords on a leader: advance its log start offset to `offset` (-1: the high
+        watermark) and answer, with the low watermark, once every replica on a live broker has
+        advanced its own (each follower does when its next fetch brings the leader's log start;
+        Kafka's delayed delete-records). KafkaError as a client should see it."""
+        partition = self.leader_partition(tp)
+        log_ = partition.log
+        target = log_.high_watermark if offset == -1 else offset
+        if target < 0 or target > log_.high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range)
+        log_.delete_records(target)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._low_watermark_waiters.setdefault(tp, []).append((target, future))
+        self._low_watermark_moved(tp, partition)
+        return future
+
+    def _low_watermark_moved(self, tp: TopicPartition, partition: Partition) -> None:
+        alive = self.active_brokers() if self.active_brokers is not None else None
+        low = partition.tracker.low_watermark(partition.log.log_start_offset, alive)
+        waiting = []
+        for offset, future in self._low_watermark_waiters.pop(tp, ()):
+            if future.done():
+                continue
+            if low >= offset:
+                future.set_result(low)
+            else:
+                waiting.append((offset, future))
+        if waiting:
+            self._low_watermark_waiters[tp] = waiting
 
     def check_isr(self) -> None:
         """Propose ISR changes for followers that fell behind (run periodically, as Kafka's

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 class FollowerState:
     replica_id: int
     log_end_offset: int = -1
+    log_start_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     leader_end_offset_at_last_fetch: int = -1
@@ -83,6 +84,7 @@ class ReplicaTracker:
         leader_end_offset: int,
         now_ms: int,
         broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> FollowerState | None:
         """A follower's fetch; None if `replica_id` is not one of the replicas."""
         state = self.followers.get(replica_id)
@@ -93,6 +95,8 @@ class ReplicaTracker:
         elif fetch_offset >= state.leader_end_offset_at_last_fetch >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            state.log_start_offset = log_start_offset
         state.last_fetch_ms = now_ms
         state.leader_end_offset_at_last_fetch = leader_end_offset
         if broker_epoch >= 0:
@@ -115,6 +119,16 @@ class ReplicaTracker:
             state = self.followers.get(replica)
             offsets.append(state.log_end_offset if state is not None else 0)
         return max(min(offsets), 0)
+
+    def low_watermark(self, leader_start_offset: int, alive: set[int] | None = None) -> int:
+        """The smallest log start offset over the replicas on live brokers (the leader's own
+        included): records below it are gone from every such replica (Kafka's low watermark,
+        what DeleteRecords waits for). A follower not heard from yet counts as 0."""
+        starts = [leader_start_offset]
+        for replica, state in self.followers.items():
+            if alive is None or replica in alive:
+                starts.append(max(state.log_start_offset, 0))
+        return min(starts)
 
     def proposed_change(
         self,

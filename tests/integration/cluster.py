@@ -65,6 +65,10 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.brokers())
 
+    def bootstrap_without(self, node_id: int) -> str:
+        """The bootstrap list of the brokers other than `node_id` (one that is down)."""
+        return ",".join(node.bootstrap for node in self.brokers() if node.node_id != node_id)
+
     def brokers(self) -> list[ClusterNode]:
         return [node for node in self.nodes.values() if node.is_broker]
 

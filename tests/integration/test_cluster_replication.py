@@ -121,6 +121,22 @@ def test_a_replicated_topic_ends_identical_on_every_replica(start_server, tmp_pa
     assert sorted(seen) == sorted(sent + [b"committed-%d" % i for i in range(30)])
     assert not extra and not any(v.startswith(b"aborted") for v in seen)
 
+    # DeleteRecords answers once every replica dropped the records (followers take the leader's
+    # log start from their fetches): the next leader starts its log there too.
+    [(_, deleting)] = admin.delete_records([TopicPartition("replicated", 0, 100)]).items()
+    assert deleting.result(30).low_watermark == 100
+    leader = admin.list_topics("replicated", timeout=5).topics["replicated"].partitions[0].leader
+    cluster.stop(leader)
+    wait_for(
+        lambda: _leader_of(cluster.bootstrap_without(leader), "replicated")[0] not in (-1, leader),
+        timeout_s=20,
+        what="a new leader of partition 0",
+    )
+    watcher = Consumer({"bootstrap.servers": cluster.bootstrap_without(leader), "group.id": "w"})
+    low, _ = watcher.get_watermark_offsets(TopicPartition("replicated", 0), timeout=10)
+    watcher.close()
+    assert low == 100
+
 
 def _leader_of(bootstrap: str, topic: str) -> tuple[int, list[int]]:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)

@@ -1,11 +1,15 @@
 """DeleteRecords (key 21), v0-2: advance a partition's log start offset (the low watermark).
 
 v1 is v0 (throttling change); v2 is flexible. An offset of -1 means the high watermark. An
-offset past the high watermark is OFFSET_OUT_OF_RANGE.
+offset past the high watermark is OFFSET_OUT_OF_RANGE. The leader advances its own log start at
+once; the answer waits, up to the request's `timeout`, until every replica on a live broker
+has advanced its own (followers do on their next fetch) and carries that low watermark, as
+Kafka's delayed delete-records does; past the timeout the partition is REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
@@ -15,29 +19,41 @@ from moldau.types import TopicPartition
 
 
 @handler(ApiKey.DELETE_RECORDS, 0, 2)
-def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
     replica_manager = ctx.node.replica_manager
-    topics = []
+    answers: list[tuple[str, dict[str, Any], asyncio.Future[int] | None]] = []
     for topic in request.topics:
-        partitions = []
         for requested in topic.partitions:
             response: dict[str, Any] = {
                 "partition_index": requested.partition_index,
                 "low_watermark": -1,
                 "error_code": ErrorCode.none,
             }
+            waiting: asyncio.Future[int] | None = None
             try:
                 tp = TopicPartition(topic.name, requested.partition_index)
                 ctx.node.authorize_delete(ctx, tp)
-                partition = replica_manager.leader_partition(tp)
-                log = partition.log
-                offset = log.high_watermark if requested.offset == -1 else requested.offset
-                if offset < 0 or offset > log.high_watermark:
-                    raise KafkaError(ErrorCode.offset_out_of_range)
-                log.delete_records(offset)
-                response["low_watermark"] = log.log_start_offset
+                waiting = replica_manager.delete_records(tp, requested.offset)
             except KafkaError as exc:
                 response["error_code"] = exc.code
-            partitions.append(response)
-        topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+            answers.append((topic.name, response, waiting))
+    futures = [waiting for _, _, waiting in answers if waiting is not None]
+    if futures:
+        await asyncio.wait(futures, timeout=max(request.timeout.total_seconds(), 0.0))
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for name, response, waiting in answers:
+        if waiting is not None:
+            if not waiting.done():
+                waiting.cancel()
+                response["error_code"] = ErrorCode.request_timed_out
+            elif isinstance(waiting.exception(), KafkaError):
+                response["error_code"] = waiting.exception().code  # type: ignore[union-attr]
+            elif waiting.exception() is not None:
+                response["error_code"] = ErrorCode.unknown_server_error
+            else:
+                response["low_watermark"] = waiting.result()
+        topics.setdefault(name, []).append(response)
+    return {
+        "throttle_time": 0,
+        "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
+    }

@@ -195,6 +195,11 @@ def _replica_fetch(
         for (topic_data, _), topic in zip(topics, request.topics, strict=True)
         for p in topic.partitions
     }
+    log_starts = {
+        (topic_data.name, p.partition): getattr(p, "log_start_offset", -1)
+        for (topic_data, _), topic in zip(topics, request.topics, strict=True)
+        for p in topic.partitions
+    }
 
     def collect() -> tuple[list[FetchTopicData], int, bool]:
         total = 0
@@ -216,6 +221,7 @@ def _replica_fetch(
                     max_bytes=min(fetch.max_bytes, max_bytes - total),
                     min_one_message=total == 0,
                     broker_epoch=replica_epoch,
+                    log_start_offset=log_starts.get((fetch.tp.topic, fetch.tp.partition), -1),
                 )
                 size = _size(read.records)
                 total += size

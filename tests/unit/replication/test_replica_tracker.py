@@ -99,3 +99,16 @@ def test_while_an_expansion_is_pending_the_new_member_holds_the_high_watermark()
 def test_fetches_from_nodes_that_are_not_replicas_are_ignored() -> None:
     tracker = _tracker()
     assert tracker.record_fetch(9, fetch_offset=100, leader_end_offset=10, now_ms=1) is None
+
+
+def test_the_low_watermark_waits_for_every_live_replica_to_drop_the_records() -> None:
+    tracker = _tracker(isr=(1, 2))
+    assert tracker.low_watermark(40) == 0  # followers not heard from yet
+    tracker.record_fetch(2, fetch_offset=50, leader_end_offset=50, now_ms=10, log_start_offset=40)
+    tracker.record_fetch(3, fetch_offset=20, leader_end_offset=50, now_ms=10, log_start_offset=0)
+    assert tracker.low_watermark(40) == 0  # 3 is out of the ISR but alive: it still holds them
+    assert tracker.low_watermark(40, alive={1, 2}) == 40  # ... unless its broker is gone
+    tracker.record_fetch(3, fetch_offset=50, leader_end_offset=50, now_ms=20, log_start_offset=40)
+    assert tracker.low_watermark(40) == 40
+    tracker.record_fetch(3, fetch_offset=50, leader_end_offset=50, now_ms=30)  # no log start sent
+    assert tracker.low_watermark(40) == 40
