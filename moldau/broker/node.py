@@ -35,6 +35,7 @@ from moldau.broker.resources import (
 )
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
+from moldau.config.definitions import RACK_AWARE_SELECTOR
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.operations import BrokerRegistration, IsrMember, IsrProposal, NewTopic
@@ -257,12 +258,15 @@ class Node:
                 min_bytes=int(config.get("replica.fetch.min.bytes")),
                 backoff_ms=int(config.get("replica.fetch.backoff.ms")),
             ),
+            on_progress=replica_manager.fetch_purgatory.wake,  # consumers reading a follower
         )
         replica_manager.fetchers = self.replica_fetchers
         replica_manager.on_isr_change = self._send_isr_change
         replica_manager.active_brokers = lambda: {
             broker.broker_id for broker in self.metadata_image.active_brokers()
         }
+        if config.get("replica.selector.class") == RACK_AWARE_SELECTOR:
+            replica_manager.rack_of = self._rack_of
         interval_s = max(int(config.get("replica.lag.time.max.ms")) / 2000, 0.05)
 
         async def check_isr() -> None:
@@ -304,6 +308,10 @@ class Node:
             client_id=f"replica-fetcher-{self.node_id}",
             connect_timeout=5.0,
         )
+
+    def _rack_of(self, broker_id: int) -> str | None:
+        broker = self.metadata_image.brokers.get(broker_id)
+        return broker.rack if broker is not None else None
 
     def _send_isr_change(self, tp: TopicPartition, partition: Any, change: Any) -> None:
         """A leader's proposed ISR goes to the controller (AlterPartition); its answer settles

@@ -70,6 +70,8 @@ B, S, INT, L, D, LS, P = (
 )
 
 _WEEK_MS = 7 * 24 * 3600 * 1000
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 MAX_BROKER_PARTITIONS_DEFAULT = 20_000
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
@@ -269,6 +271,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=0,
         ),
         _key("replica.lag.time.max.ms", L, 30000),
+        _key(
+            "replica.selector.class",
+            ConfigType.CLASS,
+            None,
+            "Where consumers read (KIP-392): unset or LeaderSelector, the leader; "
+            "RackAwareReplicaSelector, a replica in the consumer's client.rack.",
+            read_only=True,
+            valid_values=(LEADER_SELECTOR, RACK_AWARE_SELECTOR),
+        ),
         _key("replica.fetch.max.bytes", INT, 1048576),
         _key("replica.fetch.wait.max.ms", INT, 500, minimum=0),
         _key("replica.fetch.min.bytes", INT, 1, minimum=1),

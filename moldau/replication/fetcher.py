@@ -251,12 +251,14 @@ class ReplicaFetcher:
         if records:  # (a round with nothing new waited at the leader: fetch again at once)
             log_.append_as_follower(records)
             appended = True
+        high_watermark = log_.high_watermark
         partition.update_follower_high_watermark(int(answer.high_watermark))
         leader_start = int(answer.log_start_offset)
         if leader_start > log_.log_start_offset:  # DeleteRecords (or retention) on the leader
             log_.delete_records(min(leader_start, log_.high_watermark))
-        if appended and self.manager._on_progress is not None:
-            self.manager._on_progress(tp)
+        moved = appended or log_.high_watermark != high_watermark
+        if moved and self.manager._on_progress is not None:
+            self.manager._on_progress(tp)  # (consumers reading this follower)
         return True
 
     async def _disconnect(self) -> None:

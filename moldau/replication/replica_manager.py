@@ -102,6 +102,8 @@ class ReplicaManager:
         self.fetchers: Any = None
         self.on_isr_change: IsrChangeHandler | None = None
         self.active_brokers: Callable[[], set[int]] | None = None
+        # KIP-392: with a rack-aware replica selector, the rack of a broker (None: unknown).
+        self.rack_of: Callable[[int], str | None] | None = None
         self._replication_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self._low_watermark_waiters: dict[
             TopicPartition, list[tuple[int, asyncio.Future[int]]]
@@ -217,6 +219,41 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         partition.check_leader(current_leader_epoch)
         return partition
+
+    def readable_partition(
+        self, tp: TopicPartition, current_leader_epoch: int = -1, *, allow_follower: bool
+    ) -> Partition:
+        """The replica a consumer's fetch may read: the leader, or with `allow_follower` (Fetch
+        v11+, KIP-392) a follower too, in the leader epoch the client names."""
+        if not allow_follower:
+            return self.leader_partition(tp, current_leader_epoch)
+        partition = self.partitions.get(tp)
+        if partition is None or partition.leader_id < 0:
+            return self.leader_partition(tp, current_leader_epoch)  # (raises)
+        partition.check_epoch(current_leader_epoch)
+        return partition
+
+    def preferred_read_replica(self, partition: Partition, fetch_offset: int, rack: str) -> int:
+        """KIP-392 on a leader with the rack-aware selector: the replica a consumer in `rack`
+        should fetch from, or -1 to read here. Candidates are the ISR members on live brokers
+        that hold `fetch_offset` (Kafka's rule since KAFKA-14372); the leader wins if it is in
+        the client's rack, else the same-rack candidate furthest ahead."""
+        rack_of = self.rack_of
+        if rack_of is None or not rack or not partition.is_leader:
+            return -1
+        if rack_of(partition.local_node_id) == rack:
+            return -1
+        alive = self.active_brokers() if self.active_brokers is not None else None
+        best, best_end = -1, -1
+        for replica in partition.isr:
+            state = partition.tracker.followers.get(replica)
+            if state is None or (alive is not None and replica not in alive):
+                continue
+            if not state.log_start_offset <= fetch_offset <= state.log_end_offset:
+                continue
+            if rack_of(replica) == rack and state.log_end_offset > best_end:
+                best, best_end = replica, state.log_end_offset
+        return best
 
     # --- produce -------------------------------------------------------------------------------
 

@@ -109,9 +109,11 @@ def build_cluster(
     *,
     roles: list[str],
     extra: dict[str, str] | None = None,
+    per_node: dict[int, dict[str, str]] | None = None,
     launch: bool = True,
 ) -> Cluster:
-    """Nodes 1..n with the given roles; voters are the nodes with the controller role."""
+    """Nodes 1..n with the given roles; voters are the nodes with the controller role. `extra`
+    goes to every node, `per_node[n]` to node n only."""
     cluster_id = subprocess.run(
         [sys.executable, "-m", "moldau", "storage", "random-uuid"],
         check=True,
@@ -148,6 +150,7 @@ def build_cluster(
             "controller.quorum.voters": voters,
             "log.dirs": str(node.data_dir),
             **(extra or {}),
+            **(per_node or {}).get(node.node_id, {}),
         }
         format_storage(cluster_id, node.overrides)
     if launch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -301,31 +302,42 @@ def test_losing_two_of_three_replicas_refuses_acks_all_until_one_returns(
     )
 
 
-def test_a_request_to_a_follower_names_the_leader_and_its_endpoint(start_server, tmp_path) -> None:
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def test_redirects_name_the_leader_and_consumers_read_the_replica_in_their_rack(
+    start_server, tmp_path
+) -> None:
     """KIP-951: NOT_LEADER_OR_FOLLOWER comes with the current leader and its endpoint, in
-    Produce (v10+) and Fetch (v16+) answers, so clients need no metadata round trip; and an
-    error partition carries an empty record set, never a null one."""
+    Produce (v10+) and Fetch (v16+) answers, so clients need no metadata round trip; an error
+    partition carries an empty record set, never a null one. KIP-392: with the rack-aware
+    selector the leader sends a consumer in another rack to the in-sync replica in its rack,
+    which serves it up to its high watermark."""
     from moldau.protocol.records import NewRecord, build_batch
 
-    cluster = build_cluster(start_server, tmp_path, roles=[COMBINED] * 3, extra=FAST)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic("redirected", 1, 3)])["redirected"].result(15)
-    leader = wait_for(
-        lambda: (
-            _leader_of(cluster.bootstrap, "redirected")[0] >= 0
-            and _leader_of(cluster.bootstrap, "redirected")[0]
-        ),
-        timeout_s=15,
-        what="a leader",
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED] * 3,
+        extra={**FAST, "replica.selector.class": RACK_AWARE},
+        per_node={n: {"broker.rack": f"rack-{n}"} for n in (1, 2, 3)},
     )
-    follower = next(node for node in cluster.brokers() if node.node_id != leader)
-    leader_port = int(cluster.nodes[leader].bootstrap.split(":")[1])
-
-    def follower_knows_the_leader() -> bool:
-        return _leader_of(follower.bootstrap, "redirected")[0] == leader
-
-    wait_for(follower_knows_the_leader, timeout_s=15, what="the follower's metadata")
-    with Connection("127.0.0.1", int(follower.bootstrap.split(":")[1])) as connection:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("redirected", num_partitions=1, replica_assignment=[[1, 2]])])[
+        "redirected"
+    ].result(15)
+    wait_for(
+        lambda: _leader_of(cluster.bootstrap, "redirected") == (1, [1, 2]),
+        timeout_s=15,
+        what="broker 1 leading with 2 in sync",
+    )
+    wait_for(
+        lambda: _leader_of(cluster.nodes[3].bootstrap, "redirected")[0] == 1,
+        timeout_s=15,
+        what="broker 3's metadata",
+    )
+    leader_port = int(cluster.nodes[1].bootstrap.split(":")[1])
+    with Connection("127.0.0.1", int(cluster.nodes[3].bootstrap.split(":")[1])) as connection:
         produced = connection.request(
             0,
             11,
@@ -362,13 +374,72 @@ def test_a_request_to_a_follower_names_the_leader_and_its_endpoint(start_server,
         )
     answer = produced.responses[0].partition_responses[0]
     assert answer.error_code == ErrorCode.not_leader_or_follower
-    assert answer.current_leader.leader_id == leader
-    assert [(n.node_id, n.port) for n in produced.node_endpoints] == [(leader, leader_port)]
+    assert answer.current_leader.leader_id == 1
+    assert [(n.node_id, n.port) for n in produced.node_endpoints] == [(1, leader_port)]
     partition = fetched.responses[0].partitions[0]
     assert partition.error_code == ErrorCode.not_leader_or_follower
-    assert partition.current_leader.leader_id == leader
+    assert partition.current_leader.leader_id == 1
     assert partition.records is not None and len(partition.records) == 0
-    assert [(n.node_id, n.port) for n in fetched.node_endpoints] == [(leader, leader_port)]
+    assert [(n.node_id, n.port) for n in fetched.node_endpoints] == [(1, leader_port)]
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for index in range(50):
+        producer.produce("redirected", value=b"record-%d" % index)
+    assert producer.flush(30) == 0
+
+    def fetch_in_rack(node_id: int, rack: str) -> Any:
+        with Connection("127.0.0.1", int(cluster.nodes[node_id].bootstrap.split(":")[1])) as c:
+            response = c.request(
+                1,
+                12,
+                {
+                    "max_wait": 0,
+                    "min_bytes": 1,
+                    "max_bytes": 1 << 20,
+                    "rack_id": rack,
+                    "topics": [
+                        {
+                            "topic": "redirected",
+                            "partitions": [
+                                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                            ],
+                        }
+                    ],
+                },
+            )
+        return response.responses[0].partitions[0]
+
+    redirected = fetch_in_rack(1, "rack-2")
+    assert (redirected.error_code, redirected.preferred_read_replica) == (0, 2)
+    assert len(redirected.records) == 0
+    local = fetch_in_rack(1, "rack-1")
+    assert (local.error_code, local.preferred_read_replica) == (0, -1) and len(local.records) > 0
+    wait_for(
+        lambda: fetch_in_rack(2, "rack-2").high_watermark == 50,
+        timeout_s=10,
+        what="the follower's high watermark",
+    )
+    follower = fetch_in_rack(2, "rack-2")
+    assert (follower.error_code, follower.preferred_read_replica) == (0, -1)
+    assert follower.records == local.records  # the same batches, byte for byte
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "in-rack-2",
+            "client.rack": "rack-2",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["redirected"])
+    received: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(received) < 50 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            received.append(message.value())
+    consumer.close()
+    assert received == [b"record-%d" % index for index in range(50)]
 
 
 def _topic_id(connection: Connection, topic: str) -> object:

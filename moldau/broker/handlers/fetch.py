@@ -89,6 +89,12 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
         return _replica_fetch(
             ctx, request, topics, replica_id, replica_epoch, max_bytes, max_wait_ms
         )
+    # KIP-392: from v11 a consumer may read a follower (up to its high watermark), and a leader
+    # may send a consumer in another rack to a replica in its own (`client.rack`).
+    followers = version >= 11
+    rack = getattr(request, "rack_id", "") or ""
+    if replica_manager.rack_of is None:
+        rack = ""  # no rack-aware selector: every consumer reads where it asks
 
     def collect() -> tuple[list[FetchTopicData], int, bool]:
         total = 0
@@ -99,10 +105,17 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
             for fetch in fetches:
                 remaining = max_bytes - total
                 data = _read_partition(
-                    replica_manager, fetch, isolation_level, remaining, total == 0, version
+                    replica_manager,
+                    fetch,
+                    isolation_level,
+                    remaining,
+                    total == 0,
+                    version,
+                    rack,
+                    image,
                 )
-                if data.error_code:
-                    errors = True
+                if data.error_code or data.preferred_read_replica >= 0:
+                    errors = True  # an answer to send now
                 else:
                     total += _size(data.records)
                 partitions.append(data)
@@ -117,7 +130,8 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
     if (
         max_wait_ms <= 0
         or min_bytes <= 0
-        or not _all_at_end(replica_manager, topics, isolation_level)
+        or rack  # (a leader may have to send it elsewhere)
+        or not _all_at_end(replica_manager, topics, isolation_level, followers)
     ):
         result, total, errors = collect()
         if total >= min_bytes or errors or max_wait_ms <= 0:
@@ -134,7 +148,8 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
             answer.fail(exc)
 
     def ready() -> bool:
-        return _bytes_available(replica_manager, topics, isolation_level, min_bytes) >= min_bytes
+        available = _bytes_available(replica_manager, topics, isolation_level, min_bytes, followers)
+        return available >= min_bytes
 
     keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
     replica_manager.watch_for_data(keys, ready, max_wait_ms, done)
@@ -287,21 +302,32 @@ def _read_partition(
     remaining: int,
     min_one_message: bool,
     version: int,
+    rack: str = "",
+    image: Any = None,
 ) -> FetchPartitionData:
     index = fetch.tp.partition if fetch.tp is not None else 0
     if fetch.tp is None:
         code = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
         return FetchPartitionData(index, int(code), records=b"")
     try:
-        partition = replica_manager.leader_partition(fetch.tp, fetch.current_leader_epoch)
+        partition = replica_manager.readable_partition(
+            fetch.tp, fetch.current_leader_epoch, allow_follower=version >= 11
+        )
     except KafkaError as exc:
+        code = exc.code
+        topic = image.topics.get(fetch.tp.topic) if image is not None else None
+        known = topic.partitions.get(fetch.tp.partition) if topic is not None else None
+        if code == ErrorCode.unknown_topic_or_partition and known is not None:
+            code = ErrorCode.not_leader_or_follower  # it exists, on other brokers (as Kafka)
         # An error carries an empty record set, never a null one: librdkafka 2.0 refuses the
         # whole response on a null one (and never applies auto.offset.reset).
-        data = FetchPartitionData(index, int(exc.code), records=b"")
-        current = replica_manager.get_partition(fetch.tp)
-        moved = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
-        if exc.code in moved and current is not None and current.leader_id >= 0:
-            data.current_leader = (current.leader_id, current.leader_epoch)
+        data = FetchPartitionData(index, int(code), records=b"")
+        if code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+            current = replica_manager.get_partition(fetch.tp)
+            if current is not None and current.leader_id >= 0:
+                data.current_leader = (current.leader_id, current.leader_epoch)
+            elif known is not None and known.leader >= 0:  # not a replica here
+                data.current_leader = (known.leader, known.leader_epoch)
         return data
     log = partition.log
     high_watermark = log.high_watermark
@@ -315,7 +341,18 @@ def _read_partition(
         log_start_offset=log.log_start_offset,
         aborted_transactions=[] if isolation_level == 1 else None,
     )
-    if fetch.fetch_offset == upper and fetch.fetch_offset <= log.log_end_offset:
+    if rack and partition.is_leader:
+        preferred = replica_manager.preferred_read_replica(partition, fetch.fetch_offset, rack)
+        if preferred >= 0:  # read there: nothing from here
+            data.preferred_read_replica = preferred
+            data.records = b""
+            return data
+    end = log.log_end_offset
+    if upper <= fetch.fetch_offset <= end or (
+        # A consumer that names no leader epoch and reached a follower ahead of it (stale
+        # metadata) gets nothing and retries, not OFFSET_OUT_OF_RANGE (as Kafka since 3.4).
+        fetch.fetch_offset > end and not partition.is_leader and fetch.current_leader_epoch < 0
+    ):
         data.records = b""
         return data
     limit = min(fetch.max_bytes, remaining)
@@ -341,15 +378,19 @@ def _read_partition(
 
 
 def _all_at_end(
-    replica_manager: Any, topics: list[tuple[FetchTopicData, list[_PartitionFetch]]], isolation: int
+    replica_manager: Any,
+    topics: list[tuple[FetchTopicData, list[_PartitionFetch]]],
+    isolation: int,
+    followers: bool,
 ) -> bool:
-    """True if every partition asked for is led here, fetched at its bound (the high watermark,
-    or the last stable offset for read_committed) and so has nothing to return and no error."""
+    """True if every partition asked for is readable here (led, or followed when `followers`),
+    fetched at its bound (the high watermark, or the last stable offset for read_committed) and
+    so has nothing to return and no error."""
     partitions = replica_manager.partitions
     for _, fetches in topics:
         for fetch in fetches:
             partition = partitions.get(fetch.tp) if fetch.tp is not None else None
-            if partition is None or not partition.is_leader:
+            if partition is None or not (partition.is_leader or followers):
                 return False
             epoch = fetch.current_leader_epoch
             if epoch >= 0 and epoch != partition.leader_epoch:
@@ -366,6 +407,7 @@ def _bytes_available(
     topics: list[tuple[FetchTopicData, list[_PartitionFetch]]],
     isolation: int,
     min_bytes: int,
+    followers: bool,
 ) -> int:
     """A lower bound of the bytes a fetch would return now. For min_bytes <= 1 (what most
     clients send) any new offset below the bound is enough, and nothing is read."""
@@ -375,8 +417,10 @@ def _bytes_available(
             if fetch.tp is None:
                 continue
             partition = replica_manager.get_partition(fetch.tp)
-            if partition is None or not partition.is_leader:
+            if partition is None or partition.leader_id < 0:
                 return 1 << 30  # an error is an answer: stop waiting
+            if not (partition.is_leader or followers):
+                return 1 << 30
             log = partition.log
             upper = log.last_stable_offset if isolation == 1 else log.high_watermark
             if upper > fetch.fetch_offset:

@@ -93,9 +93,12 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
                     tp, records, required_acks=acks, decode_budget=decode_budget
                 )
             except KafkaError as exc:
-                response["error_code"] = exc.code
+                code = exc.code
+                if code == ErrorCode.unknown_topic_or_partition and _exists(image, tp):
+                    code = ErrorCode.not_leader_or_follower  # hosted by other brokers
+                response["error_code"] = code
                 response["error_message"] = exc.message
-                if exc.code in _LEADER_MOVED:
+                if code in _LEADER_MOVED:
                     _point_to_leader(image, tp, response, redirects)
                 continue
             response["base_offset"] = result.first_offset
@@ -118,6 +121,11 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
 
 
 _LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+
+
+def _exists(image: Any, tp: TopicPartition) -> bool:
+    topic = image.topics.get(tp.topic)
+    return topic is not None and tp.partition in topic.partitions
 
 
 def _point_to_leader(
