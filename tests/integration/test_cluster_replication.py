@@ -122,6 +122,8 @@ def test_a_replicated_topic_ends_identical_on_every_replica(start_server, tmp_pa
     assert sorted(seen) == sorted(sent + [b"committed-%d" % i for i in range(30)])
     assert not extra and not any(v.startswith(b"aborted") for v in seen)
 
+    _a_partition_outside_the_transaction_is_refused_by_its_leader(cluster, admin)
+
     # DeleteRecords answers once every replica dropped the records (followers take the leader's
     # log start from their fetches): the next leader starts its log there too.
     [(_, deleting)] = admin.delete_records([TopicPartition("replicated", 0, 100)]).items()
@@ -137,6 +139,95 @@ def test_a_replicated_topic_ends_identical_on_every_replica(start_server, tmp_pa
     low, _ = watcher.get_watermark_offsets(TopicPartition("replicated", 0), timeout=10)
     watcher.close()
     assert low == 100
+
+
+def _a_partition_outside_the_transaction_is_refused_by_its_leader(
+    cluster: Cluster, admin: AdminClient
+) -> None:
+    """KIP-890 part 1 across brokers: a leader that does not coordinate the transactional id
+    asks the broker that does (AddPartitionsToTxn v4, verify_only) before it appends a
+    producer's first transactional batch; one for a partition never added to the transaction
+    is refused with INVALID_TXN_STATE (no hanging transaction), one added is accepted."""
+    from moldau.protocol.records import NewRecord, build_batch
+
+    def connect(node_id: int) -> Connection:
+        return Connection("127.0.0.1", int(cluster.nodes[node_id].bootstrap.split(":")[1]))
+
+    transactional_id = "verified-across-brokers"
+    with connect(1) as connection:
+        found = connection.request(10, 4, {"key_type": 1, "coordinator_keys": [transactional_id]})
+    coordinator = found.coordinators[0].node_id
+    leaders = {
+        number: partition.leader
+        for number, partition in admin.list_topics("replicated", timeout=5)
+        .topics["replicated"]
+        .partitions.items()
+    }
+    number, leader = next((n, b) for n, b in sorted(leaders.items()) if b != coordinator)
+    with connect(coordinator) as to_coordinator, connect(leader) as to_leader:
+        initialized = to_coordinator.request(
+            22,
+            4,
+            {
+                "transactional_id": transactional_id,
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        assert initialized.error_code == ErrorCode.none
+        batch = build_batch(
+            [NewRecord(value=b"outside")],
+            producer_id=initialized.producer_id,
+            producer_epoch=initialized.producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+
+        def produce() -> Any:
+            answer = to_leader.request(
+                0,
+                9,
+                {
+                    "transactional_id": transactional_id,
+                    "acks": -1,
+                    "timeout": 10000,
+                    "topic_data": [
+                        {
+                            "name": "replicated",
+                            "partition_data": [{"index": number, "records": batch}],
+                        }
+                    ],
+                },
+            )
+            return answer.responses[0].partition_responses[0]
+
+        assert produce().error_code == ErrorCode.invalid_txn_state
+        added = to_coordinator.request(
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": transactional_id,
+                "v3_and_below_producer_id": initialized.producer_id,
+                "v3_and_below_producer_epoch": initialized.producer_epoch,
+                "v3_and_below_topics": [{"name": "replicated", "partitions": [number]}],
+            },
+        )
+        assert (
+            added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        )
+        assert produce().error_code == ErrorCode.none
+        ended = to_coordinator.request(
+            26,
+            3,
+            {
+                "transactional_id": transactional_id,
+                "producer_id": initialized.producer_id,
+                "producer_epoch": initialized.producer_epoch,
+                "committed": False,
+            },
+        )
+        assert ended.error_code == ErrorCode.none
 
 
 def _leader_of(bootstrap: str, topic: str) -> tuple[int, list[int]]:

@@ -23,7 +23,9 @@ hold uncompressed, plus one batch, so no request costs the event loop much more 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
@@ -37,6 +39,10 @@ from moldau.storage import DecodeBudget
 from moldau.types import TopicPartition
 
 _ZERO_UUID = uuid.UUID(int=0)
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+VERIFICATION_TIMEOUT_S = 30.0
+
+log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
@@ -54,6 +60,7 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
     else:
         code = ErrorCode.none
     transactional_id = getattr(request, "transactional_id", None)
+    unverified: list[_Unverified] = []  # waiting for a coordinator on another broker
     for topic in request.topic_data:
         name = getattr(topic, "name", None)
         topic_id = getattr(topic, "topic_id", None)
@@ -88,36 +95,82 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
                     )
                 node.authorize_write(ctx, tp, transactional_id)
                 if transactional_id is not None:
-                    _verify_transaction(node, tp, records, transactional_id)
-                result = replica_manager.append_records(
-                    tp, records, required_acks=acks, decode_budget=decode_budget
-                )
+                    producer = _verify_transaction(node, tp, records, transactional_id)
+                    if producer is not None:
+                        unverified.append(_Unverified(response, tp, records, *producer))
+                        continue
             except KafkaError as exc:
-                code = exc.code
-                if code == ErrorCode.unknown_topic_or_partition and _exists(image, tp):
-                    code = ErrorCode.not_leader_or_follower  # hosted by other brokers
-                response["error_code"] = code
-                response["error_message"] = exc.message
-                if code in _LEADER_MOVED:
-                    _point_to_leader(image, tp, response, redirects)
+                _refused(image, tp, response, exc, redirects)
                 continue
-            response["base_offset"] = result.first_offset
-            response["log_append_time"] = result.log_append_time
-            response["log_start_offset"] = result.log_start_offset
-            if acks == -1:
-                durable_waits.append((response, tp, result.last_offset))
+            last_offset = _append(
+                replica_manager, image, tp, records, acks, decode_budget, response, redirects
+            )
+            if acks == -1 and last_offset is not None:
+                durable_waits.append((response, tp, last_offset))
         responses.append(
             {"name": name or "", "topic_id": topic_id, "partition_responses": partition_responses}
         )
-    if acks == 0:
+    if unverified:
+        assert transactional_id is not None
+        return _verify_remotely_then_append(
+            ctx, request, transactional_id, unverified, responses, durable_waits, redirects
+        )
+    return _answer(ctx, request, responses, durable_waits, redirects)
+
+
+def _answer(
+    ctx: RequestContext,
+    request: Any,
+    responses: list[dict[str, Any]],
+    durable_waits: list[tuple[dict[str, Any], TopicPartition, int]],
+    redirects: set[int],
+) -> dict[str, Any] | Deferred | None:
+    if request.acks == 0:
         return None
     body: dict[str, Any] = {"responses": responses, "throttle_time": 0}
     if redirects:
         body["node_endpoints"] = node_endpoints(ctx, redirects)
     if durable_waits:
         timeout_s = max(millis(request.timeout), 0) / 1000.0
-        return _when_durable(replica_manager, durable_waits, timeout_s, body)
+        return _when_durable(ctx.node.replica_manager, durable_waits, timeout_s, body)
     return body
+
+
+def _append(
+    replica_manager: Any,
+    image: Any,
+    tp: TopicPartition,
+    records: Any,
+    acks: int,
+    decode_budget: DecodeBudget,
+    response: dict[str, Any],
+    redirects: set[int],
+) -> int | None:
+    """Append one partition's batches as leader and fill its answer; the last offset appended
+    (for an acks=all wait), None if refused."""
+    try:
+        result = replica_manager.append_records(
+            tp, records, required_acks=acks, decode_budget=decode_budget
+        )
+    except KafkaError as exc:
+        _refused(image, tp, response, exc, redirects)
+        return None
+    response["base_offset"] = result.first_offset
+    response["log_append_time"] = result.log_append_time
+    response["log_start_offset"] = result.log_start_offset
+    return int(result.last_offset)
+
+
+def _refused(
+    image: Any, tp: TopicPartition, response: dict[str, Any], exc: KafkaError, redirects: set[int]
+) -> None:
+    code = exc.code
+    if code == ErrorCode.unknown_topic_or_partition and _exists(image, tp):
+        code = ErrorCode.not_leader_or_follower  # hosted by other brokers
+    response["error_code"] = code
+    response["error_message"] = exc.message
+    if code in _LEADER_MOVED:
+        _point_to_leader(image, tp, response, redirects)
 
 
 _LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
@@ -153,37 +206,185 @@ def node_endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, An
     ]
 
 
-def _verify_transaction(node: Any, tp: TopicPartition, records: Any, transactional_id: str) -> None:
+# Verification errors a producer is told to retry (Kafka: NOT_ENOUGH_REPLICAS, retriable for
+# every client version) rather than a coordinator error a Produce answer cannot carry.
+_RETRY_VERIFICATION = frozenset(
+    {
+        ErrorCode.network_exception,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.not_coordinator,
+        ErrorCode.concurrent_transactions,
+        ErrorCode.request_timed_out,
+    }
+)
+
+
+def _verification_error(code: int) -> ErrorCode:
+    if code == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if code in _RETRY_VERIFICATION:
+        return ErrorCode.not_enough_replicas
+    return ErrorCode(code)
+
+
+def _verify_transaction(
+    node: Any, tp: TopicPartition, records: Any, transactional_id: str
+) -> tuple[int, int] | None:
     """KIP-890 part 1: the first transactional batch of a producer on a partition is accepted
     only if the partition was added to the producer's ongoing transaction (no hanging
-    transactions from late or zombie writes). Checked where this node coordinates the id."""
+    transactions from late or zombie writes). Checked here when this node coordinates the id
+    (KafkaError if refused); otherwise (producer id, epoch) to ask the coordinator's broker."""
     runtime = node.transaction_coordinator
     if runtime is None or len(records) < HEADER_SIZE:
-        return
+        return None
     header = BatchHeader.parse(records)
     if not header.is_transactional:
-        return
+        return None
     producer_id, producer_epoch = header.producer_id, header.producer_epoch
     partition = node.replica_manager.get_partition(tp)
-    if partition is None:
-        return
+    if partition is None or not partition.is_leader:
+        return None  # (the append answers NOT_LEADER_OR_FOLLOWER)
     entry = partition.log.producer_state.producers.get(producer_id)
     if (
         entry is not None
         and entry.current_txn_first_offset >= 0
         and entry.producer_epoch == producer_epoch
     ):
-        return
-    code = runtime.verify_partition(
-        transactional_id=transactional_id,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        tp=tp,
+        return None
+    if not runtime.is_coordinator_for(transactional_id):
+        return producer_id, producer_epoch
+    code = _verification_error(
+        runtime.verify_partition(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            tp=tp,
+        )
     )
-    if code == ErrorCode.producer_fenced:
-        code = ErrorCode.invalid_producer_epoch
     if code != ErrorCode.none:
         raise KafkaError(code, f"{tp} is not in the ongoing transaction of {transactional_id!r}")
+    return None
+
+
+@dataclass(slots=True)
+class _Unverified:
+    """A partition's batches held back until the transaction coordinator confirms them."""
+
+    response: dict[str, Any]
+    tp: TopicPartition
+    records: Any
+    producer_id: int
+    producer_epoch: int
+
+
+async def _verify_remotely_then_append(
+    ctx: RequestContext,
+    request: Any,
+    transactional_id: str,
+    unverified: list[_Unverified],
+    responses: list[dict[str, Any]],
+    durable_waits: list[tuple[dict[str, Any], TopicPartition, int]],
+    redirects: set[int],
+) -> dict[str, Any] | None:
+    """KIP-890 part 1 across brokers: ask the broker coordinating `transactional_id`
+    (AddPartitionsToTxn v4, verify_only) whether the held-back partitions are in the
+    producer's ongoing transaction, append those that are, then answer as usual."""
+    node = ctx.node
+    by_producer: dict[tuple[int, int], list[_Unverified]] = {}
+    for item in unverified:
+        by_producer.setdefault((item.producer_id, item.producer_epoch), []).append(item)
+    outcomes = await asyncio.gather(
+        *(
+            _ask_coordinator(node, transactional_id, pid, epoch, [i.tp for i in items])
+            for (pid, epoch), items in by_producer.items()
+        )
+    )
+    codes: dict[TopicPartition, ErrorCode] = {}
+    for outcome in outcomes:
+        codes.update(outcome)
+    image = node.metadata_image
+    decode_budget = DecodeBudget()
+    for item in unverified:
+        code = codes.get(item.tp, ErrorCode.invalid_txn_state)
+        if code != ErrorCode.none:
+            item.response["error_code"] = code
+            item.response["error_message"] = (
+                f"{item.tp} is not verified in the ongoing transaction of {transactional_id!r}"
+            )
+            continue
+        last_offset = _append(
+            node.replica_manager,
+            image,
+            item.tp,
+            item.records,
+            request.acks,
+            decode_budget,
+            item.response,
+            redirects,
+        )
+        if request.acks == -1 and last_offset is not None:
+            durable_waits.append((item.response, item.tp, last_offset))
+    answer = _answer(ctx, request, responses, durable_waits, redirects)
+    if isinstance(answer, Deferred):
+        settled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answer.then(settled.set_result, settled.set_exception)
+        return await settled
+    return answer
+
+
+async def _ask_coordinator(
+    node: Any,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[TopicPartition],
+) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's verification error (NONE if it is in the ongoing transaction)."""
+    runtime = node.transaction_coordinator
+    state = node.metadata_image.topics.get(TRANSACTION_STATE_TOPIC)
+    index = runtime.partition_for(transactional_id)
+    known = state.partitions.get(index) if state is not None else None
+    if known is None or known.leader < 0:
+        return dict.fromkeys(partitions, _verification_error(ErrorCode.coordinator_not_available))
+    topics: dict[str, list[int]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    try:
+        connection = await node.broker_connection(known.leader)
+        response = await connection.request(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": transactional_id,
+                        "producer_id": producer_id,
+                        "producer_epoch": producer_epoch,
+                        "verify_only": True,
+                        "topics": [
+                            {"name": name, "partitions": indexes}
+                            for name, indexes in topics.items()
+                        ],
+                    }
+                ]
+            },
+            version=4,
+            timeout=VERIFICATION_TIMEOUT_S,
+        )
+    except Exception as error:  # the coordinator's broker is away: the producer retries
+        node.forget_broker_connection(known.leader)
+        log.info("verifying %r with broker %d failed: %r", transactional_id, known.leader, error)
+        return dict.fromkeys(partitions, _verification_error(ErrorCode.network_exception))
+    if response.error_code:
+        return dict.fromkeys(partitions, _verification_error(response.error_code))
+    codes = dict.fromkeys(partitions, ErrorCode.invalid_txn_state)
+    for result in response.results_by_transaction:
+        for topic in result.topic_results:
+            for answer in topic.results_by_partition:
+                tp = TopicPartition(topic.name, int(answer.partition_index))
+                if tp in codes:
+                    codes[tp] = _verification_error(answer.partition_error_code)
+    return codes
 
 
 def _when_durable(
