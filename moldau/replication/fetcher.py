@@ -222,47 +222,55 @@ class ReplicaFetcher:
 
     def _apply(self, tp: TopicPartition, partition: Partition, answer: Any) -> bool:
         """Apply one partition's answer; False if it must wait (an error)."""
-        log_ = partition.log
-        code = int(answer.error_code)
-        if code in _WAIT_FOR_METADATA:
-            return False
-        if code == ErrorCode.offset_out_of_range:
-            leader_start = int(answer.log_start_offset)
-            if log_.log_end_offset < leader_start:
-                log.info(
-                    "%s fell behind the leader's log start %d: starting over", tp, leader_start
-                )
-                log_.truncate_fully_and_start_at(leader_start)
-                return True
-            return False
-        if code:
-            log.warning("fetching %s from broker %d: error %d", tp, self.leader, code)
-            return False
-        diverging = getattr(answer, "diverging_epoch", None)
-        if diverging is not None and int(diverging.epoch) >= 0 and int(diverging.end_offset) >= 0:
-            epoch, leader_end = int(diverging.epoch), int(diverging.end_offset)
-            own_epoch, own_end = log_.end_offset_for_leader_epoch(epoch)
-            cut = leader_end if own_epoch != epoch else min(leader_end, own_end)
-            log.info("%s diverged from the leader at epoch %d: truncating to %d", tp, epoch, cut)
-            log_.truncate_to(cut)
-            return True
-        records = answer.records
-        appended = False
-        if records:  # (a round with nothing new waited at the leader: fetch again at once)
-            log_.append_as_follower(records)
-            appended = True
-        high_watermark = log_.high_watermark
-        partition.update_follower_high_watermark(int(answer.high_watermark))
-        leader_start = int(answer.log_start_offset)
-        if leader_start > log_.log_start_offset:  # DeleteRecords (or retention) on the leader
-            log_.delete_records(min(leader_start, log_.high_watermark))
-        moved = appended or log_.high_watermark != high_watermark
+        progressed, moved = apply_fetched(partition, answer, source=self.leader)
         if moved and self.manager._on_progress is not None:
             self.manager._on_progress(tp)  # (consumers reading this follower)
-        return True
+        return progressed
 
     async def _disconnect(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.close()
+
+
+def apply_fetched(partition: Partition, answer: Any, *, source: int) -> tuple[bool, bool]:
+    """A follower applies one partition of its leader's Fetch answer (from broker `source`):
+    truncation to a diverging epoch (KIP-320), a restart at the leader's log start when it fell
+    behind it, the leader's batches appended as they are, the high watermark and log start
+    taken over. Returns (progressed, moved): progressed is False if it must wait (an error);
+    moved is True if it appended or its high watermark moved."""
+    tp = partition.topic_partition
+    log_ = partition.log
+    code = int(answer.error_code)
+    if code in _WAIT_FOR_METADATA:
+        return False, False
+    if code == ErrorCode.offset_out_of_range:
+        leader_start = int(answer.log_start_offset)
+        if log_.log_end_offset < leader_start:
+            log.info("%s fell behind the leader's log start %d: starting over", tp, leader_start)
+            log_.truncate_fully_and_start_at(leader_start)
+            return True, False
+        return False, False
+    if code:
+        log.warning("fetching %s from broker %d: error %d", tp, source, code)
+        return False, False
+    diverging = getattr(answer, "diverging_epoch", None)
+    if diverging is not None and int(diverging.epoch) >= 0 and int(diverging.end_offset) >= 0:
+        epoch, leader_end = int(diverging.epoch), int(diverging.end_offset)
+        own_epoch, own_end = log_.end_offset_for_leader_epoch(epoch)
+        cut = leader_end if own_epoch != epoch else min(leader_end, own_end)
+        log.info("%s diverged from the leader at epoch %d: truncating to %d", tp, epoch, cut)
+        log_.truncate_to(cut)
+        return True, False
+    records = answer.records
+    appended = False
+    if records:  # (a round with nothing new waited at the leader: fetch again at once)
+        log_.append_as_follower(records)
+        appended = True
+    high_watermark = log_.high_watermark
+    partition.update_follower_high_watermark(int(answer.high_watermark))
+    leader_start = int(answer.log_start_offset)
+    if leader_start > log_.log_start_offset:  # DeleteRecords (or retention) on the leader
+        log_.delete_records(min(leader_start, log_.high_watermark))
+    return True, appended or log_.high_watermark != high_watermark

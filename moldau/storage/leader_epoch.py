@@ -67,10 +67,15 @@ class LeaderEpochCache:
             self._write()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= requested, end offset of that epoch), or (-1, -1) if none."""
+        """(largest epoch <= requested, end offset of that epoch); for an epoch older than any
+        known here, (that epoch, the start of the first known one), as Kafka answers: what a
+        follower holds from it at or past that start is not this log's history (and what lies
+        before was trimmed away); (-1, -1) when no epoch is known."""
         with self._lock:
-            if not self.entries or requested_epoch < self.entries[0][0]:
+            if not self.entries or requested_epoch < 0:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if requested_epoch < self.entries[0][0]:
+                return requested_epoch, self.entries[0][1]
             if requested_epoch >= self.entries[-1][0]:
                 return self.entries[-1][0], log_end_offset
             found = UNDEFINED_EPOCH

@@ -161,6 +161,11 @@ class LogMaintenance:
         fall below the log start offset empties the log and restarts it at `offset`."""
         with self._lock:
             if offset >= self._log_end_offset:
+                # Nothing to cut, but an epoch this replica began as leader without appending
+                # anything (its start at the log end) is forgotten: kept, it would be the last
+                # fetched epoch of every fetch, each answered with the same divergence.
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+                self._latest_epoch = self.leader_epoch_cache.latest_epoch
                 return self._log_end_offset
             if offset <= self.segments[0].base_offset:
                 return self._truncate_fully_locked(offset)

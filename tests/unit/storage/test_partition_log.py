@@ -286,7 +286,8 @@ def test_leader_epochs_are_recorded_and_answer_end_offsets(filesystem, clock) ->
     assert log.end_offset_for_leader_epoch(1) == (1, 2)
     assert log.end_offset_for_leader_epoch(2) == (1, 2)
     assert log.end_offset_for_leader_epoch(3) == (3, 3)
-    assert log.end_offset_for_leader_epoch(0) == (-1, -1)
+    assert log.end_offset_for_leader_epoch(0) == (0, 0)  # older than any: the first start
+    assert log.end_offset_for_leader_epoch(-1) == (-1, -1)
     text = filesystem.read_file(f"{DIRECTORY}/leader-epoch-checkpoint").decode()
     assert text == "0\n2\n1 0\n3 2\n"
 
@@ -372,3 +373,14 @@ def test_disk_errors_are_kafka_storage_errors(filesystem, clock, monkeypatch, bu
         log.read(0, max_bytes=100, max_offset=2)
     assert caught.value.code is ErrorCode.kafka_storage_error
     assert log.log_end_offset == 2
+
+
+def test_truncating_at_the_log_end_forgets_an_epoch_begun_there(filesystem, clock) -> None:
+    """A leader that began an epoch and appended nothing before losing leadership: as follower
+    its last fetched epoch must not be that empty one (every fetch would diverge again)."""
+    log = open_log(filesystem, clock)
+    log.append_as_leader(batch(b"a"), leader_epoch=1)
+    log.assign_leader_epoch(2, log.log_end_offset)
+    assert log.leader_epoch_cache.latest_epoch == 2
+    assert log.truncate_to(log.log_end_offset) == 1
+    assert log.leader_epoch_cache.entries == [(1, 0)]
