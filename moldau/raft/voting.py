@@ -5,7 +5,8 @@ A vote is granted only to a candidate whose log (last epoch, then end offset) is
 to date as ours, once per epoch, and persisted before the response leaves. A pre-vote is
 granted on the log alone and changes nothing, except that a follower that hears from its
 leader refuses it. Requests from another cluster get INCONSISTENT_CLUSTER_ID; from or to a node
-that is not a voter, INCONSISTENT_VOTER_SET; from an older epoch, FENCED_LEADER_EPOCH.
+that is not a voter, INCONSISTENT_VOTER_SET (with static voters only: with dynamic voters a
+node's set may lag the sender's, KIP-853); from an older epoch, FENCED_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from moldau.raft.messages import (
     VoteResponse,
 )
 from moldau.raft.node_state import NodeState, Role
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 
 AnyElectionResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
 
@@ -74,11 +76,14 @@ class VotingMixin(NodeState):
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
-        if (
-            remote_id not in self.voter_set
-            or not self.is_voter
-            or (receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id)
-        ):
+        if receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id:
+            return ErrorCode.inconsistent_voter_set
+        if self.kraft_version >= KRAFT_VERSION_DYNAMIC:
+            # With dynamic voters this node's voter set may lag the sender's (a voter added or
+            # removed in entries it has not fetched yet): it answers, and the sender counts
+            # only the answers of voters in its own set (KIP-853).
+            return None
+        if remote_id not in self.voter_set or not self.is_voter:
             return ErrorCode.inconsistent_voter_set
         return None
 
