@@ -32,8 +32,9 @@ from moldau.raft.voter_set import Endpoint, VoterNode, VoterSet
 META_PROPERTIES_FILE_NAME = "meta.properties"
 
 
-class StorageFormatError(Exception):
-    """A log directory that this node must not use; the message says which and how to fix it."""
+class StorageFormatError(ValueError):
+    """A log directory that this node must not use; the message says which and how to fix it
+    (a ValueError: `moldau server` reports it in one line)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
