@@ -194,6 +194,80 @@ def test_controllers_join_a_standalone_quorum_survive_its_first_and_one_is_remov
     assert [v.replica_id for v in quorum.voters] == [2, 3]
     admin.create_topics([NewTopic("with-two-voters", 1, 1)])["with-two-voters"].result(15)
 
+    # The leader removes itself: it steps down once that commits, and the other leads alone.
+    leader = quorum.leader_id
+    other = cluster.nodes[5 - leader]
+
+    async def remove_leader() -> None:
+        await remove_controller(
+            ClientConfig({}),
+            survivors,
+            voter_id=leader,
+            directory_id=_directory_id(cluster.nodes[leader]),
+        )
+
+    asyncio.run(remove_leader())
+    wait_for(
+        lambda: _quorum(survivors).leader_id == other.node_id,
+        timeout_s=30,
+        what=f"node {other.node_id} leading after node {leader} removed itself",
+    )
+    quorum = _quorum(survivors)
+    assert [v.replica_id for v in quorum.voters] == [other.node_id]
+    assert leader in {o.replica_id for o in quorum.observers}  # it follows on as an observer
+
+    def create_last() -> bool:
+        admin.create_topics([NewTopic("with-one-voter", 1, 1)])["with-one-voter"].result(15)
+        return True
+
+    wait_for(create_last, timeout_s=30, what="a topic created with one voter left")
+
+
+def test_initial_controllers_form_a_quorum_of_three(start_server, tmp_path: Path) -> None:
+    cluster_id = _moldau("storage", "random-uuid").stdout.strip()
+    cluster = Cluster(cluster_id=cluster_id, factory=start_server)
+    directory_ids = [_moldau("storage", "random-uuid").stdout.strip() for _ in range(3)]
+    ports = {i: (free_port(), free_port()) for i in (1, 2, 3)}
+    initial = ",".join(f"{i}@127.0.0.1:{ports[i][1]}:{directory_ids[i - 1]}" for i in (1, 2, 3))
+    for node_id in (1, 2, 3):
+        client_port, controller_port = ports[node_id]
+        node = ClusterNode(
+            node_id=node_id,
+            roles=COMBINED,
+            client_port=client_port,
+            controller_port=controller_port,
+            data_dir=tmp_path / f"node-{node_id}",
+            overrides={
+                "node.id": str(node_id),
+                "process.roles": COMBINED,
+                "listeners": f"PLAINTEXT://127.0.0.1:{client_port}"
+                f",CONTROLLER://127.0.0.1:{controller_port}",
+                "controller.quorum.bootstrap.servers": ",".join(
+                    f"127.0.0.1:{ports[i][1]}" for i in (1, 2, 3)
+                ),
+                "log.dirs": str(tmp_path / f"node-{node_id}"),
+                **FAST,
+            },
+        )
+        formatted = _moldau(
+            "storage",
+            "format",
+            "-t",
+            cluster_id,
+            "--initial-controllers",
+            initial,
+            *_overrides(node),
+        )
+        assert formatted.returncode == 0, formatted.stderr
+        assert _directory_id(node) == directory_ids[node_id - 1]
+        cluster.nodes[node_id] = node
+    cluster.launch()
+    quorum = _quorum(",".join(f"127.0.0.1:{ports[i][1]}" for i in (1, 2, 3)))
+    assert [v.replica_id for v in quorum.voters] == [1, 2, 3]
+    assert [v.directory_id for v in quorum.voters] == directory_ids
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("three-initial", 3, 3)])["three-initial"].result(30)
+
 
 def test_misconfigured_dynamic_voters_stop_with_one_line(tmp_path: Path) -> None:
     port, controller = free_port(), free_port()
