@@ -34,6 +34,7 @@ from moldau.broker.resources import (
     open_segment_files,
     raise_open_files_limit,
 )
+from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
@@ -238,6 +239,10 @@ class Node:
                 "a voter" if layout.is_voter else "an observer",
             )
         await self.controller.start()
+        if layout.dynamic and layout.is_controller:
+            # (stopped with the other background tasks)
+            task = asyncio.get_running_loop().create_task(keep_voter_endpoints_current(self))
+            self._background.append(task)
         self.controller_channel = ControllerChannel(
             self.controller, addresses, node_id=self.node_id
         )

@@ -312,3 +312,31 @@ def test_misconfigured_dynamic_voters_stop_with_one_line(tmp_path: Path) -> None
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode != 0 and len(errors) == 1, result.stderr
     assert "formatted for dynamic voters" in errors[0], result.stderr
+
+
+def test_a_voter_restarted_on_another_port_updates_its_endpoint(
+    growing_cluster: Cluster,
+) -> None:
+    cluster = growing_cluster
+    first, second = cluster.nodes[1], cluster.nodes[2]
+    controllers = f"127.0.0.1:{first.controller_port}"
+    cluster.launch([2])
+    wait_for(lambda: _add(second, controllers), timeout_s=30, what="node 2 added")
+    assert _quorum(controllers).endpoints[2] == f"127.0.0.1:{second.controller_port}"
+    # Node 2 comes back on another controller port: it sends UpdateRaftVoter to the leader.
+    moved = free_port()
+    second.controller_port = moved
+    listeners = f"PLAINTEXT://127.0.0.1:{second.client_port},CONTROLLER://127.0.0.1:{moved}"
+    second.overrides["listeners"] = listeners
+    assert second.server is not None
+    second.server.restart(listeners=listeners)
+    wait_for(
+        lambda: _quorum(controllers).endpoints[2] == f"127.0.0.1:{moved}",
+        timeout_s=30,
+        what="node 2's new endpoint in the voter set",
+    )
+    # Both voters commit (a majority of two needs node 2) and name it at its new address.
+    quorum = _quorum(f"127.0.0.1:{moved}")
+    assert [v.replica_id for v in quorum.voters] == [1, 2]
+    admin = AdminClient({"bootstrap.servers": second.bootstrap})
+    admin.create_topics([NewTopic("after-the-move", 1, 1)])["after-the-move"].result(30)

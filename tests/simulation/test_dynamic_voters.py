@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.raft.events import AddVoter, RaftAction, RemoveVoter
+from moldau.raft.events import AddVoter, RaftAction, RemoveVoter, UpdateVoter
 from moldau.raft.leader_state import LeaderState
 from moldau.raft.node import NotLeaderError, RaftNode, Role
-from moldau.raft.voter_set import VoterNode
+from moldau.raft.voter_set import Endpoint, VoterNode
 from tests.simulation.cluster import SimulatedCluster
 from tests.simulation.invariants import InvariantViolation
 from tests.simulation.scenarios import RecoveryFailure, run_with_faults
@@ -122,6 +122,28 @@ def test_the_leader_refuses_changes_it_cannot_make():
     assert refused(RemoveVoter(voter_id=1)) == ErrorCode.invalid_request  # the last voter
     with pytest.raises(NotLeaderError):
         raft(cluster, 2).step(RemoveVoter(voter_id=1), cluster.now)
+
+
+def test_a_voter_updates_its_endpoints_and_everyone_learns_them():
+    cluster = standalone_with_observers(seed=17, observers=(2,))
+    commit_everywhere(cluster, 2)
+    add_when_caught_up(cluster, 2)
+    moved = VoterNode(
+        node_id=2,
+        directory_id="directory-2",
+        endpoints=(Endpoint(name="CONTROLLER", host="10.0.0.2", port=9093),),
+    )
+    leader = raft(cluster, cluster.leader_id())
+    with pytest.raises(KafkaError) as unknown:
+        leader.step(UpdateVoter(voter=VoterNode(node_id=2, directory_id="another")), cluster.now)
+    assert unknown.value.code == ErrorCode.voter_not_found
+    cluster.step(cluster.nodes[cluster.leader_id()], UpdateVoter(voter=moved))
+    commit_everywhere(cluster, 1)
+    for node_id in (1, 2):
+        assert raft(cluster, node_id).voter_set.get(2) == moved
+    before = leader.log_end_offset
+    cluster.step(cluster.nodes[cluster.leader_id()], UpdateVoter(voter=moved))
+    assert leader.log_end_offset == before  # nothing changed: nothing appended
 
 
 def test_static_voters_refuse_voter_changes():
