@@ -122,7 +122,7 @@ def request_of(message: RaftRequest) -> tuple[int, dict[str, Any]]:
                                 "replica_epoch": message.replica_epoch,
                                 "replica_id": message.replica_id,
                                 "replica_directory_id": None,
-                                "voter_directory_id": None,
+                                "voter_directory_id": directory_uuid(message.voter_directory_id),
                                 "last_offset_epoch": message.last_offset_epoch,
                                 "last_offset": message.last_offset,
                                 "pre_vote": message.pre_vote,
@@ -141,7 +141,7 @@ def request_of(message: RaftRequest) -> tuple[int, dict[str, Any]]:
                         "partitions": [
                             {
                                 "partition_index": 0,
-                                "voter_directory_id": None,
+                                "voter_directory_id": directory_uuid(message.voter_directory_id),
                                 "leader_id": message.leader_id,
                                 "leader_epoch": message.leader_epoch,
                             }
@@ -394,6 +394,7 @@ def request_from(api_key: int, correlation_id: int, request: Any) -> tuple[int, 
             last_offset_epoch=int(partition.last_offset_epoch),
             last_offset=int(partition.last_offset),
             pre_vote=bool(getattr(partition, "pre_vote", False)),
+            voter_directory_id=directory_id_of(getattr(partition, "voter_directory_id", None)),
         )
     if api_key == ApiKey.BEGIN_QUORUM_EPOCH:
         return int(partition.leader_id), BeginQuorumEpochRequest(
@@ -402,6 +403,7 @@ def request_from(api_key: int, correlation_id: int, request: Any) -> tuple[int, 
             voter_id=int(getattr(request, "voter_id", -1)),
             leader_id=int(partition.leader_id),
             leader_epoch=int(partition.leader_epoch),
+            voter_directory_id=directory_id_of(getattr(partition, "voter_directory_id", None)),
         )
     if api_key == ApiKey.END_QUORUM_EPOCH:
         candidates = getattr(partition, "preferred_candidates", None)

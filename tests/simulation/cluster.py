@@ -240,6 +240,17 @@ class SimulatedCluster:
         self.note(f"crash {node_id}: log end {node.disk.end_offset}")
         self.checker.node_crashed(node)
 
+    def replace_disk(self, node_id: int, directory_id: str) -> None:
+        """The node's disk is replaced (it is down): an empty metadata log in a directory with
+        a new id, as `storage format --no-initial-controllers` leaves it."""
+        node = self.nodes[node_id]
+        assert not node.alive
+        node.disk = MemoryReplicatedLog()
+        node.store = MemoryQuorumStateStore()
+        node.snapshots = MemorySnapshotStore()
+        node.directory_id = directory_id
+        self.note(f"disk of node {node_id} replaced (directory {directory_id})")
+
     def resign(self, node_id: int) -> None:
         """A graceful shutdown begins on `node_id`."""
         self.step(self.nodes[node_id], Resign())

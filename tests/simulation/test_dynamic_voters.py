@@ -11,6 +11,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.events import AddVoter, RaftAction, RemoveVoter, UpdateVoter
 from moldau.raft.leader_state import LeaderState
 from moldau.raft.node import NotLeaderError, RaftNode, Role
+from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.voter_set import Endpoint, VoterNode
 from tests.simulation.cluster import SimulatedCluster
 from tests.simulation.invariants import InvariantViolation
@@ -144,6 +145,44 @@ def test_a_voter_updates_its_endpoints_and_everyone_learns_them():
     before = leader.log_end_offset
     cluster.step(cluster.nodes[cluster.leader_id()], UpdateVoter(voter=moved))
     assert leader.log_end_offset == before  # nothing changed: nothing appended
+
+
+def test_a_voter_whose_disk_was_replaced_does_not_vote_as_the_voter_it_was():
+    """KIP-853's reason for directory ids: a voter comes back with an empty log in a new
+    directory and has fetched only the start of the log when the leader dies; were its vote
+    counted, the voter that missed the last committed entries could be elected with it."""
+    cluster = SimulatedCluster(
+        seed=18,
+        voters=(1, 2, 3),
+        dynamic=True,
+        bootstrap=(1, 2, 3),
+        config=QuorumConfig(fetch_max_bytes=100),  # an entry per fetch
+    )
+    cluster.start_all()
+    commit_everywhere(cluster, 2)
+    leader = elect(cluster)
+    wiped, lagging = (n for n in (1, 2, 3) if n != leader)
+    cluster.isolate(lagging)
+    for _ in range(5):  # committed on the leader and `wiped` only
+        assert cluster.client_append(leader) is not None
+        cluster.run_for(0.2)
+    committed = cluster.checker.committed_end
+    assert cluster.nodes[lagging].disk.end_offset < committed
+    cluster.crash(wiped)
+    cluster.replace_disk(wiped, f"directory-{wiped}-new")
+    cluster.start(wiped)
+    assert cluster.run_for(5.0, stop=lambda: cluster.nodes[wiped].disk.flushed_offset > 0)
+    assert raft(cluster, wiped).kraft_version == 1 and not raft(cluster, wiped).is_voter
+    cluster.crash(leader)
+    cluster.crash(wiped)  # (restarted, it no longer follows the dead leader: it would vote)
+    cluster.start(wiped)
+    cluster.heal()
+    cluster.run_for(20.0)
+    assert cluster.leader_id() is None, cluster.describe_state()  # no vote from `wiped`
+    cluster.start(leader)
+    assert elect(cluster, within=30.0) in (leader, lagging)
+    commit_everywhere(cluster, 1)
+    assert cluster.nodes[wiped].applied_offset >= committed  # it caught up as an observer
 
 
 def test_static_voters_refuse_voter_changes():
