@@ -340,3 +340,60 @@ def test_a_voter_restarted_on_another_port_updates_its_endpoint(
     assert [v.replica_id for v in quorum.voters] == [1, 2]
     admin = AdminClient({"bootstrap.servers": second.bootstrap})
     admin.create_topics([NewTopic("after-the-move", 1, 1)])["after-the-move"].result(30)
+
+
+def test_a_broker_finds_dynamic_controllers_through_the_bootstrap_servers(
+    start_server, tmp_path: Path
+) -> None:
+    """Controllers apart from brokers: a controller-only node formatted --standalone, a
+    broker-only node that knows only controller.quorum.bootstrap.servers."""
+    cluster_id = _moldau("storage", "random-uuid").stdout.strip()
+    cluster = Cluster(cluster_id=cluster_id, factory=start_server)
+    controller_port, broker_port = free_port(), free_port()
+    bootstrap = f"127.0.0.1:{controller_port}"
+    controller = ClusterNode(
+        node_id=1,
+        roles="controller",
+        client_port=None,
+        controller_port=controller_port,
+        data_dir=tmp_path / "controller",
+        overrides={
+            "node.id": "1",
+            "process.roles": "controller",
+            "listeners": f"CONTROLLER://127.0.0.1:{controller_port}",
+            "controller.quorum.bootstrap.servers": bootstrap,
+            "log.dirs": str(tmp_path / "controller"),
+            **FAST,
+        },
+    )
+    broker = ClusterNode(
+        node_id=2,
+        roles="broker",
+        client_port=broker_port,
+        controller_port=None,
+        data_dir=tmp_path / "broker",
+        overrides={
+            "node.id": "2",
+            "process.roles": "broker",
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+            "controller.quorum.bootstrap.servers": bootstrap,
+            "log.dirs": str(tmp_path / "broker"),
+            **FAST,
+        },
+    )
+    formatted = _moldau(
+        "storage", "format", "-t", cluster_id, "--standalone", *_overrides(controller)
+    )
+    assert formatted.returncode == 0, formatted.stderr
+    formatted = _moldau("storage", "format", "-t", cluster_id, *_overrides(broker))
+    assert formatted.returncode == 0, formatted.stderr
+    cluster.nodes = {1: controller, 2: broker}
+    cluster.launch()
+    quorum = _quorum(bootstrap)
+    assert [v.replica_id for v in quorum.voters] == [1]
+    assert [o.replica_id for o in quorum.observers] == [2]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("through-the-broker", 2, 1)])["through-the-broker"].result(30)
+    metadata = admin.list_topics(timeout=10)
+    assert set(metadata.brokers) == {2} and "through-the-broker" in metadata.topics
+    cluster.stop(2)  # the broker first: its controlled shutdown needs the controller
