@@ -125,7 +125,7 @@ def _check(image: MetadataImage, update: FeatureUpdate) -> str | None:
     if supported is None:
         return "The controller does not support this feature."
     low, high = supported
-    if update.feature == KRAFT_VERSION and low <= level <= high:
+    if update.feature == KRAFT_VERSION and 0 < level <= high:
         return (
             "Moldau sets kraft.version when the controllers are formatted (moldau storage "
             "format --standalone or --initial-controllers for 1), not with UpdateFeatures."
