@@ -288,9 +288,17 @@ class ControllerChannel:
             return connection
         await self._disconnect()
         host, port = self._addresses[leader]
-        self._connection = await BrokerConnection.open(
-            host, port, node_id=leader, client_id=f"broker-{self._node_id}", connect_timeout=5.0
-        )
+        try:
+            self._connection = await BrokerConnection.open(
+                host,
+                port,
+                node_id=leader,
+                client_id=f"broker-{self._node_id}",
+                connect_timeout=5.0,
+            )
+        except Exception:
+            self._addresses.unreachable(leader, (host, port))
+            raise
         self._connected_to = leader
         return self._connection
 

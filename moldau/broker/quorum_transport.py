@@ -26,6 +26,7 @@ from typing import Any
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.quorum_rpc import VERSIONS, answer_of, request_from, request_of, response_from
 from moldau.client.connection import BrokerConnection
+from moldau.client.errors import KafkaException
 from moldau.protocol.api_keys import ApiKey
 from moldau.raft.driver import RaftDriver
 from moldau.raft.messages import (
@@ -162,6 +163,9 @@ class QuorumTransport:
             self._connecting[key] = pending
             try:
                 connection = await pending
+            except (OSError, TimeoutError, KafkaException):
+                self._addresses.unreachable(destination_id, (host, port))
+                raise
             finally:
                 self._connecting.pop(key, None)
             self._connections[key] = connection

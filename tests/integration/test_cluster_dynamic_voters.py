@@ -181,7 +181,11 @@ def test_controllers_join_a_standalone_quorum_survive_its_first_and_one_is_remov
         return True
 
     wait_for(create_topic, timeout_s=45, what="a topic created without node 1")
-    assert "after-the-first" in admin.list_topics(timeout=10).topics
+    wait_for(
+        lambda: "after-the-first" in admin.list_topics(timeout=10).topics,
+        timeout_s=15,
+        what="the new topic in the brokers' metadata",
+    )
 
     # The dead first controller is removed: two voters remain.
     async def remove() -> None:
@@ -214,7 +218,11 @@ def test_controllers_join_a_standalone_quorum_survive_its_first_and_one_is_remov
     )
     quorum = _quorum(survivors)
     assert [v.replica_id for v in quorum.voters] == [other.node_id]
-    assert leader in {o.replica_id for o in quorum.observers}  # it follows on as an observer
+    wait_for(
+        lambda: leader in {o.replica_id for o in _quorum(survivors).observers},
+        timeout_s=15,
+        what=f"node {leader} following on as an observer",
+    )
 
     def create_last() -> bool:
         admin.create_topics([NewTopic("with-one-voter", 1, 1)])["with-one-voter"].result(15)
@@ -394,6 +402,10 @@ def test_a_broker_finds_dynamic_controllers_through_the_bootstrap_servers(
     assert [o.replica_id for o in quorum.observers] == [2]
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("through-the-broker", 2, 1)])["through-the-broker"].result(30)
-    metadata = admin.list_topics(timeout=10)
-    assert set(metadata.brokers) == {2} and "through-the-broker" in metadata.topics
+    wait_for(
+        lambda: "through-the-broker" in admin.list_topics(timeout=10).topics,
+        timeout_s=15,
+        what="the new topic in the broker's metadata",
+    )
+    assert set(admin.list_topics(timeout=10).brokers) == {2}
     cluster.stop(2)  # the broker first: its controlled shutdown needs the controller
