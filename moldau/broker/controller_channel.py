@@ -1,7 +1,7 @@
 """A broker's way to the active controller (Kafka's NodeToControllerChannelManager, KIP-590).
 
 The active controller is the metadata quorum's leader, as this node's own quorum member (voter
-or observer) knows it; its address is the voter's in `controller.quorum.voters`. When this node
+or observer) knows it; its address is the voter's (`QuorumAddresses`). When this node
 is itself the active controller, calls run in-process. Otherwise requests go to the controller
 listener of the active one: typed calls for what the broker asks for itself (registration,
 heartbeats, ISR changes, producer ids, internal topics), and `forward()` for clients' requests
@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.client.connection import BrokerConnection
-from moldau.config.cluster import Voter
 from moldau.controller.operations import (
     AlterPartitionResult,
     BrokerHeartbeat,
@@ -47,13 +47,13 @@ class ControllerChannel:
     def __init__(
         self,
         controller: QuorumController,
-        voters: tuple[Voter, ...],
+        addresses: QuorumAddresses,
         *,
         node_id: int,
         timeout_s: float = 30.0,
     ) -> None:
         self._controller = controller
-        self._addresses = {voter.node_id: (voter.host, voter.port) for voter in voters}
+        self._addresses = addresses
         self._node_id = node_id
         self.timeout_s = timeout_s
         self._connection: BrokerConnection | None = None
@@ -288,9 +288,17 @@ class ControllerChannel:
             return connection
         await self._disconnect()
         host, port = self._addresses[leader]
-        self._connection = await BrokerConnection.open(
-            host, port, node_id=leader, client_id=f"broker-{self._node_id}", connect_timeout=5.0
-        )
+        try:
+            self._connection = await BrokerConnection.open(
+                host,
+                port,
+                node_id=leader,
+                client_id=f"broker-{self._node_id}",
+                connect_timeout=5.0,
+            )
+        except Exception:
+            self._addresses.unreachable(leader, (host, port))
+            raise
         self._connected_to = leader
         return self._connection
 

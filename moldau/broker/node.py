@@ -26,6 +26,7 @@ from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.lifecycle import BrokerLifecycle
 from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
+from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.quorum_transport import QuorumTransport
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
 from moldau.broker.resources import (
@@ -33,6 +34,7 @@ from moldau.broker.resources import (
     open_segment_files,
     raise_open_files_limit,
 )
+from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.definitions import RACK_AWARE_SELECTOR
@@ -79,6 +81,7 @@ class Node:
         self._memory_pool = RequestMemoryPool(pool_bytes if pool_bytes >= 0 else None)
         self.controller: Any = None
         self.quorum_transport: QuorumTransport | None = None
+        self.quorum_addresses: QuorumAddresses | None = None
         self.controller_channel: ControllerChannel | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.replica_fetchers: ReplicaFetcherManager | None = None
@@ -203,10 +206,13 @@ class Node:
         active controller and wait until it is unfenced."""
         layout = self.layout
         quorum_config = self.config
+        addresses = QuorumAddresses.of(layout)
+        self.quorum_addresses = addresses
         self.quorum_transport = QuorumTransport(
-            layout.voters,
+            addresses,
             node_id=self.node_id,
             request_timeout_s=int(quorum_config.get("controller.quorum.request.timeout.ms")) / 1000,
+            local_endpoint=self._controller_endpoint(),
         )
         self.controller = await QuorumController.open(
             self.config,
@@ -214,18 +220,32 @@ class Node:
             layout=layout,
             transport=self.quorum_transport,
             start=False,
+            bootstrap_ids=addresses.bootstrap_ids,
         )
+        raft_node = self.controller.driver.node
+        addresses.voter_set = lambda: raft_node.voter_set
         self.quorum_transport.driver = self.controller.driver
         for listener in self.controller_listeners:
             await listener.start_serving()
-        log.info(
-            "joining the metadata quorum of %s as %s",
-            ", ".join(map(str, layout.voters)),
-            "a voter" if layout.is_voter else "an observer",
-        )
+        if layout.dynamic:
+            log.info(
+                "joining the metadata quorum (dynamic voters: %s) through %s",
+                ", ".join(map(str, raft_node.voters)) or "none known yet",
+                ", ".join(map(str, layout.bootstrap_servers)),
+            )
+        else:
+            log.info(
+                "joining the metadata quorum of %s as %s",
+                ", ".join(map(str, layout.voters)),
+                "a voter" if layout.is_voter else "an observer",
+            )
         await self.controller.start()
+        if layout.dynamic and layout.is_controller:
+            # (stopped with the other background tasks)
+            task = asyncio.get_running_loop().create_task(keep_voter_endpoints_current(self))
+            self._background.append(task)
         self.controller_channel = ControllerChannel(
-            self.controller, layout.voters, node_id=self.node_id
+            self.controller, addresses, node_id=self.node_id
         )
         if layout.is_broker:
             self.lifecycle = BrokerLifecycle(
@@ -240,6 +260,12 @@ class Node:
                 heartbeat_interval_s=int(self.config.get("broker.heartbeat.interval.ms")) / 1000,
             )
             await self.lifecycle.start()
+
+    def _controller_endpoint(self) -> tuple[str, int] | None:
+        """Where this node's controller listener is bound (None for a broker-only node)."""
+        for listener in self.controller_listeners:
+            return listener.endpoint.host or "127.0.0.1", listener.bound_port
+        return None
 
     def _start_replication(self) -> None:
         """Followers fetch from their leaders; leaders send ISR changes to the controller."""

@@ -7,7 +7,7 @@ Moldau serves); answers are read back into the core's dataclasses.
 
 The records of a Fetch are the log's entries as Kafka RecordBatch v2 batches: one batch per
 entry, its base offset and partition leader epoch the entry's, control entries with the control
-attribute and Kafka's control-record key (version 0, type LEADER_CHANGE).
+attribute and Kafka's control-record key (version 0, type LEADER_CHANGE, KRAFT_VERSION or VOTERS).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import NewRecord, build_batch, iter_batches
+from moldau.raft.control_records import control_record_type
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import (
     BeginQuorumEpochRequest,
@@ -34,10 +35,10 @@ from moldau.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from moldau.raft.voter_set import directory_id_of, directory_uuid
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
-_LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)
 
 # The version each request goes out at.
 VERSIONS = {
@@ -63,16 +64,23 @@ def _leader_or_none(leader_id: int) -> int | None:
 def encode_entries(entries: tuple[LogEntry, ...]) -> bytes:
     parts = []
     for entry in entries:
-        key = _LEADER_CHANGE_KEY if entry.is_control else None
         parts.append(
             build_batch(
-                [NewRecord(key=key, value=record) for record in entry.records],
+                [
+                    NewRecord(key=_control_key(record) if entry.is_control else None, value=record)
+                    for record in entry.records
+                ],
                 base_offset=entry.base_offset,
                 partition_leader_epoch=entry.epoch,
                 control=entry.is_control,
             )
         )
     return b"".join(parts)
+
+
+def _control_key(record: bytes) -> bytes:
+    """Kafka's control-record key: version 0 and the record's type."""
+    return struct.pack(">hh", 0, control_record_type(record))
 
 
 def decode_entries(data: bytes | None) -> tuple[LogEntry, ...]:
@@ -114,7 +122,7 @@ def request_of(message: RaftRequest) -> tuple[int, dict[str, Any]]:
                                 "replica_epoch": message.replica_epoch,
                                 "replica_id": message.replica_id,
                                 "replica_directory_id": None,
-                                "voter_directory_id": None,
+                                "voter_directory_id": directory_uuid(message.voter_directory_id),
                                 "last_offset_epoch": message.last_offset_epoch,
                                 "last_offset": message.last_offset,
                                 "pre_vote": message.pre_vote,
@@ -133,7 +141,7 @@ def request_of(message: RaftRequest) -> tuple[int, dict[str, Any]]:
                         "partitions": [
                             {
                                 "partition_index": 0,
-                                "voter_directory_id": None,
+                                "voter_directory_id": directory_uuid(message.voter_directory_id),
                                 "leader_id": message.leader_id,
                                 "leader_epoch": message.leader_epoch,
                             }
@@ -190,6 +198,9 @@ def request_of(message: RaftRequest) -> tuple[int, dict[str, Any]]:
                                 "log_start_offset": message.log_start_offset,
                                 "partition_max_bytes": message.partition_max_bytes,
                                 "high_watermark": message.high_watermark,
+                                "replica_directory_id": directory_uuid(
+                                    message.replica_directory_id
+                                ),
                             }
                         ],
                     }
@@ -364,6 +375,7 @@ def request_from(api_key: int, correlation_id: int, request: Any) -> tuple[int, 
             log_start_offset=int(partition.log_start_offset),
             partition_max_bytes=int(partition.partition_max_bytes),
             high_watermark=int(getattr(partition, "high_watermark", -1)),
+            replica_directory_id=directory_id_of(getattr(partition, "replica_directory_id", None)),
         )
     partition = _only_partition(request)
     if partition is None:
@@ -382,6 +394,7 @@ def request_from(api_key: int, correlation_id: int, request: Any) -> tuple[int, 
             last_offset_epoch=int(partition.last_offset_epoch),
             last_offset=int(partition.last_offset),
             pre_vote=bool(getattr(partition, "pre_vote", False)),
+            voter_directory_id=directory_id_of(getattr(partition, "voter_directory_id", None)),
         )
     if api_key == ApiKey.BEGIN_QUORUM_EPOCH:
         return int(partition.leader_id), BeginQuorumEpochRequest(
@@ -390,6 +403,7 @@ def request_from(api_key: int, correlation_id: int, request: Any) -> tuple[int, 
             voter_id=int(getattr(request, "voter_id", -1)),
             leader_id=int(partition.leader_id),
             leader_epoch=int(partition.leader_epoch),
+            voter_directory_id=directory_id_of(getattr(partition, "voter_directory_id", None)),
         )
     if api_key == ApiKey.END_QUORUM_EPOCH:
         candidates = getattr(partition, "preferred_candidates", None)

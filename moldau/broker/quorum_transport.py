@@ -1,10 +1,14 @@
 """The metadata quorum's network: the `RaftTransport` of a node's `RaftDriver`.
 
-Out: a request the core sends goes to the destination's controller listener (from
-`controller.quorum.voters`) on a connection kept per destination, Fetch and FetchSnapshot on a
+Out: a request the core sends goes to the destination's controller listener (from the
+`QuorumAddresses`: static voters, the voter set's endpoints, bootstrap servers) on a connection
+kept per destination, Fetch and FetchSnapshot on a
 connection of their own so that a long-polling fetch never holds up a vote behind it; the answer
 comes back to the driver as the core's response, with the correlation id the core chose.
 A request that fails (no connection, a timeout) is dropped: the core retries on its timers.
+A leader names its own controller endpoint in its Fetch answers (`node_endpoints`) and in
+BeginQuorumEpoch (`leader_endpoints`), so a replica that found the quorum through a bootstrap
+server learns where the leader listens (KIP-853).
 
 In: a quorum request arriving on this node's controller listener (`handle`) is given to the
 driver under a correlation id unique to this node, and the handler waits for the answer the core
@@ -19,13 +23,16 @@ import itertools
 import logging
 from typing import Any
 
+from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.quorum_rpc import VERSIONS, answer_of, request_from, request_of, response_from
 from moldau.client.connection import BrokerConnection
-from moldau.config.cluster import Voter
+from moldau.client.errors import KafkaException
 from moldau.protocol.api_keys import ApiKey
 from moldau.raft.driver import RaftDriver
 from moldau.raft.messages import (
+    BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchResponse,
     FetchSnapshotResponse,
@@ -51,14 +58,16 @@ INBOUND_TIMEOUT_S = 30.0
 class QuorumTransport:
     def __init__(
         self,
-        voters: tuple[Voter, ...],
+        addresses: QuorumAddresses,
         *,
         node_id: int,
         request_timeout_s: float = 2.0,
         fetch_wait_s: float = 0.5,
+        local_endpoint: tuple[str, int] | None = None,
     ) -> None:
-        self._addresses = {voter.node_id: (voter.host, voter.port) for voter in voters}
+        self._addresses = addresses
         self._node_id = node_id
+        self.local_endpoint = local_endpoint  # this node's controller listener
         self._request_timeout_s = request_timeout_s
         self._fetch_wait_s = fetch_wait_s
         self.driver: RaftDriver | None = None
@@ -75,7 +84,10 @@ class QuorumTransport:
         if isinstance(message, _RESPONSES):
             waiting = self._inbound.pop(message.correlation_id, None)
             if waiting is not None and not waiting.done():
-                waiting.set_result(answer_of(message))
+                body = answer_of(message)
+                if isinstance(message, FetchResponse):
+                    body["node_endpoints"] = self._node_endpoints(message.current_leader_id)
+                waiting.set_result(body)
             return
         if self._closed or destination_id not in self._addresses:
             return
@@ -83,8 +95,30 @@ class QuorumTransport:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _endpoint_of(self, node_id: int | None) -> tuple[str, int] | None:
+        if node_id is None:
+            return None
+        if node_id == self._node_id:
+            return self.local_endpoint
+        return self._addresses.get(node_id)
+
+    def _node_endpoints(self, leader_id: int | None) -> list[dict[str, Any]]:
+        endpoint = self._endpoint_of(leader_id)
+        if leader_id is None or endpoint is None:
+            return []
+        return [{"node_id": leader_id, "host": endpoint[0], "port": endpoint[1], "rack": None}]
+
+    def _learn_endpoints(self, response: Any) -> None:
+        for endpoint in getattr(response, "node_endpoints", None) or ():
+            self._addresses.learn(int(endpoint.node_id), str(endpoint.host), int(endpoint.port))
+
     async def _request(self, destination_id: int, message: RaftRequest) -> None:
         api_key, body = request_of(message)
+        if isinstance(message, BeginQuorumEpochRequest | EndQuorumEpochRequest):
+            local = self.local_endpoint
+            if local is not None:
+                name = self._addresses.listener_name
+                body["leader_endpoints"] = [{"name": name, "host": local[0], "port": local[1]}]
         fetch = api_key in _FETCHES
         timeout = self._request_timeout_s + (self._fetch_wait_s if fetch else 0.0)
         try:
@@ -101,6 +135,7 @@ class QuorumTransport:
         driver = self.driver
         if driver is None:
             return
+        self._learn_endpoints(response)
         try:
             answer = response_from(api_key, message.correlation_id, response)
         except Exception as exc:
@@ -115,7 +150,7 @@ class QuorumTransport:
             return connection
         pending = self._connecting.get(key)
         if pending is None:
-            host, port = self._addresses[destination_id]
+            host, port = self._addresses[destination_id]  # (checked in send)
             pending = asyncio.ensure_future(
                 BrokerConnection.open(
                     host,
@@ -128,6 +163,9 @@ class QuorumTransport:
             self._connecting[key] = pending
             try:
                 connection = await pending
+            except (OSError, TimeoutError, KafkaException):
+                self._addresses.unreachable(destination_id, (host, port))
+                raise
             finally:
                 self._connecting.pop(key, None)
             self._connections[key] = connection
@@ -148,6 +186,10 @@ class QuorumTransport:
         driver = self.driver
         correlation_id = next(self._inbound_ids)
         source_id, message = request_from(api_key, correlation_id, request)
+        if isinstance(message, BeginQuorumEpochRequest | EndQuorumEpochRequest):
+            for endpoint in getattr(request, "leader_endpoints", None) or ():
+                if endpoint.name == self._addresses.listener_name:
+                    self._addresses.learn(message.leader_id, endpoint.host, int(endpoint.port))
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inbound[correlation_id] = answer
         try:

@@ -4,7 +4,8 @@ replica's lag, features, topics) and `moldau config describe | set | delete` for
 Brokers come from DescribeCluster v2 with fenced brokers (Metadata lists only unfenced ones), the
 quorum from DescribeQuorum (as `kafka-metadata-quorum describe --status --replication` shows
 it), features from ApiVersions (as `kafka-features describe`). With `--bootstrap-controller`
-only controller listeners are asked (KIP-919)."""
+only controller listeners are asked (KIP-919). `add-controller`/`remove-controller` change the
+quorum's voters (`controllers.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moldau.cli import cluster_up
+from moldau.cli import cluster_up, controllers
 from moldau.cli.common import (
     BootstrapOption,
     FormatOption,
@@ -32,6 +33,8 @@ from moldau.client.quorum import FeatureMetadata, QuorumInfo, describe_controlle
 
 cluster_app = typer.Typer(help="The cluster as a whole.", no_args_is_help=True)
 cluster_app.command("up")(cluster_up.up)
+cluster_app.command("add-controller")(controllers.add_controller_command)
+cluster_app.command("remove-controller")(controllers.remove_controller_command)
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
 
 
@@ -110,6 +113,7 @@ def _quorum_data(
     def replica(state: Any, role: str) -> dict[str, Any]:
         return {
             "node_id": state.replica_id,
+            "directory_id": state.directory_id,
             "endpoint": endpoints.get(state.replica_id),
             "status": role,
             "log_end_offset": state.log_end_offset,
@@ -168,10 +172,20 @@ def _info_text(data: dict[str, Any]) -> str:
         sections.append(f"BROKERS (* the active controller)\n=======\n{brokers}")
     quorum = data["quorum"]
     replicas = plain_table(
-        ["NODE-ID", "ENDPOINT", "STATUS", "LOG-END-OFFSET", "LAG", "LAST-FETCH", "LAST-CAUGHT-UP"],
+        [
+            "NODE-ID",
+            "DIRECTORY-ID",
+            "ENDPOINT",
+            "STATUS",
+            "LOG-END-OFFSET",
+            "LAG",
+            "LAST-FETCH",
+            "LAST-CAUGHT-UP",
+        ],
         [
             (
                 r["node_id"],
+                r["directory_id"] or "-",
                 r["endpoint"],
                 r["status"],
                 r["log_end_offset"],

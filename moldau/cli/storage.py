@@ -4,6 +4,12 @@
 and the metadata log directory; `moldau server` also formats on first start, so this is for
 choosing the cluster id up front or for preparing several nodes of one cluster. `info` shows
 what each directory holds. These work on local directories, not through the protocol.
+
+A controller of a quorum with dynamic voters (`controller.quorum.bootstrap.servers`, KIP-853) is
+formatted with one of `--standalone` (a quorum of this controller alone), `--initial-controllers
+id@host:port:directoryid,...` (the first voters; this node takes its directory id from there)
+or `--no-initial-controllers` (it joins later, added with `moldau cluster add-controller`); the
+first two write the bootstrap checkpoint with the voters, as kafka-storage does.
 """
 
 from __future__ import annotations
@@ -15,12 +21,16 @@ from typing import Annotated, Any
 import typer
 
 from moldau.cli.common import ExitCode, FormatOption, OutputFormat, emit, fail
+from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig, ConfigError
 from moldau.raft.meta_properties import (
+    METADATA_LOG_DIRECTORY_NAME,
+    InitialController,
     StorageFormatError,
     ensure_formatted,
     random_uuid_string,
     read_meta_properties,
+    write_bootstrap_checkpoint,
 )
 
 storage_app = typer.Typer(help="Local storage directories (meta.properties).", no_args_is_help=True)
@@ -55,18 +65,121 @@ def new_cluster_id() -> str:
     return random_uuid_string()
 
 
-def format_directories(config: BrokerConfig, cluster_id: str | None) -> tuple[str, list[str]]:
-    """Write meta.properties into every directory of `config` (those already formatted for
-    this node and cluster are left alone); returns the cluster id and the directories.
+def _metadata_directory(config: BrokerConfig) -> str:
+    return os.path.abspath(str(config.get("metadata.log.dir") or config.log_dirs[0]))
 
-    Raises `StorageFormatError` for a directory of another cluster or node."""
+
+def metadata_directory_id(config: BrokerConfig) -> str:
+    """The directory id of this node's metadata log directory (its id as a voter, KIP-853);
+    raises StorageFormatError when it is not formatted."""
+    directory = _metadata_directory(config)
+    properties = read_meta_properties(directory)
+    if properties is None or not properties.directory_id:
+        raise StorageFormatError(
+            f"{directory} is not formatted (moldau storage format --no-initial-controllers)"
+        )
+    return properties.directory_id
+
+
+def format_directories(
+    config: BrokerConfig,
+    cluster_id: str | None,
+    *,
+    initial_controllers: list[InitialController] | None = None,
+    listener_name: str = "CONTROLLER",
+) -> tuple[str, list[str]]:
+    """Write meta.properties into every directory of `config` (those already formatted for
+    this node and cluster are left alone), and with `initial_controllers` the bootstrap
+    checkpoint of dynamic voters; returns the cluster id and the directories.
+
+    Raises `StorageFormatError` for a directory of another cluster or node, or one whose
+    directory id is not this node's in `initial_controllers`."""
     directories = _directories(config)
     for directory in directories:
         os.makedirs(directory, exist_ok=True)
+    metadata_directory = _metadata_directory(config)
+    directory_ids: dict[str, str] = {}
+    own = [c for c in initial_controllers or () if c.node_id == config.node_id]
+    if own:
+        existing = read_meta_properties(metadata_directory)
+        if existing is not None and existing.directory_id != own[0].directory_id:
+            raise StorageFormatError(
+                f"{metadata_directory} has directory.id={existing.directory_id}, but "
+                f"--initial-controllers gives node {config.node_id} {own[0].directory_id}"
+            )
+        directory_ids[metadata_directory] = own[0].directory_id
     resolved = ensure_formatted(
-        directories, node_id=config.node_id, cluster_id=cluster_id or config.get("cluster.id")
+        directories,
+        node_id=config.node_id,
+        cluster_id=cluster_id or config.get("cluster.id"),
+        directory_ids=directory_ids,
     )
+    if initial_controllers:
+        write_bootstrap_checkpoint(
+            os.path.join(metadata_directory, METADATA_LOG_DIRECTORY_NAME),
+            initial_controllers,
+            listener_name,
+        )
     return resolved, directories
+
+
+def initial_controllers_of(
+    config: BrokerConfig,
+    *,
+    standalone: bool,
+    initial_controllers: str | None,
+    no_initial_controllers: bool,
+) -> list[InitialController] | None:
+    """The voters to write into the bootstrap checkpoint (None: none), from the flags; raises
+    ConfigError or StorageFormatError with one line saying what to change."""
+    chosen = [
+        flag
+        for flag, given in (
+            ("--standalone", standalone),
+            ("--initial-controllers", initial_controllers is not None),
+            ("--no-initial-controllers", no_initial_controllers),
+        )
+        if given
+    ]
+    if len(chosen) > 1:
+        raise ConfigError(f"use only one of {', '.join(chosen)}")
+    layout = ClusterLayout.from_config(config)
+    if chosen and not layout.is_controller:
+        raise ConfigError(f"{chosen[0]} is for controllers; process.roles has no controller")
+    if chosen and layout.voters:
+        raise ConfigError(
+            f"{chosen[0]} formats a controller for dynamic voters, but controller.quorum.voters "
+            "is set; remove it and set controller.quorum.bootstrap.servers instead"
+        )
+    if layout.is_controller and layout.dynamic and not chosen:
+        raise ConfigError(
+            "a controller with controller.quorum.bootstrap.servers needs one of --standalone, "
+            "--initial-controllers or --no-initial-controllers"
+        )
+    if standalone:
+        listener = layout.controller_listeners[0]
+        existing = read_meta_properties(_metadata_directory(config))
+        return [
+            InitialController(
+                node_id=config.node_id,
+                host=listener.host,
+                port=listener.port,
+                directory_id=existing.directory_id if existing else random_uuid_string(),
+            )
+        ]
+    if initial_controllers is not None:
+        controllers = [
+            InitialController.parse(item) for item in initial_controllers.split(",") if item
+        ]
+        ids = [c.node_id for c in controllers]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"--initial-controllers names a node twice: {ids}")
+        if config.node_id not in ids:
+            raise ConfigError(
+                f"--initial-controllers does not name this node (node.id={config.node_id})"
+            )
+        return controllers
+    return None
 
 
 @storage_app.command("random-uuid")
@@ -85,9 +198,36 @@ def format_command(
     ignore_formatted: Annotated[
         bool, typer.Option("-g", "--ignore-formatted", help="Skip directories already formatted.")
     ] = False,
+    standalone: Annotated[
+        bool,
+        typer.Option("-s", "--standalone", help="Dynamic voters: a quorum of this controller."),
+    ] = False,
+    initial_controllers: Annotated[
+        str | None,
+        typer.Option(
+            "-I",
+            "--initial-controllers",
+            help="Dynamic voters: the first ones, id@host:port:directoryid,...",
+        ),
+    ] = None,
+    no_initial_controllers: Annotated[
+        bool,
+        typer.Option(
+            "-N", "--no-initial-controllers", help="Dynamic voters: join later as an observer."
+        ),
+    ] = False,
 ) -> None:
     """Write meta.properties into every log directory of this node's configuration."""
     config = _load(config_file, override)
+    try:
+        controllers = initial_controllers_of(
+            config,
+            standalone=standalone,
+            initial_controllers=initial_controllers,
+            no_initial_controllers=no_initial_controllers,
+        )
+    except (ConfigError, StorageFormatError) as exc:
+        fail(str(exc))
     directories = _directories(config)
     formatted = [d for d in directories if _read(d) is not None]
     if formatted and not ignore_formatted:
@@ -96,13 +236,24 @@ def format_command(
             "use --ignore-formatted to skip formatted directories",
             ExitCode.KAFKA_ERROR,
         )
+    listener_names = ClusterLayout.from_config(config).controller_listener_names
     try:
-        resolved, directories = format_directories(config, cluster_id)
+        resolved, directories = format_directories(
+            config,
+            cluster_id,
+            initial_controllers=controllers,
+            listener_name=listener_names[0] if listener_names else "CONTROLLER",
+        )
     except (StorageFormatError, OSError) as exc:
         fail(str(exc), ExitCode.KAFKA_ERROR)
     for directory in directories:
         typer.echo(
             f"Formatting {directory} with cluster.id {resolved} and node.id {config.node_id}"
+        )
+    if controllers:
+        typer.echo(
+            "Bootstrap voters (kraft.version 1): "
+            + ", ".join(f"{c.node_id}@{c.host}:{c.port}:{c.directory_id}" for c in controllers)
         )
 
 

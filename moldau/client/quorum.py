@@ -4,7 +4,8 @@ endpoints of KIP-919).
 
 DescribeQuorum goes to any broker (which passes it on to the active controller) or, given
 controller addresses (`--bootstrap-controller`), to the quorum's leader found with
-DescribeCluster(endpoint_type=2) on a controller listener. Lag is Kafka's: the leader's log end
+DescribeCluster(endpoint_type=2) on a controller listener. AddRaftVoter and RemoveRaftVoter
+(KIP-853, `add_controller`/`remove_controller`) go to the quorum's leader found the same way. Lag is Kafka's: the leader's log end
 offset minus the replica's. Features come from ApiVersions (v3+), as Kafka has no
 DescribeFeatures API.
 """
@@ -20,15 +21,19 @@ from moldau.client.config import ClientConfig, parse_bootstrap_servers
 from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException, check_error
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.uuids import uuid_from_text, uuid_to_text
 
 __all__ = [
     "ControllerInfo",
+    "ControllerListener",
     "FeatureMetadata",
     "QuorumInfo",
     "QuorumReplica",
+    "add_controller",
     "describe_controllers",
     "describe_features",
     "describe_quorum",
+    "remove_controller",
     "update_features",
 ]
 
@@ -47,6 +52,7 @@ class QuorumReplica:
     lag: int  # the leader's log end offset minus this one's
     last_fetch_timestamp: int  # ms since the epoch; -1 when unknown
     last_caught_up_timestamp: int
+    directory_id: str | None = None  # its metadata log directory (dynamic voters, KIP-853)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,7 @@ def _quorum_info(response: Any) -> QuorumInfo:
                 lag=max(0, leader_end - int(state.log_end_offset)),
                 last_fetch_timestamp=int(getattr(state, "last_fetch_timestamp", -1)),
                 last_caught_up_timestamp=int(getattr(state, "last_caught_up_timestamp", -1)),
+                directory_id=uuid_to_text(getattr(state, "replica_directory_id", None)),
             )
             for state in states
         )
@@ -132,6 +139,87 @@ async def describe_quorum(cluster: Cluster) -> QuorumInfo:
 async def describe_controllers(config: ClientConfig, bootstrap_controllers: str) -> ControllerInfo:
     """The controllers, the quorum and the features, asked of controller listeners only
     (KIP-919)."""
+    cluster_id, leader, controllers = await _find_quorum_leader(config, bootstrap_controllers)
+    connection = await _open(config, leader.host, leader.port)
+    try:
+        quorum = _quorum_info(await connection.request(ApiKey.DESCRIBE_QUORUM, _QUORUM_REQUEST))
+        features = await describe_features(connection)
+    finally:
+        await connection.close()
+    return ControllerInfo(cluster_id, leader.node_id, controllers, quorum, features)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerListener:
+    """A listener of a controller to add (AddRaftVoter's Listener)."""
+
+    name: str
+    host: str
+    port: int
+
+
+async def add_controller(
+    config: ClientConfig,
+    bootstrap_controllers: str,
+    *,
+    voter_id: int,
+    directory_id: str,
+    listeners: Sequence[ControllerListener],
+    timeout_ms: int = 30000,
+) -> None:
+    """Make the controller `voter_id` (which follows the log already) a voter (AddRaftVoter,
+    KIP-853), through the quorum's leader; raises KafkaException with the leader's reason."""
+    body = {
+        "cluster_id": None,
+        "timeout": timeout_ms,
+        "voter_id": voter_id,
+        "voter_directory_id": uuid_from_text(directory_id),
+        "listeners": [{"name": x.name, "host": x.host, "port": x.port} for x in listeners],
+        "ack_when_committed": True,
+    }
+    await _ask_quorum_leader(config, bootstrap_controllers, ApiKey.ADD_RAFT_VOTER, body)
+
+
+async def remove_controller(
+    config: ClientConfig,
+    bootstrap_controllers: str,
+    *,
+    voter_id: int,
+    directory_id: str | None,
+) -> None:
+    """Remove the voter `voter_id` with that directory (RemoveRaftVoter, KIP-853)."""
+    body = {
+        "cluster_id": None,
+        "voter_id": voter_id,
+        "voter_directory_id": uuid_from_text(directory_id),
+    }
+    await _ask_quorum_leader(config, bootstrap_controllers, ApiKey.REMOVE_RAFT_VOTER, body)
+
+
+async def _ask_quorum_leader(
+    config: ClientConfig, bootstrap_controllers: str, api_key: int, body: dict[str, Any]
+) -> Any:
+    """Send a request to the quorum's leader, found again while it answers
+    NOT_LEADER_OR_FOLLOWER (an election in between)."""
+    for attempt in range(10):
+        _, leader, _ = await _find_quorum_leader(config, bootstrap_controllers)
+        connection = await _open(config, leader.host, leader.port)
+        try:
+            response = await connection.request(api_key, body)
+        finally:
+            await connection.close()
+        if int(response.error_code) == ErrorCode.not_leader_or_follower and attempt < 9:
+            continue
+        check_error(response.error_code, response.error_message, context=ApiKey(api_key).name)
+        return response
+    raise AssertionError("unreachable")
+
+
+async def _find_quorum_leader(
+    config: ClientConfig, bootstrap_controllers: str
+) -> tuple[str, BrokerInfo, dict[int, BrokerInfo]]:
+    """(cluster id, the quorum's leader, the controllers) from the first controller listener
+    that answers DescribeCluster with endpoint type 2."""
     errors: list[str] = []
     for host, port in parse_bootstrap_servers(bootstrap_controllers):
         try:
@@ -154,13 +242,7 @@ async def describe_controllers(config: ClientConfig, bootstrap_controllers: str)
         leader = controllers.get(int(response.controller_id))
         if leader is None:
             raise KafkaException(ErrorCode.not_leader_or_follower, "the quorum has no leader")
-        connection = await _open(config, leader.host, leader.port)
-        try:
-            quorum = _quorum_info(await connection.request(ApiKey.DESCRIBE_QUORUM, _QUORUM_REQUEST))
-            features = await describe_features(connection)
-        finally:
-            await connection.close()
-        return ControllerInfo(response.cluster_id, leader.node_id, controllers, quorum, features)
+        return response.cluster_id, leader, controllers
     raise KafkaException(
         ErrorCode.network_exception, f"no controller reachable: {', '.join(errors)}"
     )

@@ -3,6 +3,9 @@
     process.roles                 broker | controller | broker,controller
     node.id                       this node
     controller.quorum.voters      id@host:port,... (the static voter set, KIP-595)
+    controller.quorum.bootstrap.servers
+                                  host:port,... of controllers, to find a quorum whose voters
+                                  are in its log (dynamic voters, KIP-853), instead of voters
     controller.listener.names     which entries of `listeners` the controllers listen on
     inter.broker.listener.name    which listener brokers use to reach each other
     broker.rack                   this broker's rack
@@ -10,7 +13,9 @@
 `ClusterLayout.from_config()` raises `ConfigError` with one line that says what is wrong and how
 to fix it, as Kafka's KafkaConfig does, so a misconfigured node never starts half-working:
 
-- a controller must be one of the voters, and must listen on a controller listener;
+- voters and bootstrap servers are not both set;
+- a controller must be one of the static voters (with bootstrap servers it may join later), and
+  must listen on a controller listener;
 - a broker-only node must not be a voter and must not listen on a controller listener;
 - the inter-broker listener must be a listener of this node and not a controller listener;
 - every listener name must be unique and have a security protocol.
@@ -82,11 +87,35 @@ class Voter:
         return f"{self.node_id}@{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True)
+class BootstrapServer:
+    """One entry of `controller.quorum.bootstrap.servers`: host:port."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> BootstrapServer:
+        host, _, port = text.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not host or not port.isdigit() or "@" in host:
+            raise ConfigError(
+                f"controller.quorum.bootstrap.servers entry {text!r} must look like host:port "
+                "(for example localhost:9093)"
+            )
+        return cls(host=host, port=int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterLayout:
     node_id: int
     roles: frozenset[str]
     voters: tuple[Voter, ...]
+    bootstrap_servers: tuple[BootstrapServer, ...] = ()
     listeners: tuple[ListenerAddress, ...]
     controller_listener_names: tuple[str, ...]
     inter_broker_listener_name: str | None
@@ -106,12 +135,24 @@ class ClusterLayout:
         return any(voter.node_id == self.node_id for voter in self.voters)
 
     @property
+    def dynamic(self) -> bool:
+        """The voters are in the metadata log (KIP-853), found through bootstrap servers."""
+        return bool(self.bootstrap_servers)
+
+    @property
     def standalone(self) -> bool:
-        """A cluster of one: no voters configured, or only this node."""
+        """A cluster of one run in-process: no voters nor bootstrap servers configured, or
+        only this node as a static voter."""
+        if self.dynamic:
+            return False
         return not self.voters or (len(self.voters) == 1 and self.is_voter)
 
     @property
     def voter_ids(self) -> tuple[int, ...]:
+        """The static voters (this node alone when none are configured); none with dynamic
+        voters."""
+        if self.dynamic:
+            return ()
         return tuple(voter.node_id for voter in self.voters) or (self.node_id,)
 
     @property
@@ -137,6 +178,11 @@ class ClusterLayout:
             raise ConfigError(f"node.id must be 0 or more, not {node_id}")
         roles = _roles(config.get("process.roles"))
         voters = _voters(config.get("controller.quorum.voters") or [])
+        bootstrap_servers = tuple(
+            BootstrapServer.parse(item.strip())
+            for item in config.get("controller.quorum.bootstrap.servers") or []
+            if item.strip()
+        )
         protocols = _protocol_map(config.get("listener.security.protocol.map") or [])
         listeners = _listeners(config.get("listeners") or [], protocols)
         controller_names = tuple(
@@ -146,6 +192,7 @@ class ClusterLayout:
             node_id=node_id,
             roles=roles,
             voters=voters,
+            bootstrap_servers=bootstrap_servers,
             listeners=listeners,
             controller_listener_names=controller_names,
             inter_broker_listener_name=_inter_broker_name(config, listeners, controller_names),
@@ -159,6 +206,11 @@ class ClusterLayout:
         ids = [voter.node_id for voter in self.voters]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"controller.quorum.voters names a node twice: {ids}")
+        if self.voters and self.bootstrap_servers:
+            raise ConfigError(
+                "controller.quorum.voters and controller.quorum.bootstrap.servers are both set; "
+                "set voters for a static quorum or bootstrap.servers for dynamic voters, not both"
+            )
         controller_listeners = self.controller_listeners
         if self.is_controller:
             if self.voters and not self.is_voter:
@@ -185,9 +237,10 @@ class ClusterLayout:
                     "a broker-only node must not listen on a controller listener "
                     f"({controller_listeners[0].name}); remove it from listeners"
                 )
-            if not self.voters:
+            if not self.voters and not self.bootstrap_servers:
                 raise ConfigError(
-                    "a broker-only node needs controller.quorum.voters to find the controllers"
+                    "a broker-only node needs controller.quorum.voters or "
+                    "controller.quorum.bootstrap.servers to find the controllers"
                 )
         if self.is_broker and not self.client_listeners:
             raise ConfigError(

@@ -83,6 +83,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("process.roles", LS, "broker,controller", "Roles of this node.", read_only=True),
         _key("cluster.id", S, None, "Cluster id; generated at format time.", read_only=True),
         _key("controller.quorum.voters", LS, "", "id@host:port of each voter.", read_only=True),
+        _key(
+            "controller.quorum.bootstrap.servers",
+            LS,
+            "",
+            "host:port of controllers to find a quorum with dynamic voters (KIP-853).",
+            read_only=True,
+        ),
         _key("controller.listener.names", LS, "CONTROLLER", read_only=True),
         _key(
             "broker.rack",

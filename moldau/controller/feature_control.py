@@ -6,14 +6,15 @@ claimed):
 | feature | levels | meaning |
 | --- | --- | --- |
 | `metadata.version` | 25 | Kafka 4.0-IV3, the level Moldau's metadata log is written at; no other |
-| `kraft.version` | 0 | static voters (`controller.quorum.voters`); 1 (KIP-853 dynamic voters) is not implemented |
+| `kraft.version` | 0-1 | 0: static voters (`controller.quorum.voters`); 1: dynamic voters (KIP-853), chosen when the controllers are formatted (`--standalone`, `--initial-controllers`) |
 | `transaction.version` | 0-1 | 1: flexible `__transaction_state` records; 2 (KIP-890 part 2: a partition leader adds partitions to a transaction itself) is not implemented |
 | `group.version` | 0-1 | 1: the consumer group protocol (KIP-848, ConsumerGroupHeartbeat) |
 
 A new cluster finalizes the highest of each (`BOOTSTRAP_LEVELS`); a cluster formatted before
 finalized only `metadata.version` and can finalize the others with UpdateFeatures. Level 0
 means "not finalized": such features are absent from the image and from ApiVersions'
-finalized list (as in Kafka). kraft.version is the quorum's, not a metadata record: always 0.
+finalized list (as in Kafka). kraft.version is the quorum's, not a metadata record: the Raft
+log's KRaftVersionRecord sets it at format time, and UpdateFeatures does not change it.
 
 UpdateFeatures is all or nothing (KIP-1022): `update_features` returns the records of every
 update, or none and the first update's error (INVALID_UPDATE_VERSION with Kafka's messages).
@@ -37,7 +38,7 @@ METADATA_VERSION_LEVEL = 25
 # name -> (min, max) supported level.
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-    KRAFT_VERSION: (0, 0),
+    KRAFT_VERSION: (0, 1),
     "transaction.version": (0, 1),
     "group.version": (0, 1),
 }
@@ -124,6 +125,11 @@ def _check(image: MetadataImage, update: FeatureUpdate) -> str | None:
     if supported is None:
         return "The controller does not support this feature."
     low, high = supported
+    if update.feature == KRAFT_VERSION and 0 < level <= high:
+        return (
+            "Moldau sets kraft.version when the controllers are formatted (moldau storage "
+            "format --standalone or --initial-controllers for 1), not with UpdateFeatures."
+        )
     if not low <= level <= high:
         return f"The controller only supports versions {low}-{high} of this feature."
     current = image.features.get(update.feature, 0)

@@ -87,18 +87,31 @@ from moldau.metadata.snapshot import decode_snapshot
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.driver import QuorumStateStore, RaftDriver, RaftTransport
 from moldau.raft.file_log import FileReplicatedLog
-from moldau.raft.file_snapshots import FileSnapshotStore
+from moldau.raft.file_snapshots import FileSnapshotStore, snapshot_file_name
 from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog
-from moldau.raft.meta_properties import StorageFormatError, ensure_formatted, read_meta_properties
-from moldau.raft.node import NotLeaderError, QuorumDescription, RaftNode
+from moldau.raft.meta_properties import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    METADATA_LOG_DIRECTORY_NAME,
+    StorageFormatError,
+    ensure_formatted,
+    read_meta_properties,
+)
+from moldau.raft.node import (
+    AddVoter,
+    NotLeaderError,
+    QuorumDescription,
+    RaftNode,
+    RemoveVoter,
+    UpdateVoter,
+)
 from moldau.raft.quorum_config import PROPERTY_NAMES as QUORUM_PROPERTY_NAMES
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import FileQuorumStateStore
 from moldau.raft.snapshots import SnapshotStore
+from moldau.raft.voter_set import VoterNode
 
 logger = logging.getLogger(__name__)
 
-METADATA_LOG_DIRECTORY_NAME = "__cluster_metadata-0"
 # Space the metadata log keeps free for itself: an operation that would leave less is refused.
 METADATA_RESERVE_BYTES = 1024 * 1024
 
@@ -130,6 +143,8 @@ class QuorumController:
         layout: ClusterLayout | None = None,
         transport: RaftTransport | None = None,
         snapshots: SnapshotStore | None = None,
+        directory_id: str | None = None,
+        bootstrap_ids: tuple[int, ...] = (),
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
@@ -150,6 +165,8 @@ class QuorumController:
                 cluster_id=cluster_id,
                 log=log,
                 snapshots=snapshots,
+                directory_id=directory_id,
+                bootstrap_ids=bootstrap_ids,
             ),
             log=log,
             quorum_state_store=quorum_state_store,
@@ -193,6 +210,7 @@ class QuorumController:
         layout: ClusterLayout | None = None,
         transport: RaftTransport | None = None,
         start: bool = True,
+        bootstrap_ids: tuple[int, ...] = (),
     ) -> QuorumController:
         """Format storage if needed, open and replay the metadata log, register the broker.
 
@@ -203,7 +221,7 @@ class QuorumController:
         loop = asyncio.get_running_loop()
         layout = layout or ClusterLayout.from_config(config)
 
-        def open_storage() -> tuple[str, FileReplicatedLog, FileSnapshotStore]:
+        def open_storage() -> tuple[str, str | None, FileReplicatedLog, FileSnapshotStore]:
             metadata_dir = os.path.dirname(directory)
             directories = [*config.log_dirs, metadata_dir]
             if not layout.standalone:
@@ -214,14 +232,30 @@ class QuorumController:
                             "formatted with the cluster's id: moldau storage format -t "
                             "CLUSTER_ID with this node's settings"
                         )
+            if not layout.dynamic and os.path.exists(
+                os.path.join(directory, snapshot_file_name(BOOTSTRAP_SNAPSHOT_ID))
+            ):
+                raise StorageFormatError(
+                    f"{directory} was formatted for dynamic voters (--standalone or "
+                    "--initial-controllers); set controller.quorum.bootstrap.servers instead "
+                    "of controller.quorum.voters"
+                )
             cluster_id = ensure_formatted(
                 directories, node_id=config.node_id, cluster_id=config.get("cluster.id")
             )
+            properties = read_meta_properties(metadata_dir)
             os.makedirs(directory, exist_ok=True)
             metadata_reserve.release_if_full(directory, needed=METADATA_RESERVE_BYTES)
-            return cluster_id, FileReplicatedLog(directory), FileSnapshotStore(directory)
+            return (
+                cluster_id,
+                properties.directory_id if properties else None,
+                FileReplicatedLog(directory),
+                FileSnapshotStore(directory),
+            )
 
-        cluster_id, log, snapshots = await loop.run_in_executor(executor, open_storage)
+        cluster_id, directory_id, log, snapshots = await loop.run_in_executor(
+            executor, open_storage
+        )
         if log.truncated_bytes:
             logger.warning(
                 "truncated a torn tail of %d bytes from the metadata log in %s",
@@ -238,6 +272,8 @@ class QuorumController:
             layout=layout,
             transport=transport,
             snapshots=snapshots,
+            directory_id=directory_id if layout.dynamic else None,
+            bootstrap_ids=bootstrap_ids,
         )
         if start:
             await controller.start(registration=registration)
@@ -447,6 +483,44 @@ class QuorumController:
                 self._core.image, updates, validate_only=validate_only
             )
         )
+
+    # The quorum's voters (KIP-853): Raft's own records, not metadata; only the quorum's leader
+    # takes them.
+
+    async def add_voter(self, voter: VoterNode, *, timeout_s: float | None) -> None:
+        await self._change_voters(AddVoter(voter=voter), timeout_s)
+
+    async def remove_voter(
+        self, voter_id: int, directory_id: str | None, *, timeout_s: float
+    ) -> None:
+        await self._change_voters(
+            RemoveVoter(voter_id=voter_id, directory_id=directory_id), timeout_s
+        )
+
+    async def update_voter(self, voter: VoterNode, *, timeout_s: float) -> None:
+        await self._change_voters(UpdateVoter(voter=voter), timeout_s)
+
+    async def _change_voters(
+        self, change: AddVoter | RemoveVoter | UpdateVoter, timeout_s: float | None
+    ) -> None:
+        """Raises KafkaError: NOT_LEADER_OR_FOLLOWER on a node that does not lead the quorum,
+        the core's reason for a refusal, REQUEST_TIMED_OUT when the change does not commit in
+        time (it may still commit later). `timeout_s` None: return once appended."""
+        if not self._started:
+            raise RuntimeError("the controller is not running")
+        try:
+            future = self._driver.change_voters(change)
+            if timeout_s is None:
+                future.add_done_callback(lambda done: done.cancelled() or done.exception())
+                return
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except NotLeaderError as exc:
+            raise KafkaError(ErrorCode.not_leader_or_follower, str(exc)) from None
+        except TimeoutError:
+            raise KafkaError(
+                ErrorCode.request_timed_out,
+                f"the voter change did not commit within {timeout_s:.0f} s",
+            ) from None
 
     async def _run(
         self,

@@ -100,10 +100,11 @@ class SnapshotGenerator:
             )
         store = self._driver.snapshots
         assert store is not None
+        header = self._driver.snapshot_header_for(snapshot_id)  # the quorum's voters, if dynamic
 
         def write() -> tuple[int, float]:
             started = time.perf_counter()
-            contents = encode_snapshot(image)
+            contents = header + encode_snapshot(image)
             store.create(snapshot_id, contents)
             return len(contents), time.perf_counter() - started
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moldau.raft.node_state import Role
+from moldau.raft.voter_set import VoterNode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,6 +21,7 @@ class ReplicaState:
     log_end_offset: int
     last_fetch_time: float | None = None
     last_caught_up_time: float | None = None
+    directory_id: str | None = None  # KIP-853; None with static voters
 
     @property
     def voter_id(self) -> int:
@@ -39,3 +41,5 @@ class QuorumDescription:
     high_watermark: int
     voters: tuple[ReplicaState, ...]
     observers: tuple[ReplicaState, ...] = ()
+    voter_nodes: tuple[VoterNode, ...] = ()  # the voters with their endpoints
+    kraft_version: int = 0

@@ -14,7 +14,8 @@ once whole, replaces its log with it and hands it to the listener (`handle_snaps
 one); `create_snapshot` stores one the state machine made and drops the log entries it covers
 (or, for one written off the loop: `snapshot_id_for`, `snapshots.create` in a worker thread,
 then `trim_log_to_snapshot`). Either way older snapshots go. At start the listener gets the
-newest snapshot, then the log that follows it.
+newest snapshot, then the log that follows it. With dynamic voters (KIP-853) a snapshot starts
+with the quorum's header (`snapshot_header_for`): the listener gets only what follows it.
 
 After every step the driver arms one timer for the node's next deadline (`next_deadline()`) and
 steps a `Tick` when it fires. Messages leave through a `RaftTransport` and come in through
@@ -32,7 +33,10 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from moldau.clock import Clock
+from moldau.protocol.errors import KafkaError
+from moldau.raft.control_records import snapshot_header, split_snapshot
 from moldau.raft.events import (
+    AddVoter,
     AppendToLog,
     ClientAppend,
     CommitUpTo,
@@ -44,11 +48,13 @@ from moldau.raft.events import (
     RaftAction,
     RaftEvent,
     Receive,
+    RemoveVoter,
     Resign,
     Send,
     Start,
     Tick,
     TruncateLog,
+    UpdateVoter,
     WriteSnapshotChunk,
 )
 from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog, end_after_truncation
@@ -56,6 +62,7 @@ from moldau.raft.messages import RaftMessage
 from moldau.raft.node import NotLeaderError, RaftNode
 from moldau.raft.quorum_state import ElectionState
 from moldau.raft.snapshots import SnapshotStore
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 
 logger = logging.getLogger(__name__)
 
@@ -165,11 +172,38 @@ class RaftDriver:
         assert self.node.log_end_offset == before + len(records)
         return future
 
+    def change_voters(self, change: AddVoter | RemoveVoter | UpdateVoter) -> asyncio.Future[int]:
+        """Add, remove or update a voter (KIP-853) on the leader: the future resolves with the
+        offset of the VotersRecord once it is committed (at once when nothing changes).
+
+        Raises NotLeaderError, or KafkaError saying why the leader refuses the change now."""
+        if self._failure is not None:
+            raise RuntimeError("the metadata log failed") from self._failure
+        if self._loop is None:
+            raise RuntimeError("RaftDriver.start() has not run")
+        future: asyncio.Future[int] = self._loop.create_future()
+        before = self.node.log_end_offset
+        self._step(change)
+        if self.node.log_end_offset == before:
+            future.set_result(before - 1)
+        else:
+            self._pending.append((self.node.log_end_offset - 1, future))
+        return future
+
+    def snapshot_header_for(self, snapshot_id: OffsetAndEpoch) -> bytes:
+        """What a snapshot ending at `snapshot_id` starts with: with dynamic voters, the
+        kraft.version and the voter set as of its end (none with static voters)."""
+        offset = snapshot_id.offset - 1
+        kraft_version = self.node.kraft_version_at(offset)
+        if kraft_version < KRAFT_VERSION_DYNAMIC:
+            return b""
+        return snapshot_header(kraft_version, self.node.voter_set_at(offset))
+
     def create_snapshot(self, end_offset: int, contents: bytes) -> OffsetAndEpoch:
         """Store a snapshot of the state machine as of `end_offset` (committed, and where an
         entry ends) and drop the log entries below it; returns its id."""
         snapshot_id = self.snapshot_id_for(end_offset)
-        self._snapshot_store().create(snapshot_id, contents)
+        self._snapshot_store().create(snapshot_id, self.snapshot_header_for(snapshot_id) + contents)
         self.trim_log_to_snapshot(snapshot_id)
         return snapshot_id
 
@@ -249,8 +283,8 @@ class RaftDriver:
     def _step_now(self, event: RaftEvent) -> None:
         try:
             self._execute(self.node.step(event, self.clock.monotonic()))
-        except NotLeaderError:
-            raise
+        except (NotLeaderError, KafkaError):
+            raise  # an append or voter change refused: nothing happened
         except Exception as exc:
             # A broken disk or a RaftSafetyError: this node stops taking part.
             logger.exception("the metadata quorum node failed on %r", event)
@@ -326,8 +360,10 @@ class RaftDriver:
 
     def _load_snapshot(self, snapshot_id: OffsetAndEpoch, *, first_commit: bool = True) -> None:
         if isinstance(self.listener, SnapshotListener):
-            contents = self._snapshot_store().load(snapshot_id)
-            self.listener.handle_snapshot(snapshot_id, contents)
+            header, contents = split_snapshot(self._snapshot_store().load(snapshot_id))
+            # The bootstrap checkpoint of dynamic voters holds no state: nothing to load.
+            if header is None or contents or snapshot_id.offset > 0:
+                self.listener.handle_snapshot(snapshot_id, contents)
         self._delivered_offset = snapshot_id.offset
         if first_commit and self._first_commit is not None and not self._first_commit.done():
             self._first_commit.set_result(None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from moldau.raft.quorum_config import VoterSet
+from moldau.raft.voter_set import VoterSet
 
 RETRY_BACKOFF_BASE_MS = 100
 
@@ -18,7 +18,8 @@ RETRY_BACKOFF_BASE_MS = 100
 class ElectionTally:
     def __init__(self, voters: VoterSet, local_id: int) -> None:
         self.voters = voters
-        self.granted: set[int] = {local_id}
+        # (a node that an uncommitted change removed stands without a vote of its own)
+        self.granted: set[int] = {local_id} if local_id in voters else set()
         self.rejected: set[int] = set()
 
     def record(self, voter_id: int, granted: bool) -> None:

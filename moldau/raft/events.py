@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import RaftMessage
 from moldau.raft.quorum_state import ElectionState
+from moldau.raft.voter_set import VoterNode
 
 # Events.
 
@@ -31,6 +32,30 @@ class ClientAppend:
     """The state machine above (the controller) wants `records` committed as one entry."""
 
     records: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddVoter:
+    """Make `voter` (an observer that has caught up) a voter (AddRaftVoter, KIP-853); only
+    the leader takes it, and only with no other voter change uncommitted."""
+
+    voter: VoterNode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveVoter:
+    """Remove the voter `voter_id` (with that directory id, if given) (RemoveRaftVoter)."""
+
+    voter_id: int
+    directory_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateVoter:
+    """A voter announces its endpoints (UpdateRaftVoter); the leader writes them into the voter
+    set if they changed."""
+
+    voter: VoterNode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +84,17 @@ class Receive:
     message: RaftMessage
 
 
-RaftEvent = Start | ClientAppend | LogFlushed | Tick | Resign | Receive
+RaftEvent = (
+    Start
+    | ClientAppend
+    | AddVoter
+    | RemoveVoter
+    | UpdateVoter
+    | LogFlushed
+    | Tick
+    | Resign
+    | Receive
+)
 
 
 # Actions the driver carries out, in order.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moldau.raft.messages import FetchRequest
-from moldau.raft.quorum_config import VoterSet
+from moldau.raft.voter_set import VoterSet
 
 OBSERVER_SESSION_TIMEOUT = 300.0  # seconds without a fetch before an observer is forgotten
 
@@ -22,6 +22,7 @@ OBSERVER_SESSION_TIMEOUT = 300.0  # seconds without a fetch before an observer i
 @dataclass(slots=True, kw_only=True)
 class ReplicaProgress:
     replica_id: int
+    directory_id: str | None = None  # from its fetches (KIP-853)
     end_offset: int = -1  # durable log end from the last valid fetch; -1: unknown
     last_fetch_time: float | None = None
     last_caught_up_time: float | None = None
@@ -50,24 +51,58 @@ class LeaderState:
         self.local_id = local_id
         self.voters = voters
         self.epoch_start_offset = epoch_start_offset
-        self.voter_progress = {v: ReplicaProgress(replica_id=v) for v in voters.voter_ids}
+        # The leader's own durable log end; counted towards the high watermark only while it
+        # is a voter (a leader removed from the voter set leads on until that commits).
+        self.local_progress = ReplicaProgress(replica_id=local_id)
+        self.voter_progress: dict[int, ReplicaProgress] = {}
         self.observer_progress: dict[int, ReplicaProgress] = {}
-        self.unacknowledged_voters = {v for v in voters.voter_ids if v != local_id}
+        self.unacknowledged_voters: set[int] = set()
         self.check_quorum_timeout = check_quorum_timeout
         self._fetched_voters: set[int] = set()
-        self.check_quorum_deadline: float | None = (
-            now + check_quorum_timeout if len(voters) > 1 else None
-        )
+        self.check_quorum_deadline: float | None = None
         self.parked: dict[int, ParkedFetch] = {}
+        self.set_voters(voters, now)
+
+    def set_voters(self, voters: VoterSet, now: float) -> None:
+        """The voter set changed (a VotersRecord appended or truncated): replicas move between
+        voters and observers with their progress; new voters are told of the epoch."""
+        everyone = {**self.observer_progress, **self.voter_progress}
+        self.voters = voters
+        self.voter_progress = {}
+        for voter_id in voters.voter_ids:
+            if voter_id == self.local_id:
+                self.voter_progress[voter_id] = self.local_progress
+            else:
+                known = everyone.pop(voter_id, None)
+                self.voter_progress[voter_id] = known or ReplicaProgress(replica_id=voter_id)
+        everyone.pop(self.local_id, None)
+        self.observer_progress = everyone
+        self.unacknowledged_voters = {v for v in self.unacknowledged_voters if v in voters} | {
+            v
+            for v in voters.voter_ids
+            if v != self.local_id and self.voter_progress[v].last_fetch_time is None
+        }
+        self._fetched_voters &= set(voters.voter_ids)
+        others = [v for v in voters.voter_ids if v != self.local_id]
+        if not others:
+            self.check_quorum_deadline = None
+        elif self.check_quorum_deadline is None:
+            self.check_quorum_deadline = now + self.check_quorum_timeout
 
     def update_local_end(self, durable_end_offset: int, now: float) -> None:
-        progress = self.voter_progress[self.local_id]
+        progress = self.local_progress
         progress.end_offset = max(progress.end_offset, durable_end_offset)
         progress.last_fetch_time = now
         progress.last_caught_up_time = now
 
     def update_replica(
-        self, replica_id: int, *, fetch_offset: int, leader_end_offset: int, now: float
+        self,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        leader_end_offset: int,
+        now: float,
+        directory_id: str | None = None,
     ) -> None:
         """A valid fetch from `replica_id`: every record below `fetch_offset` is on its log."""
         if replica_id in self.voters:
@@ -83,10 +118,13 @@ class LeaderState:
             progress.last_caught_up_time = progress.last_fetch_time
         progress.end_offset = fetch_offset
         progress.last_fetch_time = now
+        if directory_id is not None:
+            progress.directory_id = directory_id
         progress.leader_end_offset_at_last_fetch = leader_end_offset
 
     def record_voter_fetch(self, voter_id: int, now: float) -> None:
-        """Check-quorum: once a majority (the leader included) has fetched, the window restarts."""
+        """Check-quorum: once a majority (the leader included, if a voter) has fetched, the
+        window restarts."""
         if voter_id not in self.voters or self.check_quorum_deadline is None:
             return
         self._fetched_voters.add(voter_id)
@@ -100,6 +138,8 @@ class LeaderState:
     def next_high_watermark(self, current: int) -> int | None:
         """A larger high watermark that a majority of voters now supports, or None."""
         ends = sorted((p.end_offset for p in self.voter_progress.values()), reverse=True)
+        if len(ends) < self.voters.majority:
+            return None
         majority_end = ends[self.voters.majority - 1]
         if majority_end <= self.epoch_start_offset or majority_end <= current:
             return None

@@ -9,8 +9,11 @@ partition there is, `__cluster_metadata-0` (Kafka's metadata topic id
   a response whose correlation id is not the one it waits for from that node.
 - `leader_id` None is Kafka's -1; absent `diverging_epoch`/`snapshot_id` are Kafka's defaults
   (epoch -1, end offset -1).
-- Directory ids (KIP-853) are not used yet: send None. Endpoints (`leader_endpoints`,
-  `node_endpoints`) are the driver's: the core knows nodes by id only.
+- Directory ids (KIP-853): a Fetch carries the fetcher's (`replica_directory_id`), which the
+  leader checks when a voter is added; Vote and BeginQuorumEpoch carry the receiver's as the
+  sender's voter set names it (`voter_directory_id`), which the receiver checks. Endpoints
+  (`leader_endpoints`, `node_endpoints`) are the transport's: the core knows nodes by id, and
+  passes the voters' endpoints through from the voter set.
 - `error_code` is the top-level error (INCONSISTENT_CLUSTER_ID, INVALID_REQUEST for a request
   naming another partition); `partition_error_code` the partition's.
 - Fetch: `replica_id`/`replica_epoch` are `replica_state`'s; `records` are whole log entries (the
@@ -41,6 +44,7 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the sender's log end offset
     pre_vote: bool
+    voter_directory_id: str | None = None  # the receiver's, as the sender's voter set has it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +66,7 @@ class BeginQuorumEpochRequest:
     voter_id: int  # the receiver
     leader_id: int
     leader_epoch: int
+    voter_directory_id: str | None = None  # the receiver's, as the leader's voter set has it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +117,7 @@ class FetchRequest:
     log_start_offset: int
     partition_max_bytes: int
     high_watermark: int = -1  # v18: the high watermark the replica knows
+    replica_directory_id: str | None = None  # v17: the fetcher's metadata log directory
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

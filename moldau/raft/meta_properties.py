@@ -8,6 +8,11 @@
 `ensure_formatted` writes it to directories that lack it (a first start formats itself) and
 refuses to start when a directory belongs to another cluster or node: mixing them up would
 serve one cluster's data as another's.
+
+A controller formatted for dynamic voters (KIP-853: `--standalone`, `--initial-controllers`)
+also gets the bootstrap checkpoint, `__cluster_metadata-0/00000000000000000000-0000000000
+.checkpoint`, naming the initial voters with their directory ids and endpoints
+(`write_bootstrap_checkpoint`).
 """
 
 from __future__ import annotations
@@ -15,16 +20,21 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from moldau.raft._files import write_file_atomically
+from moldau.raft.control_records import bootstrap_checkpoint
+from moldau.raft.file_snapshots import FileSnapshotStore
+from moldau.raft.log import OffsetAndEpoch
+from moldau.raft.voter_set import Endpoint, VoterNode, VoterSet
 
 META_PROPERTIES_FILE_NAME = "meta.properties"
 
 
-class StorageFormatError(Exception):
-    """A log directory that this node must not use; the message says which and how to fix it."""
+class StorageFormatError(ValueError):
+    """A log directory that this node must not use; the message says which and how to fix it
+    (a ValueError: `moldau server` reports it in one line)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,13 +94,18 @@ def write_meta_properties(directory: str, properties: MetaProperties) -> None:
 
 
 def ensure_formatted(
-    directories: Sequence[str], *, node_id: int, cluster_id: str | None = None
+    directories: Sequence[str],
+    *,
+    node_id: int,
+    cluster_id: str | None = None,
+    directory_ids: Mapping[str, str] | None = None,
 ) -> str:
     """Check or write meta.properties in each directory; return the cluster id.
 
     `cluster_id` is the configured one (`cluster.id`), if any. Directories already formatted
     must agree with it, with `node_id` and with each other; unformatted ones are formatted with
-    the cluster id found (or a new random one).
+    the cluster id found (or a new random one), and the directory id `directory_ids` gives
+    them (by absolute path) or a new random one.
     """
     unique = list(dict.fromkeys(os.path.abspath(d) for d in directories))
     found: dict[str, MetaProperties] = {}
@@ -122,7 +137,64 @@ def ensure_formatted(
             write_meta_properties(
                 directory,
                 MetaProperties(
-                    cluster_id=resolved, node_id=node_id, directory_id=random_uuid_string()
+                    cluster_id=resolved,
+                    node_id=node_id,
+                    directory_id=(directory_ids or {}).get(directory) or random_uuid_string(),
                 ),
             )
     return resolved
+
+
+METADATA_LOG_DIRECTORY_NAME = "__cluster_metadata-0"
+BOOTSTRAP_SNAPSHOT_ID = OffsetAndEpoch(epoch=0, offset=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InitialController:
+    """One entry of `--initial-controllers`: id@host:port:directoryid (KIP-853)."""
+
+    node_id: int
+    host: str
+    port: int
+    directory_id: str
+
+    @classmethod
+    def parse(cls, text: str) -> InitialController:
+        node_part, at, rest = text.strip().partition("@")
+        address, _, directory_id = rest.rpartition(":")
+        host, _, port = address.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if (
+            not at
+            or not node_part.isdigit()
+            or not host
+            or not port.isdigit()
+            or len(directory_id) != 22
+        ):
+            raise StorageFormatError(
+                f"--initial-controllers entry {text!r} must look like id@host:port:directoryid "
+                "with a 22-character directory id (moldau storage random-uuid)"
+            )
+        return cls(node_id=int(node_part), host=host, port=int(port), directory_id=directory_id)
+
+
+def write_bootstrap_checkpoint(
+    metadata_log_directory: str, controllers: Sequence[InitialController], listener_name: str
+) -> None:
+    """Write the bootstrap checkpoint naming the initial voters (kraft.version 1)."""
+    voters = VoterSet.of_nodes(
+        VoterNode(
+            node_id=c.node_id,
+            directory_id=c.directory_id,
+            endpoints=(Endpoint(name=listener_name, host=c.host, port=c.port),),
+        )
+        for c in controllers
+    )
+    os.makedirs(metadata_log_directory, exist_ok=True)
+    store = FileSnapshotStore(metadata_log_directory)
+    try:
+        if store.latest_snapshot_id() is None:
+            store.create(BOOTSTRAP_SNAPSHOT_ID, bootstrap_checkpoint(voters))
+    finally:
+        store.close()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from moldau.raft.description import QuorumDescription, ReplicaState, VoterState
 from moldau.raft.events import (
+    AddVoter,
     AppendToLog,
     ClientAppend,
     CommitUpTo,
@@ -53,11 +54,13 @@ from moldau.raft.events import (
     RaftAction,
     RaftEvent,
     Receive,
+    RemoveVoter,
     Resign,
     Send,
     Start,
     Tick,
     TruncateLog,
+    UpdateVoter,
     WriteSnapshotChunk,
 )
 from moldau.raft.leader_state import ReplicaProgress
@@ -81,10 +84,13 @@ from moldau.raft.node_state import (
     Role,
     leader_change_payload,
 )
+from moldau.raft.reconfiguration import ReconfigurationMixin
 from moldau.raft.replication import ReplicationMixin
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 from moldau.raft.voting import VotingMixin
 
 __all__ = [
+    "AddVoter",
     "AppendToLog",
     "ClientAppend",
     "CommitUpTo",
@@ -100,6 +106,7 @@ __all__ = [
     "RaftNode",
     "RaftSafetyError",
     "Receive",
+    "RemoveVoter",
     "ReplicaState",
     "Resign",
     "Role",
@@ -107,6 +114,7 @@ __all__ = [
     "Start",
     "Tick",
     "TruncateLog",
+    "UpdateVoter",
     "VoterState",
     "WriteSnapshotChunk",
     "leader_change_payload",
@@ -117,7 +125,7 @@ __all__ = [
 _TIMER_PASSES = 8
 
 
-class RaftNode(VotingMixin, ReplicationMixin):
+class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
     """One node's Raft state; all I/O happens in the driver that executes the returned actions.
 
     `log` is read, never written (the driver appends and truncates as told): a node in a quorum
@@ -126,6 +134,8 @@ class RaftNode(VotingMixin, ReplicationMixin):
 
     def step(self, event: RaftEvent, now: float) -> list[RaftAction]:
         actions: list[RaftAction] = []
+        if self._snapshot_voters_pending:
+            self._read_installed_snapshot_voters(now, actions)
         match event:
             case Start():
                 self._on_start(event, now, actions)
@@ -133,6 +143,12 @@ class RaftNode(VotingMixin, ReplicationMixin):
                 if self.role is not Role.LEADER:
                     raise NotLeaderError(self.leader_id, self.epoch)
                 self._append_as_leader(event.records, actions)
+            case AddVoter():
+                self._add_voter(event, now, actions)
+            case RemoveVoter():
+                self._remove_voter(event, now, actions)
+            case UpdateVoter():
+                self._update_voter(event, now, actions)
             case LogFlushed():
                 self._on_log_flushed(event, now, actions)
             case Tick():
@@ -160,8 +176,10 @@ class RaftNode(VotingMixin, ReplicationMixin):
 
     def _role_deadline(self) -> float | None:
         match self.role:
-            case Role.UNATTACHED | Role.RESIGNED:
+            case Role.UNATTACHED:
                 return self._election_deadline if self._may_stand() else None
+            case Role.RESIGNED:
+                return None if self._shutting_down else self._election_deadline
             case Role.PROSPECTIVE:
                 return self._election_deadline
             case Role.CANDIDATE:
@@ -185,19 +203,26 @@ class RaftNode(VotingMixin, ReplicationMixin):
         stored = event.election_state
         self._persisted = stored
         stored_epoch = stored.epoch if stored else 0
-        if self.voters == (self.node_id,):
+        self._load_voter_history()
+        if self.voters == (self.node_id,) and self.is_voter:
             # A single voter is a majority of one: it votes for itself and leads at once.
             self.epoch = max(stored_epoch, event.last_epoch)
             self._become_candidate(now, actions)
             return
         if self._log is None:
             raise ValueError("a node in a quorum of several voters needs its log (log=)")
-        if stored is not None and stored.voters and set(stored.voters) != set(self.voters):
+        static = self.kraft_version < KRAFT_VERSION_DYNAMIC
+        if (
+            static
+            and stored is not None
+            and stored.voters
+            and set(stored.voters) != set(self.voters)
+        ):
             raise ValueError(
                 f"the voters in the quorum-state file {stored.voters} differ from the "
                 f"configured {self.voters}: fix controller.quorum.voters or remove the file"
             )
-        if stored is not None and stored.voted_id is not None and not self.is_voter:
+        if static and stored is not None and stored.voted_id is not None and not self.is_voter:
             raise ValueError(f"node {self.node_id} voted once but is not one of {self.voters}")
         self.epoch = stored_epoch
         if stored is None or stored_epoch < event.last_epoch:
@@ -213,6 +238,15 @@ class RaftNode(VotingMixin, ReplicationMixin):
             self._become_follower(stored_epoch, stored.leader_id, now, actions)
         else:
             self._become_unattached(stored_epoch, now, actions, voted_id=stored.voted_id)
+
+    def _read_installed_snapshot_voters(self, now: float, actions: list[RaftAction]) -> None:
+        """The snapshot installed in the last step is in the store now: its header names the
+        voters from its end offset on."""
+        self._snapshot_voters_pending = False
+        before = self.voter_set
+        self._load_voter_history()
+        if self.voter_set != before:
+            self._on_voters_changed(now, actions)
 
     def _on_log_flushed(self, event: LogFlushed, now: float, actions: list[RaftAction]) -> None:
         flushed = max(self.flushed_offset, event.flushed_offset)
@@ -255,13 +289,16 @@ class RaftNode(VotingMixin, ReplicationMixin):
                     return True
             case Role.FOLLOWER:
                 if _expired(self._fetch_deadline, now):
-                    if not self.is_voter:
-                        # An observer whose leader went quiet asks the voters who leads now.
-                        self._fetch_target = self._random.choice(self.voters)
-                        self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
-                        return True
                     if self._may_stand():
                         self._become_prospective(now, actions)
+                        return True
+                    if not self.is_voter:
+                        # An observer whose leader went quiet asks the voters (or the
+                        # bootstrap servers) who leads now.
+                        candidates = self.fetch_candidates()
+                        if candidates:
+                            self._fetch_target = self._random.choice(candidates)
+                        self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
                         return True
             case Role.LEADER:
                 leader = self._leader
@@ -269,7 +306,8 @@ class RaftNode(VotingMixin, ReplicationMixin):
                     self._become_resigned(now, actions, successors=leader.successors())
                     return True
             case Role.RESIGNED:
-                if self._may_stand() and _expired(self._election_deadline, now):
+                # (a leader removed from the voters moves on too, as an observer)
+                if not self._shutting_down and _expired(self._election_deadline, now):
                     self._become_unattached(self.epoch + 1, now, actions)
                     return True
         return False
@@ -349,19 +387,27 @@ class RaftNode(VotingMixin, ReplicationMixin):
             leader_id=self.leader_id,
             epoch=self.epoch,
             high_watermark=self.high_watermark,
-            voters=tuple(_replica_state(v, voters.get(v)) for v in self.voters),
+            voters=tuple(
+                _replica_state(v.node_id, voters.get(v.node_id), v.directory_id)
+                for v in self.voter_set
+            ),
             observers=tuple(_replica_state(o, observers[o]) for o in sorted(observers)),
+            voter_nodes=self.voter_set.nodes,
+            kraft_version=self.kraft_version,
         )
 
 
-def _replica_state(replica_id: int, progress: ReplicaProgress | None) -> ReplicaState:
+def _replica_state(
+    replica_id: int, progress: ReplicaProgress | None, directory_id: str | None = None
+) -> ReplicaState:
     if progress is None:
-        return ReplicaState(replica_id=replica_id, log_end_offset=-1)
+        return ReplicaState(replica_id=replica_id, log_end_offset=-1, directory_id=directory_id)
     return ReplicaState(
         replica_id=replica_id,
         log_end_offset=progress.end_offset,
         last_fetch_time=progress.last_fetch_time,
         last_caught_up_time=progress.last_caught_up_time,
+        directory_id=directory_id or progress.directory_id,
     )
 
 

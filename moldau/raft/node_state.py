@@ -9,12 +9,18 @@ flight (their answers will be dropped), and answers the fetches a leader was hol
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from enum import Enum
 
 from moldau.protocol.errors import ErrorCode
+from moldau.raft.control_records import (
+    control_changes,
+    kraft_version_payload,
+    leader_change_payload,
+    read_snapshot_header,
+    voters_payload,
+)
 from moldau.raft.election import (
     ElectionTally,
     lost_election_backoff_ms,
@@ -31,10 +37,11 @@ from moldau.raft.events import (
 from moldau.raft.leader_state import LeaderState
 from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog
 from moldau.raft.messages import FetchRequest, FetchResponse, RaftRequest
-from moldau.raft.quorum_config import QuorumConfig, VoterSet
+from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
 from moldau.raft.request_manager import RequestManager
 from moldau.raft.snapshots import SnapshotStore
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, VoterSet, VoterSetHistory
 
 RequestBuilder = Callable[[int, int], RaftRequest]  # (destination id, correlation id)
 
@@ -62,9 +69,7 @@ class RaftSafetyError(RuntimeError):
     truncated): the node stops rather than act on it."""
 
 
-def leader_change_payload(leader_id: int, voters: tuple[int, ...]) -> bytes:
-    """The single record of the control entry a leader starts its epoch with."""
-    return json.dumps({"leaderId": leader_id, "voters": list(voters)}).encode("utf-8")
+__all__ = ["NodeState", "NotLeaderError", "RaftSafetyError", "Role", "leader_change_payload"]
 
 
 class NodeState:
@@ -72,15 +77,29 @@ class NodeState:
         self,
         *,
         node_id: int,
-        voters: tuple[int, ...],
+        voters: tuple[int, ...] = (),
         config: QuorumConfig | None = None,
         rng: random.Random | None = None,
         cluster_id: str | None = None,
         log: ReplicatedLog | None = None,
         snapshots: SnapshotStore | None = None,
+        directory_id: str | None = None,
+        bootstrap_ids: tuple[int, ...] = (),
     ) -> None:
         self.node_id = node_id
-        self.voter_set = VoterSet.of(voters)
+        self.directory_id = directory_id
+        # Static voters (controller.quorum.voters, kraft.version 0), or none: the voters are
+        # then those the log and its snapshot name (KIP-853), and a node that knows none yet
+        # finds the quorum through `bootstrap_ids` (controller.quorum.bootstrap.servers, which
+        # the transport maps to addresses).
+        self.static_voters = tuple(sorted(set(voters)))
+        if not self.static_voters and not bootstrap_ids and log is None:
+            raise ValueError("a node needs its voters, or bootstrap servers and its log")
+        self.bootstrap_ids = bootstrap_ids
+        self._history = VoterSetHistory(
+            VoterSet.of(self.static_voters) if self.static_voters else VoterSet()
+        )
+        self._snapshot_voters_pending = False  # an installed snapshot's header to read
         self.config = config or QuorumConfig()
         self.cluster_id = cluster_id
         self._random = rng or random.Random()
@@ -119,19 +138,52 @@ class NodeState:
         self._notified: tuple[int | None, int] = (None, 0)
 
     @property
+    def voter_set(self) -> VoterSet:
+        """The voters as of this node's log end (a change counts once it is in the log)."""
+        return self._history.latest
+
+    @property
     def voters(self) -> tuple[int, ...]:
         return self.voter_set.voter_ids
 
     @property
+    def kraft_version(self) -> int:
+        return self._history.kraft_version
+
+    @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voter_set
+        return self.voter_set.has_voter(self.node_id, self.directory_id)
+
+    def voter_set_at(self, offset: int) -> VoterSet:
+        """The voters in force at `offset` (for a snapshot's header)."""
+        return self._history.value_at(offset)
+
+    def kraft_version_at(self, offset: int) -> int:
+        return self._history.kraft_version_at(offset)
+
+    def fetch_candidates(self) -> tuple[int, ...]:
+        """Whom a replica that knows no leader asks: the voters it knows, and the bootstrap
+        servers."""
+        known = [*self.voters, *self.bootstrap_ids]
+        return tuple(dict.fromkeys(v for v in known if v != self.node_id))
 
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
     def _may_stand(self) -> bool:
-        return self.is_voter and not self._shutting_down
+        return (self.is_voter or self._removal_uncommitted()) and not self._shutting_down
+
+    def _removal_uncommitted(self) -> bool:
+        """The newest voter change in this node's log removed it, and it does not know that
+        change committed. It still stands, counting the votes of the new set (Raft's rule):
+        a leader that removed itself and crashed before that committed may hold the longest
+        log, and the remaining voters could elect nobody without it."""
+        last_change = self._history.last_change_offset
+        if last_change < self.high_watermark:
+            return False
+        before = self._history.value_at(last_change - 1)
+        return before.has_voter(self.node_id, self.directory_id)
 
     def _read_log(self) -> ReplicatedLog:
         if self._log is None:
@@ -175,7 +227,10 @@ class NodeState:
 
     def _persist(self, actions: list[RaftAction]) -> None:
         state = ElectionState(
-            epoch=self.epoch, leader_id=self.leader_id, voted_id=self.voted_id, voters=self.voters
+            epoch=self.epoch,
+            leader_id=self.leader_id,
+            voted_id=self.voted_id,
+            voters=self.voters if self.kraft_version < KRAFT_VERSION_DYNAMIC else (),
         )
         if state != self._persisted:
             self._persisted = state
@@ -201,7 +256,7 @@ class NodeState:
         self._enter(
             Role.UNATTACHED, epoch=epoch, leader_id=None, voted_id=voted_id, actions=actions
         )
-        if self.is_voter:
+        if self._may_stand() or self.is_voter:
             self._election_deadline = kept if kept is not None else self._new_election_deadline(now)
 
     def _become_follower(
@@ -280,8 +335,12 @@ class NodeState:
             check_quorum_timeout=self.config.check_quorum_timeout_ms / 1000,
         )
         self._leader.update_local_end(self.flushed_offset, now)
-        payload = leader_change_payload(self.node_id, self.voters)
-        self._append_as_leader((payload,), actions, is_control=True)
+        records = [leader_change_payload(self.node_id, self.voters)]
+        if self.log_end_offset == 0 and self.kraft_version >= KRAFT_VERSION_DYNAMIC:
+            # The first leader of a quorum formatted with dynamic voters writes the bootstrap
+            # checkpoint's records into the log, so that replicas that join later learn them.
+            records += [kraft_version_payload(self.kraft_version), voters_payload(self.voter_set)]
+        self._append_as_leader(tuple(records), actions, is_control=True, now=now)
 
     def _become_resigned(
         self, now: float, actions: list[RaftAction], *, successors: tuple[int, ...]
@@ -298,7 +357,12 @@ class NodeState:
         self._election_deadline = self._new_election_deadline(now)
 
     def _append_as_leader(
-        self, records: tuple[bytes, ...], actions: list[RaftAction], *, is_control: bool = False
+        self,
+        records: tuple[bytes, ...],
+        actions: list[RaftAction],
+        *,
+        is_control: bool = False,
+        now: float = 0.0,
     ) -> None:
         entry = LogEntry(
             base_offset=self.log_end_offset,
@@ -310,6 +374,60 @@ class NodeState:
         self.last_epoch = self.epoch
         actions.append(AppendToLog(entry=entry))
         actions.append(FlushLog())
+        if is_control:
+            self._track_control_entry(entry, now, actions)
+
+    # The voter set along the log.
+
+    def _track_control_entry(self, entry: LogEntry, now: float, actions: list[RaftAction]) -> None:
+        """A control entry reached the log: its kraft.version and voters count from now on."""
+        changes = control_changes(entry.records)
+        if changes.kraft_version is not None:
+            self._history.add_kraft_version(entry.base_offset, changes.kraft_version)
+        if changes.voters is not None:
+            before = self.voter_set
+            self._history.add_voters(entry.last_offset, changes.voters)
+            if changes.voters != before:
+                self._on_voters_changed(now, actions)
+
+    def _forget_voters_from(self, offset: int, now: float, actions: list[RaftAction]) -> None:
+        """The log was truncated at `offset`: voter changes written there are undone."""
+        if self._history.truncate_from(offset):
+            self._on_voters_changed(now, actions)
+
+    def _load_voter_history(self) -> None:
+        """Read the voter set from the snapshot the log starts at (its header) and the control
+        entries after it; static voters when neither names any."""
+        base = VoterSet.of(self.static_voters) if self.static_voters else VoterSet()
+        kraft_version = 0
+        log = self._log
+        snapshots = self._snapshots
+        if log is not None and snapshots is not None:
+            latest = snapshots.latest_snapshot_id()
+            if latest is not None and latest.offset == log.log_start.offset:
+                header = read_snapshot_header(snapshots, latest)
+                if header is not None:
+                    kraft_version = header.kraft_version or 0
+                    base = header.voters if header.voters is not None else base
+        self._history = VoterSetHistory(base, kraft_version=kraft_version)
+        if log is None:
+            return
+        for entry in log.read(log.log_start.offset):
+            if entry.is_control:
+                changes = control_changes(entry.records)
+                if changes.kraft_version is not None:
+                    self._history.add_kraft_version(entry.base_offset, changes.kraft_version)
+                if changes.voters is not None:
+                    self._history.add_voters(entry.last_offset, changes.voters)
+
+    def _on_voters_changed(self, now: float, actions: list[RaftAction]) -> None:
+        """The latest voter set changed: a leader counts the new majority; a replica that
+        became a voter starts its election timer."""
+        leader = self._leader
+        if leader is not None and self.role is Role.LEADER:
+            leader.set_voters(self.voter_set, now)
+        elif self.role is Role.UNATTACHED and self._may_stand() and self._election_deadline is None:
+            self._election_deadline = self._new_election_deadline(now)
 
     # What messages say of the quorum.
 

@@ -1,14 +1,12 @@
-"""The quorum's timing settings and its voter set (Kafka's QuorumConfig and VoterSet).
+"""The quorum's timing settings (Kafka's QuorumConfig).
 
-Timeouts keep Kafka's `controller.quorum.*` names and defaults. The voter set is a value: today
-it comes from `controller.quorum.voters` and is written into every leader-change control
-record; dynamic voters (KIP-853) will make it a function of the log offset without changing
-how the core asks it questions.
+Timeouts keep Kafka's `controller.quorum.*` names and defaults. The voter set is in
+`voter_set.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 PROPERTY_NAMES = {
@@ -49,30 +47,3 @@ class QuorumConfig:
             if name is not None and properties.get(name) is not None:
                 values[field.name] = int(str(properties[name]))
         return cls(**values)
-
-
-@dataclass(frozen=True, slots=True)
-class VoterSet:
-    """The ids of the voters, sorted."""
-
-    voter_ids: tuple[int, ...]
-
-    @classmethod
-    def of(cls, voter_ids: Iterable[int]) -> VoterSet:
-        ids = tuple(sorted(set(voter_ids)))
-        if not ids:
-            raise ValueError("a quorum needs at least one voter")
-        return cls(ids)
-
-    def __contains__(self, node_id: object) -> bool:
-        return node_id in self.voter_ids
-
-    def __len__(self) -> int:
-        return len(self.voter_ids)
-
-    @property
-    def majority(self) -> int:
-        return len(self.voter_ids) // 2 + 1
-
-    def is_majority(self, node_ids: Iterable[int]) -> bool:
-        return len(set(node_ids) & set(self.voter_ids)) >= self.majority

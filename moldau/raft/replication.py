@@ -47,10 +47,12 @@ class ReplicationMixin(NodeState):
         if self.role is Role.FOLLOWER:
             target = self._fetch_target if self._fetch_target is not None else self.leader_id
         elif self.role is Role.UNATTACHED and not self.is_voter:
-            # An observer that knows no leader asks any voter; the answer names the leader.
-            if self._requests.has_any_outstanding():
+            # An observer that knows no leader asks any voter it knows or a bootstrap server;
+            # the answer names the leader.
+            candidates = self.fetch_candidates()
+            if self._requests.has_any_outstanding() or not candidates:
                 return
-            target = self._random.choice(self.voters)
+            target = self._random.choice(candidates)
         else:
             return
         if target is None or target == self.node_id:
@@ -78,6 +80,7 @@ class ReplicationMixin(NodeState):
             log_start_offset=self._log_start_offset(),
             partition_max_bytes=self.config.fetch_max_bytes,
             high_watermark=self.high_watermark,
+            replica_directory_id=self.directory_id,
         )
 
     def _fetch_snapshot_request(
@@ -116,13 +119,13 @@ class ReplicationMixin(NodeState):
         self._fetch_target = self.leader_id
         self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
         if response.diverging_epoch is not None:
-            self._truncate_to_diverging(response.diverging_epoch, actions)
+            self._truncate_to_diverging(response.diverging_epoch, now, actions)
             return
         if response.snapshot_id is not None:
             self._fetching_snapshot = response.snapshot_id
             self._snapshot_position = 0
             return
-        self._append_fetched(response.records, actions)
+        self._append_fetched(response.records, now, actions)
         # Never past what the leader committed, nor past our own log (which matches the
         # leader's up to its end now).
         high_watermark = min(response.high_watermark, self.log_end_offset)
@@ -152,7 +155,9 @@ class ReplicationMixin(NodeState):
             self._requests.back_off(source_id, now)
         return True
 
-    def _truncate_to_diverging(self, diverging: OffsetAndEpoch, actions: list[RaftAction]) -> None:
+    def _truncate_to_diverging(
+        self, diverging: OffsetAndEpoch, now: float, actions: list[RaftAction]
+    ) -> None:
         log = self._read_log()
         local = log.end_offset_for_epoch(diverging.epoch)
         end = end_after_truncation(log, min(diverging.offset, local.offset))
@@ -166,8 +171,11 @@ class ReplicationMixin(NodeState):
             self.log_end_offset = end.offset
             self.last_epoch = end.epoch
             self.flushed_offset = min(self.flushed_offset, end.offset)
+            self._forget_voters_from(end.offset, now, actions)
 
-    def _append_fetched(self, records: tuple[LogEntry, ...], actions: list[RaftAction]) -> None:
+    def _append_fetched(
+        self, records: tuple[LogEntry, ...], now: float, actions: list[RaftAction]
+    ) -> None:
         appended = False
         for entry in records:
             if (
@@ -180,6 +188,8 @@ class ReplicationMixin(NodeState):
             self.log_end_offset = entry.next_offset
             self.last_epoch = entry.epoch
             appended = True
+            if entry.is_control:
+                self._track_control_entry(entry, now, actions)
         if appended:
             actions.append(FlushLog())
 
@@ -250,6 +260,7 @@ class ReplicationMixin(NodeState):
                 fetch_offset=request.fetch_offset,
                 leader_end_offset=self.log_end_offset,
                 now=now,
+                directory_id=request.replica_directory_id,
             )
             self._advance_high_watermark(now, actions)
         if (
@@ -290,6 +301,13 @@ class ReplicationMixin(NodeState):
         self.high_watermark = high_watermark
         actions.append(CommitUpTo(high_watermark=high_watermark))
         self._complete_parked_fetches(now, actions)
+        if (
+            self.role is Role.LEADER
+            and not self.is_voter
+            and high_watermark > self._history.last_change_offset
+        ):
+            # The voter set without this leader is committed: it steps down (KIP-853).
+            self._become_resigned(now, actions, successors=leader.successors())
 
     def _complete_parked_fetches(self, now: float, actions: list[RaftAction]) -> None:
         """Answer the held fetches that have something new (entries, a higher high watermark)
@@ -395,6 +413,7 @@ class ReplicationMixin(NodeState):
         actions.append(InstallSnapshot(snapshot_id=snapshot_id))
         self._fetching_snapshot = None
         self._installed_log_start = snapshot_id.offset
+        self._snapshot_voters_pending = True  # its header is readable once it is installed
         self.log_end_offset = self.flushed_offset = snapshot_id.offset
         self.last_epoch = snapshot_id.epoch
         # A snapshot holds only committed entries: its end is committed.

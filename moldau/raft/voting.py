@@ -5,7 +5,10 @@ A vote is granted only to a candidate whose log (last epoch, then end offset) is
 to date as ours, once per epoch, and persisted before the response leaves. A pre-vote is
 granted on the log alone and changes nothing, except that a follower that hears from its
 leader refuses it. Requests from another cluster get INCONSISTENT_CLUSTER_ID; from or to a node
-that is not a voter, INCONSISTENT_VOTER_SET; from an older epoch, FENCED_LEADER_EPOCH.
+that is not a voter, INCONSISTENT_VOTER_SET (with static voters only: with dynamic voters a
+node's set may lag the sender's, KIP-853), and so do requests naming another directory id for
+the receiver than its own (its metadata log was lost and it must not vote as the voter that had
+it); from an older epoch, FENCED_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from moldau.raft.messages import (
     VoteResponse,
 )
 from moldau.raft.node_state import NodeState, Role
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 
 AnyElectionResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
 
@@ -41,7 +45,12 @@ class VotingMixin(NodeState):
             last_offset_epoch=self.last_epoch,
             last_offset=self.log_end_offset,
             pre_vote=self.role is Role.PROSPECTIVE,
+            voter_directory_id=self._directory_id_of(destination_id),
         )
+
+    def _directory_id_of(self, voter_id: int) -> str | None:
+        voter = self.voter_set.get(voter_id)
+        return voter.directory_id if voter is not None else None
 
     def _begin_quorum_epoch_request(
         self, destination_id: int, correlation_id: int
@@ -52,6 +61,7 @@ class VotingMixin(NodeState):
             voter_id=destination_id,
             leader_id=self.node_id,
             leader_epoch=self.epoch,
+            voter_directory_id=self._directory_id_of(destination_id),
         )
 
     def _end_quorum_epoch_request(
@@ -68,17 +78,32 @@ class VotingMixin(NodeState):
     # Requests in.
 
     def _voter_only_error(
-        self, remote_id: int, epoch: int, receiver_id: int | None
+        self,
+        remote_id: int,
+        epoch: int,
+        receiver_id: int | None,
+        receiver_directory_id: str | None = None,
     ) -> ErrorCode | None:
         if epoch < self.epoch:
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
+        if receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id:
+            return ErrorCode.inconsistent_voter_set
         if (
-            remote_id not in self.voter_set
-            or not self.is_voter
-            or (receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id)
+            receiver_directory_id is not None
+            and self.directory_id is not None
+            and receiver_directory_id != self.directory_id
         ):
+            # The sender counts a voter whose metadata log was in another directory: this one
+            # lost that log (a replaced disk), and its vote must not count (KIP-853).
+            return ErrorCode.inconsistent_voter_set
+        if self.kraft_version >= KRAFT_VERSION_DYNAMIC:
+            # With dynamic voters this node's voter set may lag the sender's (a voter added or
+            # removed in entries it has not fetched yet): it answers, and the sender counts
+            # only the answers of voters in its own set (KIP-853).
+            return None
+        if remote_id not in self.voter_set or not self.is_voter:
             return ErrorCode.inconsistent_voter_set
         return None
 
@@ -96,7 +121,9 @@ class VotingMixin(NodeState):
         if request.last_offset < 0 or request.last_offset_epoch < 0 or last_epoch_too_large:
             return self._vote_response(request, partition_error=ErrorCode.invalid_request)
         candidate_id = request.replica_id
-        error = self._voter_only_error(candidate_id, request.replica_epoch, request.voter_id)
+        error = self._voter_only_error(
+            candidate_id, request.replica_epoch, request.voter_id, request.voter_directory_id
+        )
         if error is not None:
             return self._vote_response(request, partition_error=error)
         if request.replica_epoch > self.epoch and (
@@ -155,7 +182,9 @@ class VotingMixin(NodeState):
     def _handle_begin_quorum_epoch_request(
         self, request: BeginQuorumEpochRequest, now: float, actions: list[RaftAction]
     ) -> BeginQuorumEpochResponse:
-        errors = self._accept_from_leader(request, request.voter_id, now, actions)
+        errors = self._accept_from_leader(
+            request, request.voter_id, now, actions, request.voter_directory_id
+        )
         return BeginQuorumEpochResponse(
             correlation_id=request.correlation_id,
             error_code=errors[0],
@@ -184,12 +213,15 @@ class VotingMixin(NodeState):
         receiver_id: int | None,
         now: float,
         actions: list[RaftAction],
+        receiver_directory_id: str | None = None,
     ) -> tuple[ErrorCode, ErrorCode]:
         """Check a leader's announcement and learn from it; the top-level and partition
         errors of the answer."""
         if not self._cluster_id_matches(request.cluster_id):
             return ErrorCode.inconsistent_cluster_id, NO_ERROR
-        error = self._voter_only_error(request.leader_id, request.leader_epoch, receiver_id)
+        error = self._voter_only_error(
+            request.leader_id, request.leader_epoch, receiver_id, receiver_directory_id
+        )
         if error is not None:
             return NO_ERROR, error
         self._learn(request.leader_id, request.leader_epoch, now, actions, from_leader=True)

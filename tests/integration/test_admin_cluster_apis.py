@@ -639,7 +639,7 @@ def test_kafka_python_describes_the_features_moldau_supports_and_finalized(pytho
     assert features["metadata.version"]["finalized"] == (25, 25)
     assert features["group.version"]["finalized"] == (1, 1)
     assert features["transaction.version"]["finalized"] == (1, 1)
-    assert features["kraft.version"]["supported"] == (0, 0)
+    assert features["kraft.version"]["supported"] == (0, 1)
     assert "finalized" not in features["kraft.version"]  # level 0: not finalized
     assert features["metadata.version"]["finalized_epoch"] >= 0
 

@@ -22,7 +22,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from moldau.protocol.errors import KafkaError
+from moldau.raft.control_records import bootstrap_checkpoint, snapshot_header, split_snapshot
 from moldau.raft.events import (
+    AddVoter,
     AppendToLog,
     ClientAppend,
     CommitUpTo,
@@ -34,6 +37,7 @@ from moldau.raft.events import (
     RaftAction,
     RaftEvent,
     Receive,
+    RemoveVoter,
     Resign,
     Send,
     Start,
@@ -47,6 +51,7 @@ from moldau.raft.node import NotLeaderError, RaftNode, Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import MemoryQuorumStateStore
 from moldau.raft.snapshots import MemorySnapshotStore
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, VoterNode, VoterSet
 from tests.simulation.invariants import InvariantChecker
 
 REQUEST_TYPES = tuple(RaftRequest.__args__)  # type: ignore[attr-defined]
@@ -78,6 +83,7 @@ class SimulatedNode:
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
+        self.directory_id = f"directory-{node_id}"
         self.disk = MemoryReplicatedLog()
         self.store = MemoryQuorumStateStore()
         self.snapshots = MemorySnapshotStore()
@@ -107,10 +113,17 @@ class SimulatedCluster:
         disk: DiskConditions | None = None,
         node_factory: Callable[..., RaftNode] = RaftNode,
         trace_limit: int = 400,
+        dynamic: bool = False,
+        bootstrap: tuple[int, ...] = (),
     ) -> None:
+        """`dynamic`: the voters are written into the initial voters' bootstrap checkpoints
+        (`moldau storage format --standalone/--initial-controllers`), and the other nodes find
+        the quorum through `bootstrap` (KIP-853); else `voters` is the static voter set."""
         self.seed = seed
         self.random = random.Random(seed)
         self.voters = voters
+        self.dynamic = dynamic
+        self.bootstrap = bootstrap
         self.config = config or QuorumConfig()
         self.network = network or NetworkConditions()
         self.disk = disk or DiskConditions()
@@ -133,6 +146,14 @@ class SimulatedCluster:
         )
         if SimulatedCluster.created is not None:
             SimulatedCluster.created.append(self)
+        if dynamic:
+            initial = VoterSet.of_nodes(
+                VoterNode(node_id=i, directory_id=self.nodes[i].directory_id) for i in voters
+            )
+            for voter_id in voters:
+                self.nodes[voter_id].snapshots.create(
+                    OffsetAndEpoch(epoch=0, offset=0), bootstrap_checkpoint(initial)
+                )
 
     # Scheduling.
 
@@ -184,14 +205,18 @@ class SimulatedCluster:
             node.applied = decode_snapshot(node.snapshots.load(latest))
             node.applied_offset = latest.offset
         node.high_watermark = node.disk.log_start.offset
+        extra: dict[str, object] = {}
+        if self.dynamic:
+            extra = {"directory_id": node.directory_id, "bootstrap_ids": self.bootstrap}
         node.raft = self.node_factory(
             node_id=node_id,
-            voters=self.voters,
+            voters=() if self.dynamic else self.voters,
             config=self.config,
             rng=random.Random(self.random.getrandbits(64)),
             cluster_id="simulated",
             log=node.disk,
             snapshots=node.snapshots,
+            **extra,
         )
         self.note(f"start {node_id} (incarnation {node.incarnation})")
         self.checker.node_started(node)
@@ -214,6 +239,17 @@ class SimulatedCluster:
         node.snapshots.crash()
         self.note(f"crash {node_id}: log end {node.disk.end_offset}")
         self.checker.node_crashed(node)
+
+    def replace_disk(self, node_id: int, directory_id: str) -> None:
+        """The node's disk is replaced (it is down): an empty metadata log in a directory with
+        a new id, as `storage format --no-initial-controllers` leaves it."""
+        node = self.nodes[node_id]
+        assert not node.alive
+        node.disk = MemoryReplicatedLog()
+        node.store = MemoryQuorumStateStore()
+        node.snapshots = MemorySnapshotStore()
+        node.directory_id = directory_id
+        self.note(f"disk of node {node_id} replaced (directory {directory_id})")
 
     def resign(self, node_id: int) -> None:
         """A graceful shutdown begins on `node_id`."""
@@ -377,7 +413,13 @@ class SimulatedCluster:
         if not node.alive or not node.applied or node.applied_offset <= node.disk.log_start.offset:
             return None
         snapshot_id = OffsetAndEpoch(epoch=node.applied[-1].epoch, offset=node.applied_offset)
-        node.snapshots.create(snapshot_id, encode_snapshot(node.applied))
+        raft = node.raft
+        assert raft is not None
+        header = b""
+        if raft.kraft_version_at(snapshot_id.offset - 1) >= KRAFT_VERSION_DYNAMIC:
+            offset = snapshot_id.offset - 1
+            header = snapshot_header(raft.kraft_version_at(offset), raft.voter_set_at(offset))
+        node.snapshots.create(snapshot_id, header + encode_snapshot(node.applied))
         node.disk.delete_before_snapshot(snapshot_id)
         self.note(f"snapshot of node {node_id} at {snapshot_id}")
         return snapshot_id
@@ -402,6 +444,30 @@ class SimulatedCluster:
         except NotLeaderError:
             return None
         return node_id, node.raft.epoch, actions_before
+
+    def change_voters(self, change: AddVoter | RemoveVoter) -> bool:
+        """Offer a voter change to the current leader; True if it appended it."""
+        leader_id = self.leader_id()
+        if leader_id is None:
+            return False
+        node = self.nodes[leader_id]
+        try:
+            self.step(node, change)
+        except (NotLeaderError, KafkaError) as refusal:
+            self.note(f"voter change {change} refused: {refusal}")
+            return False
+        self.note(f"voter change {change} appended by {leader_id}")
+        return True
+
+    def add_voter(self, node_id: int) -> bool:
+        node = self.nodes[node_id]
+        return self.change_voters(
+            AddVoter(voter=VoterNode(node_id=node_id, directory_id=node.directory_id))
+        )
+
+    def remove_voter(self, node_id: int) -> bool:
+        node = self.nodes[node_id]
+        return self.change_voters(RemoveVoter(voter_id=node_id, directory_id=node.directory_id))
 
     def leader_id(self) -> int | None:
         """The leader of the highest epoch among live nodes, if some live node leads it."""
@@ -442,6 +508,9 @@ def encode_snapshot(entries: list[LogEntry]) -> bytes:
 
 
 def decode_snapshot(contents: bytes) -> list[LogEntry]:
+    _, contents = split_snapshot(contents)
+    if not contents:
+        return []  # a bootstrap checkpoint
     return [
         LogEntry(base_offset=offset, epoch=epoch, records=records, is_control=control)
         for offset, epoch, records, control in ast.literal_eval(contents.decode())

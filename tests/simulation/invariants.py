@@ -11,7 +11,9 @@ Safety (any breach raises `InvariantViolation` at once):
   snapshot afterwards, so all logs agree up to each one's high watermark;
 - a node's high watermark never goes backwards (a restart starts it again from its snapshot or
   zero) and never passes its log end;
-- the node and its log agree on the log end and last epoch; no timer is left in the past.
+- the node and its log agree on the log end and last epoch; no timer is left in the past;
+- dynamic voters (KIP-853): each committed voter set differs from the previous committed one
+  by one voter at most, and a leader's log holds one uncommitted voter change at most.
 
 Liveness (`assert_converged`, at the end of a run): every live node has applied every
 committed entry, in order.
@@ -21,11 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.raft.events import RaftAction, RaftEvent, Send
+from moldau.raft.control_records import control_changes
+from moldau.raft.events import AddVoter, RaftAction, RaftEvent, RemoveVoter, Send
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import VoteRequest, VoteResponse
 from moldau.raft.node import Role
 from moldau.raft.quorum_state import ElectionState
+from moldau.raft.voter_set import VoterSet
 
 if TYPE_CHECKING:
     from tests.simulation.cluster import SimulatedCluster, SimulatedNode
@@ -43,6 +47,7 @@ class InvariantChecker:
         self.leaders: dict[int, int] = {}  # epoch -> the node that led it
         self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
         self.checked_leaders: set[tuple[int, int, int]] = set()  # (node, incarnation, epoch)
+        self.committed_voters: VoterSet | None = None  # the last voter set committed
 
     @property
     def committed_end(self) -> int:
@@ -151,6 +156,8 @@ class InvariantChecker:
                 )
             self.committed_index[entry.base_offset] = len(self.committed)
             self.committed.append(entry)
+            if entry.is_control:
+                self._check_voter_change(node, entry)
             return
         if self.committed[index] != entry:
             self.fail(
@@ -158,10 +165,43 @@ class InvariantChecker:
                 "was committed before"
             )
 
+    def _check_voter_change(self, node: SimulatedNode, entry: LogEntry) -> None:
+        """Voters change one at a time: each committed voter set differs from the one
+        committed before it by one voter at most (so their majorities overlap)."""
+        voters = control_changes(entry.records).voters
+        if voters is None:
+            return
+        previous = self.committed_voters
+        self.committed_voters = voters
+        if previous is None:
+            return
+        changed = set(previous.voter_ids) ^ set(voters.voter_ids)
+        if len(changed) > 1:
+            self.fail(
+                f"node {node.node_id} committed voters {voters.voter_ids} right after "
+                f"{previous.voter_ids}: more than one voter changed at once"
+            )
+
+    def _check_pending_voter_changes(self, node: SimulatedNode) -> None:
+        """A leader's log holds one uncommitted voter change at most."""
+        raft = node.raft
+        assert raft is not None
+        pending = [
+            entry
+            for entry in node.disk.read(raft.high_watermark)
+            if entry.is_control
+            and entry.base_offset >= raft.high_watermark
+            and control_changes(entry.records).voters is not None
+        ]
+        if len(pending) > 1:
+            self.fail(f"leader {node.node_id} has {len(pending)} uncommitted voter changes")
+
     def after_step(self, node: SimulatedNode, event: RaftEvent, actions: list[RaftAction]) -> None:
         raft = node.raft
         if raft is None:
             return
+        if isinstance(event, AddVoter | RemoveVoter):
+            self._check_pending_voter_changes(node)
         if raft.role is Role.LEADER:
             leader = self.leaders.setdefault(raft.epoch, node.node_id)
             if leader != node.node_id:

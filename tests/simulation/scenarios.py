@@ -43,7 +43,13 @@ def run_with_faults(
     append_interval: float = 0.1,
     snapshots: bool = True,
     node_factory: Callable[..., RaftNode] = RaftNode,
+    dynamic: bool = False,
+    bootstrap: tuple[int, ...] = (),
+    voter_changes: bool = False,
 ) -> RunResult:
+    """`dynamic`: `voters` are the initial voters of a quorum with dynamic voters (KIP-853)
+    and `observers` join through `bootstrap`; `voter_changes`: an operator adds and removes
+    voters (the leader among them) throughout."""
     conditions = random.Random(seed * 7919 + 1)
     network = NetworkConditions(
         loss=conditions.choice([0.0, 0.01, 0.05, 0.15]),
@@ -66,6 +72,8 @@ def run_with_faults(
         network=network,
         disk=disk,
         node_factory=node_factory,
+        dynamic=dynamic,
+        bootstrap=bootstrap,
     )
     cluster.note(f"network {network}, disk {disk}, {config}")
     nemesis = Nemesis(cluster)
@@ -74,6 +82,8 @@ def run_with_faults(
     if snapshots:
         _keep_snapshotting(cluster, until=duration)
     nemesis.schedule_faults(until=duration)
+    if voter_changes:
+        _keep_changing_voters(cluster, until=duration)
     cluster.run_until(duration)
     recovery_time = recover(cluster)
     cluster.checker.assert_converged()
@@ -111,6 +121,30 @@ def _keep_snapshotting(cluster: SimulatedCluster, *, until: float) -> None:
         cluster.schedule(cluster.random.uniform(0.2, 2.0), snapshot)
 
     cluster.schedule(cluster.random.uniform(0.5, 2.0), snapshot)
+
+
+def _keep_changing_voters(cluster: SimulatedCluster, *, until: float) -> None:
+    """An operator adds an observer as a voter or removes a voter (now and then the leader),
+    one change at a time as the leader allows, keeping one to five voters."""
+
+    def change() -> None:
+        if cluster.now >= until:
+            return
+        leader_id = cluster.leader_id()
+        raft = cluster.nodes[leader_id].raft if leader_id is not None else None
+        if raft is not None:
+            voters = set(raft.voters)
+            others = [n for n in cluster.nodes if n not in voters]
+            choice = cluster.random.random()
+            if others and (len(voters) == 1 or choice < 0.55):
+                cluster.add_voter(cluster.random.choice(others))
+            elif len(voters) > 1 and choice < 0.7 and leader_id in voters:
+                cluster.remove_voter(leader_id)
+            elif len(voters) > 1:
+                cluster.remove_voter(cluster.random.choice(sorted(voters)))
+        cluster.schedule(cluster.random.uniform(0.1, 1.5), change)
+
+    cluster.schedule(cluster.random.uniform(0.5, 1.5), change)
 
 
 class Nemesis:

@@ -14,7 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler, supported_versions
-from moldau.controller.feature_control import SUPPORTED_FEATURES, finalized_levels
+from moldau.controller.feature_control import (
+    KRAFT_VERSION,
+    SUPPORTED_FEATURES,
+    finalized_levels,
+)
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -44,8 +48,12 @@ def handle_api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if controller is not None:
         image = controller.image
         response["finalized_features_epoch"] = image.offset
+        levels = dict(finalized_levels(image))
+        kraft_version = controller.describe_quorum().kraft_version
+        if kraft_version > 0:  # the quorum's own (KIP-853), not a metadata record
+            levels[KRAFT_VERSION] = kraft_version
         response["finalized_features"] = [
             {"name": feature, "min_version_level": level, "max_version_level": level}
-            for feature, level in finalized_levels(image).items()
+            for feature, level in levels.items()
         ]
     return response

@@ -17,6 +17,7 @@ from typing import Any
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 
 BROKER_ENDPOINTS = 1
 CONTROLLER_ENDPOINTS = 2
@@ -47,8 +48,8 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
         leader_id = node.controller.leader_id
         response["controller_id"] = leader_id if leader_id is not None else -1
         response["brokers"] = [
-            {"broker_id": voter.node_id, "host": voter.host, "port": voter.port, "rack": None}
-            for voter in node.layout.voters
+            {"broker_id": node_id, "host": host, "port": port, "rack": None}
+            for node_id, host, port in _controller_endpoints(node)
         ]
         return response
     include_fenced = bool(getattr(request, "include_fenced_brokers", False))
@@ -70,3 +71,16 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
             }
         )
     return response
+
+
+def _controller_endpoints(node: Any) -> list[tuple[int, str, int]]:
+    """The voters' controller listeners: configured (static voters), or as the voter set in
+    the metadata log names them (dynamic voters, KIP-853)."""
+    quorum = node.controller.describe_quorum()
+    if quorum.kraft_version < KRAFT_VERSION_DYNAMIC:
+        return [(voter.node_id, voter.host, voter.port) for voter in node.layout.voters]
+    return [
+        (voter.node_id, voter.endpoints[0].host, voter.endpoints[0].port)
+        for voter in quorum.voter_nodes
+        if voter.endpoints
+    ]

@@ -8,8 +8,10 @@ quorum answers NOT_LEADER_OR_FOLLOWER (a broker passes the request on to the act
 Voters and observers (brokers that follow the log without a vote) are reported with their log
 end offsets and the wall-clock times of their last fetch and of when they were last caught up,
 as the leader saw them; the leader reports itself as fetched and caught up now (as Kafka does).
-Voters are static (`controller.quorum.voters`), so directory ids are zero; `nodes` lists each
-voter's controller listener.
+With static voters (`controller.quorum.voters`) directory ids are zero and `nodes` lists each
+voter's configured controller listener; with dynamic voters (KIP-853) they are the voter set's
+(directory ids and endpoints as the log names them), and observers' directory ids are those
+their fetches carry.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from moldau.metadata.records import ZERO_UUID
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.raft.node import QuorumDescription
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, directory_uuid
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -58,7 +61,7 @@ def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
         return [
             {
                 "replica_id": state.replica_id,
-                "replica_directory_id": ZERO_UUID,
+                "replica_directory_id": directory_uuid(state.directory_id) or ZERO_UUID,
                 "log_end_offset": state.log_end_offset,
                 "last_fetch_timestamp": wall_ms(state.replica_id, state.last_fetch_time),
                 "last_caught_up_timestamp": wall_ms(state.replica_id, state.last_caught_up_time),
@@ -86,6 +89,16 @@ def _voter_nodes(ctx: RequestContext, quorum: QuorumDescription) -> list[dict[st
     """Each voter's controller listener (its broker endpoints for a node standing alone)."""
     layout = ctx.node.layout
     names = layout.controller_listener_names
+    if quorum.kraft_version >= KRAFT_VERSION_DYNAMIC:
+        return [
+            {
+                "node_id": voter.node_id,
+                "listeners": [
+                    {"name": e.name, "host": e.host, "port": e.port} for e in voter.endpoints
+                ],
+            }
+            for voter in quorum.voter_nodes
+        ]
     if layout.voters:
         return [
             {

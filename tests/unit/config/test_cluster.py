@@ -37,6 +37,27 @@ def test_a_combined_voter_of_three_listens_for_clients_and_controllers() -> None
     assert layout.rack == "rack-b"
 
 
+def test_a_controller_with_bootstrap_servers_has_dynamic_voters() -> None:
+    layout = _layout(
+        **{
+            "node.id": "4",
+            "controller.quorum.bootstrap.servers": "127.0.0.1:9093,[::1]:9094",
+            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9096",
+        }
+    )
+    assert layout.dynamic and not layout.standalone and not layout.is_voter
+    assert layout.voter_ids == ()
+    assert [str(s) for s in layout.bootstrap_servers] == ["127.0.0.1:9093", "::1:9094"]
+    broker = _layout(
+        **{
+            "node.id": "5",
+            "process.roles": "broker",
+            "controller.quorum.bootstrap.servers": "127.0.0.1:9093",
+        }
+    )
+    assert broker.dynamic and not broker.is_controller
+
+
 def test_a_broker_only_node_is_an_observer() -> None:
     layout = _layout(
         **{"node.id": "4", "process.roles": "broker", "controller.quorum.voters": VOTERS}
@@ -70,6 +91,21 @@ def test_a_broker_only_node_is_an_observer() -> None:
             "must not listen on a controller listener",
         ),
         ({"node.id": "5", "process.roles": "broker"}, "needs controller.quorum.voters"),
+        (
+            {
+                "node.id": "1",
+                "controller.quorum.voters": VOTERS,
+                "controller.quorum.bootstrap.servers": "127.0.0.1:9093",
+                "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+            },
+            "are both set",
+        ),
+        ({"controller.quorum.bootstrap.servers": "1@host:9093"}, "must look like host:port"),
+        ({"controller.quorum.bootstrap.servers": "host"}, "must look like host:port"),
+        (
+            {"node.id": "4", "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
+            "needs a listener named in controller.listener.names",
+        ),
         ({"controller.quorum.voters": "1@host"}, "must look like id@host:port"),
         ({"controller.quorum.voters": "1@a:1,1@b:2"}, "names a node twice"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "names a listener twice"),

@@ -5,6 +5,7 @@ import pytest
 
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.handlers.alter_partition import handle_alter_partition
+from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.controller.operations import IsrMember, IsrProposal, NewTopic
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -90,7 +91,7 @@ class RemoteController:
 
 
 def test_the_brokers_call_encodes_v3_and_reads_each_partitions_answer(cluster):
-    channel = ControllerChannel(RemoteController(), (), node_id=1)
+    channel = ControllerChannel(RemoteController(), QuorumAddresses(), node_id=1)
 
     async def over_the_wire(api_key, body):
         return await cluster.call_async(handle_alter_partition, api_key, 3, body)

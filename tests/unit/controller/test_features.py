@@ -43,7 +43,8 @@ OLD_CLUSTER = image_with(metadata_version=25)  # formatted before the other feat
     ("update", "message"),
     [
         (FeatureUpdate(feature="transaction.version", max_version_level=2), "only supports"),
-        (FeatureUpdate(feature="kraft.version", max_version_level=1), "only supports"),
+        (FeatureUpdate(feature="kraft.version", max_version_level=1), "when the controllers"),
+        (FeatureUpdate(feature="kraft.version", max_version_level=2), "only supports"),
         (FeatureUpdate(feature="metadata.version", max_version_level=26), "only supports"),
         (FeatureUpdate(feature="share.version", max_version_level=1), "does not support this"),
         (FeatureUpdate(feature="group.version", max_version_level=-1), "cannot be less than 0"),
@@ -132,7 +133,7 @@ def test_api_versions_carries_supported_and_finalized_features(old_cluster):
     v4 = api_versions(old_cluster, 4)
     assert {f.name: (f.min_version, f.max_version) for f in v4.supported_features} == {
         "metadata.version": (25, 25),
-        "kraft.version": (0, 0),
+        "kraft.version": (0, 1),
         "transaction.version": (0, 1),
         "group.version": (0, 1),
     }

@@ -7,6 +7,7 @@ from moldau.raft.node import (
     Start,
     VoterState,
 )
+from moldau.raft.voter_set import VoterNode
 
 
 def test_describe_reports_leader_epoch_high_watermark_and_flushed_voter_offsets():
@@ -27,4 +28,5 @@ def test_describe_reports_leader_epoch_high_watermark_and_flushed_voter_offsets(
                 replica_id=3, log_end_offset=8, last_fetch_time=0.0, last_caught_up_time=0.0
             ),
         ),
+        voter_nodes=(VoterNode(node_id=3),),
     )
