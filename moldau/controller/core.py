@@ -23,6 +23,7 @@ from moldau.controller import (
     partition_control,
     placement,
     quota_control,
+    reassignment,
 )
 from moldau.controller.cluster_control import BrokerHeartbeats
 from moldau.controller.operations import (
@@ -415,8 +416,9 @@ class ControllerCore:
         *,
         allow_replication_factor_change: bool = True,
     ) -> tuple[list[MetadataRecord], list[PartitionResult]]:
-        return partition_control.alter_partition_reassignments(
+        return reassignment.alter_partition_reassignments(
             self._image,
+            self.config,
             reassignments,
             allow_replication_factor_change=allow_replication_factor_change,
         )

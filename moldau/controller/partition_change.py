@@ -11,6 +11,14 @@ elects a leader in one of Kafka's three ways:
     UNCLEAN    as ONLINE; then the first replica that may lead, in the ISR or not: the ISR
                becomes that replica alone and the leader RECOVERING (KIP-704)
 
+A reassignment (KIP-455) gives target `replicas` with `adding`/`removing` replicas; every change
+of a partition under reassignment also tries to complete it, as Kafka's tryCompleteReassignment:
+once every target replica (the replicas less the removing ones) is in the (target) ISR, the
+replicas become the target and the removing ones drop out of the ISR; the leader is then
+elected over the new replicas (a leader that left gives way to the first target replica in the
+ISR). A target replica out of the ISR (fenced, lagging) holds the reassignment until it is back,
+or the reassignment is cancelled.
+
 Invariants of the result: the ISR is never empty (a target ISR without anyone leaves the ISR as
 it is, so its last member stays, as Kafka's controller does without KIP-966's eligible leader
 replicas); a leader is always in the ISR; the record carries only what changes, and there is no
@@ -41,11 +49,22 @@ def partition_change(
     target_isr: Sequence[int] | None = None,
     election: Election = Election.ONLINE,
     target_recovery_state: int | None = None,
+    target_replicas: Sequence[int] | None = None,
+    target_adding: Sequence[int] | None = None,
+    target_removing: Sequence[int] | None = None,
 ) -> PartitionChangeRecord | None:
-    """The record taking `partition` to its target ISR with the leader `election` picks among
-    replicas that `may_lead`; None when nothing would change."""
+    """The record taking `partition` to its target ISR (and replicas) with the leader
+    `election` picks among replicas that `may_lead`; None when nothing would change."""
     isr = tuple(partition.isr if target_isr is None else target_isr)
-    leader, unclean = _elect(partition, isr, may_lead, election)
+    replicas = tuple(partition.replicas if target_replicas is None else target_replicas)
+    adding = tuple(partition.adding_replicas if target_adding is None else target_adding)
+    removing = tuple(partition.removing_replicas if target_removing is None else target_removing)
+    if adding or removing:
+        completed = _complete_reassignment(replicas, isr, removing)
+        if completed is not None:
+            replicas, isr = completed
+            adding = removing = ()
+    leader, unclean = _elect(partition, replicas, isr, may_lead, election)
     new_leader: int | None = None
     new_isr: tuple[int, ...] | None = None
     recovery_state: int | None = None
@@ -63,29 +82,47 @@ def partition_change(
         and target_recovery_state != partition.leader_recovery_state
     ):
         recovery_state = target_recovery_state
-    if new_leader is None and new_isr is None and recovery_state is None:
-        return None
-    return PartitionChangeRecord(
+    record = PartitionChangeRecord(
         topic_id=topic_id,
         partition=partition.partition,
         leader=new_leader,
         isr=new_isr,
         leader_recovery_state=recovery_state,
+        replicas=replicas if replicas != partition.replicas else None,
+        adding_replicas=adding if adding != partition.adding_replicas else None,
+        removing_replicas=removing if removing != partition.removing_replicas else None,
     )
+    if record == PartitionChangeRecord(topic_id=topic_id, partition=partition.partition):
+        return None
+    return record
+
+
+def _complete_reassignment(
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    removing: tuple[int, ...],
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(replicas, ISR) once the reassignment is complete: every target replica (the adding
+    ones among them) in the ISR; None while it is not."""
+    new_replicas = tuple(replica for replica in replicas if replica not in removing)
+    new_isr = tuple(replica for replica in isr if replica not in removing)
+    if not new_replicas or not new_isr or not set(new_replicas) <= set(new_isr):
+        return None
+    return new_replicas, new_isr
 
 
 def _elect(
     partition: PartitionImage,
+    replicas: tuple[int, ...],
     isr: tuple[int, ...],
     may_lead: Callable[[int], bool],
     election: Election,
 ) -> tuple[int, bool]:
-    """(leader, whether the election was unclean)."""
+    """(leader, whether the election was unclean) among `replicas`, the partition's next."""
 
     def valid(replica: int) -> bool:
-        return replica in isr and may_lead(replica)
+        return replica in isr and replica in replicas and may_lead(replica)
 
-    replicas = partition.replicas
     if election is Election.PREFERRED and replicas and valid(replicas[0]):
         return replicas[0], False
     if valid(partition.leader):

@@ -8,9 +8,9 @@ KIP-460, KIP-455).
 - `alter_partition`: a leader's ISR change (AlterPartition), checked as Kafka checks it.
 - `elect_leaders`: ElectLeaders, preferred or unclean (KIP-460).
 - `balance_partition_leaders`: the leader rebalance (`auto.leader.rebalance.enable`).
-- `alter_partition_reassignments`: validates targets as Kafka does; a target equal to the
-  current replicas is a no-op success and cancelling is NO_REASSIGNMENT_IN_PROGRESS when none is
-  in progress. Moving replicas to other brokers is refused for now.
+
+Reassignments (KIP-455) are started and cancelled in `reassignment`; every change below also
+completes one whose adding replicas all joined the ISR (`partition_change`).
 
 Every leader and ISR change is decided by `partition_change` (Kafka's PartitionChangeBuilder).
 All functions return records (and results) and never change the image.
@@ -27,7 +27,6 @@ from moldau.controller.operations import (
     AlterPartitionResult,
     ElectionType,
     IsrProposal,
-    PartitionReassignment,
     PartitionResult,
     TopicPartitionsResult,
 )
@@ -36,7 +35,6 @@ from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
 from moldau.protocol.errors import ErrorCode, KafkaError
 
-NO_REASSIGNMENT_IN_PROGRESS = "No partition reassignment is in progress."
 # At most this many preferred-leader elections per rebalance (Kafka's maxElectionsPerImbalance).
 MAX_ELECTIONS_PER_REBALANCE = 1000
 
@@ -362,9 +360,12 @@ def balance_partition_leaders(
     broker whose share of partitions it prefers but does not lead is above
     `imbalance_percentage` (`leader.imbalance.per.broker.percentage`, as Kafka's ZooKeeper
     controller applies it; Kafka's KRaft controller balances every imbalanced partition, which
-    is 0 here). At most `limit` elections."""
+    is 0 here). At most `limit` elections. Partitions under reassignment are left alone: their
+    replicas (so their preferred replica) change when it completes, which elects anew."""
     preferred: dict[int, list[tuple[TopicImage, PartitionImage]]] = {}
     for topic, partition in _partitions(image):
+        if partition.is_reassigning:
+            continue
         preferred.setdefault(partition.preferred_replica, []).append((topic, partition))
     records: list[PartitionChangeRecord] = []
     for broker_id, partitions in sorted(preferred.items()):
@@ -385,92 +386,6 @@ def balance_partition_leaders(
             if record is not None:
                 records.append(record)
     return records
-
-
-def alter_partition_reassignments(
-    image: MetadataImage,
-    reassignments: Sequence[PartitionReassignment],
-    *,
-    allow_replication_factor_change: bool = True,
-) -> tuple[list[MetadataRecord], list[PartitionResult]]:
-    """Results in request order, one per reassignment."""
-    results: list[PartitionResult] = []
-    for reassignment in reassignments:
-        try:
-            _check_reassignment(
-                image,
-                reassignment,
-                allow_replication_factor_change=allow_replication_factor_change,
-            )
-        except KafkaError as error:
-            results.append(
-                PartitionResult(
-                    partition=reassignment.partition,
-                    error_code=error.code,
-                    error_message=error.message,
-                )
-            )
-            continue
-        results.append(PartitionResult(partition=reassignment.partition))
-    return [], results
-
-
-def _check_reassignment(
-    image: MetadataImage,
-    reassignment: PartitionReassignment,
-    *,
-    allow_replication_factor_change: bool,
-) -> None:
-    topic = image.topics.get(reassignment.topic)
-    if topic is None:
-        raise KafkaError(
-            ErrorCode.unknown_topic_or_partition,
-            f"Unable to find a topic named {reassignment.topic}.",
-        )
-    partition = topic.partitions.get(reassignment.partition)
-    if partition is None:
-        raise KafkaError(
-            ErrorCode.unknown_topic_or_partition,
-            f"Unable to find partition {reassignment.topic}:{reassignment.partition}.",
-        )
-    in_progress = bool(partition.adding_replicas or partition.removing_replicas)
-    target = reassignment.replicas
-    if target is None:
-        if not in_progress:
-            raise KafkaError(ErrorCode.no_reassignment_in_progress, NO_REASSIGNMENT_IN_PROGRESS)
-        raise KafkaError(
-            ErrorCode.invalid_replica_assignment,
-            "Cancelling a partition reassignment is not supported yet.",
-        )
-    if not target:
-        raise KafkaError(
-            ErrorCode.invalid_replica_assignment,
-            "The manual partition assignment includes an empty replica list.",
-        )
-    previous: int | None = None
-    for broker_id in sorted(target):
-        if broker_id not in image.brokers:
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes broker {broker_id}, but no such "
-                "broker is registered.",
-            )
-        if broker_id == previous:
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes the broker {broker_id} more than once.",
-            )
-        previous = broker_id
-    if not allow_replication_factor_change and len(target) != len(partition.replicas):
-        raise KafkaError(
-            ErrorCode.invalid_replication_factor,
-            f"The replication factor is changed from {len(partition.replicas)} to {len(target)}",
-        )
-    if tuple(target) != partition.replicas:
-        raise KafkaError(
-            ErrorCode.invalid_replica_assignment,
-            "Moving partition replicas to other brokers is not supported yet.",
-        )
 
 
 def _find_partition(

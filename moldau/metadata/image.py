@@ -38,7 +38,9 @@ class PartitionImage:
 
     `leader` is NO_LEADER (-1) when no replica may lead (its ISR is fenced, or left, and unclean
     election is off); the ISR then keeps its last member. `leader_epoch` moves with every change
-    of leader, `partition_epoch` with every change at all."""
+    of leader, `partition_epoch` with every change at all. While a reassignment is in
+    progress (KIP-455) `replicas` are the target replicas followed by the ones leaving,
+    `adding_replicas` the target's new brokers and `removing_replicas` the leaving ones."""
 
     partition: int
     leader: int
@@ -59,6 +61,10 @@ class PartitionImage:
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
 
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
     def merge(self, record: PartitionChangeRecord) -> PartitionImage:
         """This partition after `record` (Kafka's PartitionRegistration.merge): the partition
         epoch moves on, the leader epoch too when the leader changes."""
@@ -71,6 +77,10 @@ class PartitionImage:
             updated = replace(updated, replicas=record.replicas)
         if record.leader_recovery_state is not None:
             updated = replace(updated, leader_recovery_state=record.leader_recovery_state)
+        if record.removing_replicas is not None:
+            updated = replace(updated, removing_replicas=record.removing_replicas)
+        if record.adding_replicas is not None:
+            updated = replace(updated, adding_replicas=record.adding_replicas)
         return updated
 
 

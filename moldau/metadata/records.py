@@ -71,11 +71,12 @@ class PartitionChangeRecord:
 
     Fields left as None are unchanged; `leader` -1 means no leader. Replaying a change bumps
     `partition_epoch`; a change of leader also bumps `leader_epoch`, as in Kafka. Version 1 adds
-    `leader_recovery_state`.
+    `leader_recovery_state`; version 2 `removing_replicas` and `adding_replicas` (a reassignment
+    in progress, KIP-455: empty tuples when it ends).
     """
 
     RECORD_TYPE: ClassVar[int] = 5
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     topic_id: uuid.UUID
     partition: int
@@ -83,6 +84,8 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
     leader_recovery_state: int | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -113,6 +113,44 @@ def test_a_leaderless_partition_keeps_its_isr_and_an_unclean_leader_is_recoverin
     assert partition.leader_recovery_state == 1 and partition.leader_epoch == 2
 
 
+def test_a_reassignment_is_recorded_on_the_partition_and_cleared_when_it_ends():
+    _, image = replay(
+        MetadataImage.empty(), *topic_records("orders", ORDERS, partitions=1, replicas=(1, 2))
+    )
+    _, image = replay(
+        image,
+        PartitionChangeRecord(
+            topic_id=ORDERS,
+            partition=0,
+            replicas=(2, 3, 1),
+            adding_replicas=(3,),
+            removing_replicas=(1,),
+        ),
+    )
+    partition = image.topics["orders"].partitions[0]
+    assert (partition.replicas, partition.adding_replicas, partition.removing_replicas) == (
+        (2, 3, 1),
+        (3,),
+        (1,),
+    )
+    assert partition.is_reassigning and partition.leader_epoch == 0
+    _, image = replay(
+        image,
+        PartitionChangeRecord(
+            topic_id=ORDERS,
+            partition=0,
+            leader=2,
+            isr=(2, 3),
+            replicas=(2, 3),
+            adding_replicas=(),
+            removing_replicas=(),
+        ),
+    )
+    partition = image.topics["orders"].partitions[0]
+    assert not partition.is_reassigning
+    assert (partition.replicas, partition.isr, partition.leader) == ((2, 3), (2, 3), 2)
+
+
 def test_removing_a_topic_drops_partitions_and_configs_and_reports_the_old_image():
     _, image = replay(
         MetadataImage.empty(),

@@ -30,6 +30,14 @@ EVERY_RECORD = [
     PartitionChangeRecord(topic_id=TOPIC_ID, partition=2, leader=2, isr=(2,)),
     PartitionChangeRecord(topic_id=TOPIC_ID, partition=0),
     PartitionChangeRecord(topic_id=TOPIC_ID, partition=1, leader=-1, leader_recovery_state=1),
+    PartitionChangeRecord(
+        topic_id=TOPIC_ID,
+        partition=1,
+        replicas=(4, 2, 3, 1),
+        adding_replicas=(4,),
+        removing_replicas=(1,),
+    ),
+    PartitionChangeRecord(topic_id=TOPIC_ID, partition=1, adding_replicas=(), removing_replicas=()),
     RemoveTopicRecord(topic_id=TOPIC_ID),
     ConfigRecord(
         resource_type=ConfigResourceType.TOPIC,
