@@ -2,7 +2,8 @@
 
 For every partition that lists this node as a replica it makes the replica manager host it as
 leader or follower with the topic's effective log config; partitions of deleted topics are
-stopped and their logs deleted; config changes reach the logs. Diffing whole images keeps this
+stopped and their logs deleted, and so are replicas a reassignment moved to other brokers
+(KIP-455); config changes reach the logs. Diffing whole images keeps this
 correct whatever records produced them.
 
 Creating and deleting a log is file work (directories, partition.metadata and the leader-epoch
@@ -93,7 +94,10 @@ class MetadataPublisher:
                 if tp.topic == METADATA_TOPIC:
                     continue  # the metadata log lives beside the partitions; never a stray
                 current = image.topics.get(tp.topic)
-                if current is None or tp.partition not in current.partitions:
+                partition = current.partitions.get(tp.partition) if current else None
+                if tp in self._queued:
+                    continue  # (a replica moved away while this node was down: `_apply` saw it)
+                if partition is None or node.node_id not in partition.replicas:
                     log.info("deleting stray log %s", tp)
                     self._enqueue(_DELETE, tp)
         self._previous = image
@@ -113,9 +117,15 @@ class MetadataPublisher:
         """Host `tp` as the image says, now if its log is open, else once it is created."""
         node = self._node
         partition = topic.partitions[tp.partition]
-        if node.node_id not in partition.replicas:
-            return
         replica_manager = node.replica_manager
+        if node.node_id not in partition.replicas:
+            # A reassignment moved this replica away: stop it and delete its log (a creation
+            # in flight is undone by `_attach`).
+            if tp not in self._queued and self._hosts(tp):
+                log.info("%s is no longer a replica here: deleting its log", tp)
+                replica_manager.stop_replica(tp, delete=False)
+                self._enqueue(_DELETE, tp)
+            return
         if tp in self._queued or (
             replica_manager.get_partition(tp) is None
             and (node.log_manager is None or node.log_manager.get_log(tp) is None)
@@ -123,6 +133,15 @@ class MetadataPublisher:
             self._enqueue(_CREATE, tp)
             return
         replica_manager.become_leader_or_follower(tp, _state(topic, tp), config)
+
+    def _hosts(self, tp: TopicPartition) -> bool:
+        """Whether `tp` has a replica here: hosted, offline or on disk."""
+        node = self._node
+        return (
+            node.replica_manager.get_partition(tp) is not None
+            or tp in node.replica_manager.offline_partitions
+            or (node.log_manager is not None and node.log_manager.get_log(tp) is not None)
+        )
 
     def _remove_topic(self, topic: TopicImage) -> None:
         for index in topic.partitions:

@@ -132,9 +132,9 @@ def handler(
     forward: bool = False,
 ) -> Callable[[HandlerFunction], HandlerFunction]:
     """Register the decorated function as the handler of `api_key` for these versions, on the
-    listeners of `scopes`. `forward`: a change of metadata that a broker passes on to the
-    active controller when it is not that controller itself (the controller's listeners serve
-    it too)."""
+    listeners of `scopes`. `forward`: a change of metadata (or a read of the controller's
+    state) that a broker passes on to the active controller when it is not that controller
+    itself (the controller's listeners serve it too)."""
     if forward and CONTROLLER not in scopes:
         scopes = (*scopes, CONTROLLER)
 

@@ -60,6 +60,16 @@ class Partition:
             log_end_offset=self.epoch_start_offset,
         )
 
+    def replicas_changed(self, *, now_ms: int) -> None:
+        """The replicas changed within this leadership (a reassignment, KIP-455): followers
+        that stay keep their progress, new ones start unknown; the epoch start stays."""
+        self.tracker.reset(
+            replicas=self.replicas,
+            isr=self.isr,
+            now_ms=now_ms,
+            log_end_offset=self.log.log_end_offset,
+        )
+
     def record_follower_fetch(
         self,
         replica_id: int,

@@ -141,12 +141,11 @@ class ReplicaManager:
         partition.replicas = state.replicas
         partition.isr = state.isr
         if partition.is_leader:
-            if new_epoch or not was_leader or replicas_changed:
-                if new_epoch or not was_leader:
-                    partition.log.assign_leader_epoch(
-                        state.leader_epoch, partition.log.log_end_offset
-                    )
+            if new_epoch or not was_leader:
+                partition.log.assign_leader_epoch(state.leader_epoch, partition.log.log_end_offset)
                 partition.become_leader(now_ms=self.now_ms())
+            elif replicas_changed:  # a reassignment: the same leadership, other followers
+                partition.replicas_changed(now_ms=self.now_ms())
             else:
                 partition.tracker.committed(state.isr)
             if self.fetchers is not None:

@@ -3,9 +3,9 @@
 v0 is flexible; v1 adds `allow_replication_factor_change` (KIP-860; false refuses a target of
 another length with INVALID_REPLICATION_FACTOR). Targets are checked as Kafka does (empty,
 unregistered or repeated brokers are INVALID_REPLICA_ASSIGNMENT; unknown partitions
-UNKNOWN_TOPIC_OR_PARTITION). On a single node the only valid target is the current replica
-list, answered as a no-op success; cancelling (null replicas) with nothing in progress is
-NO_REASSIGNMENT_IN_PROGRESS.
+UNKNOWN_TOPIC_OR_PARTITION); cancelling (null replicas) with nothing in progress is
+NO_REASSIGNMENT_IN_PROGRESS. A success means the reassignment is started (or cancelled) in the
+committed metadata, not finished: `moldau.controller.reassignment` says how it goes on.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """ListPartitionReassignments (key 46), v0: partitions with a reassignment in progress (KIP-455).
 
 v0 is flexible. `topics` null lists every reassigning partition; otherwise only the named
-partitions that are reassigning (unknown ones are left out, as Kafka does). Moldau never starts
-a reassignment yet, so the list is empty unless the metadata says otherwise.
+partitions that are reassigning (unknown ones are left out, as Kafka does). A broker passes the
+request on to the active controller, as Kafka's do, so the list is the committed state: a
+reassignment answered as started or cancelled shows so at once, whichever broker is asked.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
+@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, forward=True)
 def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
     image = ctx.node.metadata_image
     if request.topics is None:
