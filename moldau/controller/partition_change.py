@@ -74,6 +74,11 @@ def partition_change(
             new_isr = (leader,)
             if partition.leader_recovery_state != LeaderRecoveryState.RECOVERING:
                 recovery_state = LeaderRecoveryState.RECOVERING
+            if adding or removing:  # (the leader alone in the ISR may complete it now)
+                completed = _complete_reassignment(replicas, new_isr, removing)
+                if completed is not None:
+                    replicas = completed[0]
+                    adding = removing = ()
     if new_isr is None and isr and isr != partition.isr:
         new_isr = isr
     if (

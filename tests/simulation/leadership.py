@@ -43,6 +43,7 @@ from moldau.controller.operations import (
     IsrMember,
     IsrProposal,
     NewTopic,
+    PartitionReassignment,
 )
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage, PartitionImage
@@ -89,6 +90,9 @@ class RunResult:
     leader_changes: int = 0
     alter_partition_accepted: int = 0
     alter_partition_refused: int = 0
+    reassignments_started: int = 0
+    reassignments_completed: int = 0
+    reassignments_cancelled: int = 0
     unclean_elections: int = 0
     controlled_shutdowns: int = 0
     trace: deque[str] = field(default_factory=lambda: deque(maxlen=40))
@@ -302,6 +306,8 @@ class LeadershipSimulation:
         elif roll < 0.90:
             self.core.activate(now_ms=self.now_ms)  # another controller takes over
             self.result.trace.append(f"t={self.now_ms} controller failover")
+        elif roll < 0.94:
+            self.reassign()
 
     def create_topic(self) -> None:
         name = f"t{self.random.randint(0, 6)}"
@@ -328,6 +334,27 @@ class LeadershipSimulation:
             requested = [(name, sorted(self.core.image.topics[name].partitions))]
         records, _ = self.core.elect_leaders(1 if unclean else 0, requested)
         self.commit(records, operation="elect_unclean" if unclean else "elect_preferred")
+
+    def reassign(self) -> None:
+        """Move a partition to random registered brokers (or cancel its reassignment)."""
+        image = self.core.image
+        partitions = [(t.name, p.partition) for t, p in image.iter_partitions()]
+        if not partitions or not image.brokers:
+            return
+        name, index = self.random.choice(sorted(partitions))
+        target: list[int] | None = None
+        if self.random.random() < 0.75:
+            size = self.random.randint(1, min(4, len(image.brokers)))
+            target = self.random.sample(sorted(image.brokers), size)
+        records, [result] = self.core.alter_partition_reassignments(
+            [PartitionReassignment(topic=name, partition=index, replicas=target)]
+        )
+        if result.error_code == ErrorCode.none:
+            if target is None:
+                self.result.reassignments_cancelled += 1
+            else:
+                self.result.reassignments_started += 1
+        self.commit(records, operation="reassign", topic=name, partition=index, target=target)
 
     def toggle_unclean(self) -> None:
         topics = sorted(self.core.image.topics)
@@ -451,6 +478,18 @@ class LeadershipChecker:
             )
 
     def check_partition(self, image: MetadataImage, name: str, partition: PartitionImage) -> None:
+        replicas, adding, removing = (
+            partition.replicas,
+            set(partition.adding_replicas),
+            set(partition.removing_replicas),
+        )
+        if len(set(replicas)) != len(replicas) or not adding | removing <= set(replicas):
+            self.fail(f"{name}'s reassignment is not within its replicas: {partition}")
+        if adding & removing:
+            self.fail(f"{name} adds and removes the same replica: {partition}")
+        target = [r for r in replicas if r not in removing]
+        if partition.is_reassigning and set(target) <= set(partition.isr):
+            self.fail(f"{name}'s reassignment could have completed: {partition}")
         isr = partition.isr
         if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(partition.replicas):
             self.fail(f"{name} has a bad ISR {isr} (replicas {partition.replicas})")
@@ -483,8 +522,19 @@ class LeadershipChecker:
             self.fail(f"{name}'s leader epoch does not follow its leader: {old} -> {new}")
         if new.leader != old.leader:
             self.simulation.result.leader_changes += 1
+        if new.replicas != old.replicas or new.is_reassigning != old.is_reassigning:
+            self.check_replicas_change(name, old, new, operation)
         added = set(new.isr) - set(old.isr)
-        unclean = new.has_leader and new.leader != old.leader and new.leader not in old.isr
+        # (AlterPartition completing a reassignment may hand the lead to a replica it takes in)
+        completed_by_alter = (
+            operation == "alter_partition" and old.is_reassigning and not new.is_reassigning
+        )
+        unclean = (
+            new.has_leader
+            and new.leader != old.leader
+            and new.leader not in old.isr
+            and not completed_by_alter
+        )
         if unclean:
             allowed = operation == "elect_unclean" or _unclean_enabled(previous, topic_name)
             if not allowed:
@@ -497,6 +547,23 @@ class LeadershipChecker:
         for broker_id in added:
             if not unclean and not previous.is_active_broker(broker_id):
                 self.fail(f"{name}'s ISR took in inactive broker {broker_id}: {new}")
+
+    def check_replicas_change(
+        self, name: str, old: PartitionImage, new: PartitionImage, operation: str
+    ) -> None:
+        """Replicas change only by a reassignment's start or cancel, or by its completion, which
+        needs every target replica in the ISR and drops exactly the removing ones."""
+        completed = old.is_reassigning and not new.is_reassigning
+        target = tuple(r for r in old.replicas if r not in old.removing_replicas)
+        if completed and new.replicas == target and set(target) <= set(new.isr):
+            self.simulation.result.reassignments_completed += 1
+            if set(new.isr) - set(target):
+                self.fail(f"{name} kept removed replicas in its ISR: {old} -> {new}")
+            return
+        if operation != "reassign":
+            self.fail(f"{name}'s replicas changed by {operation}: {old} -> {new}")
+        if new.leader != old.leader and old.leader in new.replicas:
+            self.fail(f"{name}: a reassignment moved a leader that stays: {old} -> {new}")
 
     def alter_partition_answered(
         self,

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from moldau.controller import partition_control
+from moldau.controller import partition_change, partition_control
 from moldau.controller.cluster_control import BrokerHeartbeats
 from moldau.controller.partition_change import Election
 from moldau.metadata.image import PartitionImage
@@ -31,6 +31,10 @@ def test_partition_leadership_under_faults():
     assert sum(r.alter_partition_refused for r in results) > len(results)
     assert sum(r.controlled_shutdowns for r in results) > len(results)
     assert sum(r.unclean_elections for r in results) > 0
+    # Reassignments started, completed by AlterPartition and cancelled.
+    assert sum(r.reassignments_started for r in results) > len(results)
+    assert sum(r.reassignments_completed for r in results) > len(results) // 4
+    assert sum(r.reassignments_cancelled for r in results) > len(results) // 4
 
 
 def test_one_rack_three_brokers_under_faults():
@@ -71,6 +75,10 @@ def _keeps_leader_epochs(self, record):
     return dataclasses.replace(bumped, leader_epoch=self.leader_epoch)
 
 
+def _completes_without_the_isr(replicas, isr, removing):
+    return tuple(r for r in replicas if r not in removing), tuple(isr)
+
+
 original_check_isr_change = partition_control._check_isr_change
 original_merge = PartitionImage.merge
 
@@ -92,6 +100,11 @@ PLANTED_BUGS = {
         _nobody_to_wait_for,
     ),
     "leader epochs do not move": (PartitionImage, "merge", _keeps_leader_epochs),
+    "a reassignment completes before its replicas are in sync": (
+        partition_change,
+        "_complete_reassignment",
+        _completes_without_the_isr,
+    ),
 }
 
 

@@ -99,3 +99,25 @@ def test_recovery_state_changes_only_when_asked():
     assert partition_change(TOPIC, recovering, may_lead=all_but(), target_recovery_state=1) is None
     record = partition_change(TOPIC, recovering, may_lead=all_but(), target_recovery_state=0)
     assert record == change(leader_recovery_state=0)
+
+
+def test_an_unclean_leader_alone_in_the_isr_completes_a_reassignment_it_is_the_target_of():
+    reassigning = PartitionImage(
+        partition=0,
+        leader=-1,
+        leader_epoch=4,
+        partition_epoch=9,
+        replicas=(3, 1),
+        isr=(1,),
+        adding_replicas=(3,),
+        removing_replicas=(1,),
+    )
+    record = partition_change(TOPIC, reassigning, may_lead=all_but(1), election=Election.UNCLEAN)
+    assert record == change(
+        leader=3,
+        isr=(3,),
+        leader_recovery_state=1,
+        replicas=(3,),
+        adding_replicas=(),
+        removing_replicas=(),
+    )
