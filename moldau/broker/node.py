@@ -17,6 +17,7 @@ import logging
 import platform
 import resource
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,7 @@ from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.replication.throttle import ReplicationThrottle
 from moldau.storage import LogConfig, LogManager
 from moldau.storage.log_dir_failures import LogDirState
 from moldau.types import TopicPartition
@@ -271,6 +273,16 @@ class Node:
         """Followers fetch from their leaders; leaders send ISR changes to the controller."""
         config = self.config
         replica_manager = self.replica_manager
+        throttle = ReplicationThrottle(
+            node_id=self.node_id,
+            leader_rate=lambda: int(config.get("leader.replication.throttled.rate")),
+            follower_rate=lambda: int(config.get("follower.replication.throttled.rate")),
+            topic_config=lambda topic, name: self.metadata_image.topic_configs(topic).get(name),
+            now=time.monotonic,
+            samples=int(config.get("replication.quota.window.num")),
+            window_s=float(config.get("replication.quota.window.size.seconds")),
+        )
+        replica_manager.throttle = throttle
         self.replica_fetchers = ReplicaFetcherManager(
             node_id=self.node_id,
             connect=self._connect_to_broker,
@@ -285,6 +297,7 @@ class Node:
                 backoff_ms=int(config.get("replica.fetch.backoff.ms")),
             ),
             on_progress=replica_manager.fetch_purgatory.wake,  # consumers reading a follower
+            throttle=throttle,
         )
         replica_manager.fetchers = self.replica_fetchers
         replica_manager.on_isr_change = self._send_isr_change

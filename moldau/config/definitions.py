@@ -72,6 +72,7 @@ B, S, INT, L, D, LS, P = (
 _WEEK_MS = 7 * 24 * 3600 * 1000
 LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LONG_MAX = 9223372036854775807
 MAX_BROKER_PARTITIONS_DEFAULT = 20_000
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
@@ -292,6 +293,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("replica.fetch.min.bytes", INT, 1, minimum=1),
         _key("replica.fetch.response.max.bytes", INT, 10485760, minimum=0),
         _key("replica.fetch.backoff.ms", INT, 1000, minimum=0),
+        # Replication throttles (KIP-73), in bytes/s; they cover the replicas the topics'
+        # `*.replication.throttled.replicas` name (moldau.replication.throttle).
+        _key("leader.replication.throttled.rate", L, LONG_MAX, minimum=0),
+        _key("follower.replication.throttled.rate", L, LONG_MAX, minimum=0),
+        _key("replication.quota.window.num", INT, 11, minimum=1, read_only=True),
+        _key("replication.quota.window.size.seconds", INT, 1, minimum=1, read_only=True),
         _key("offsets.topic.num.partitions", INT, 50, read_only=True),
         _key("offsets.topic.replication.factor", INT, 3, read_only=True),
         _key("offsets.retention.minutes", INT, 10080),
@@ -381,5 +388,8 @@ TOPIC_KEYS: dict[str, ConfigKey] = {
         _key("segment.jitter.ms", L, 0, minimum=0),
         _key("segment.ms", L, _WEEK_MS, minimum=1),
         _key("unclean.leader.election.enable", B, False),
+        # `partition:broker,...` or `*` (no broker property supplies a default).
+        _key("leader.replication.throttled.replicas", LS, ""),
+        _key("follower.replication.throttled.replicas", LS, ""),
     ]
 }

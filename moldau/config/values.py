@@ -244,12 +244,16 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, Any]:
         """Every topic config's broker-level value (what a topic with no overrides uses)."""
-        return {name: self.get(TOPIC_SYNONYMS[name]) for name in TOPIC_KEYS}
+        return {name: self.topic_entry(name, {}).value for name in TOPIC_KEYS}
 
     def topic_entry(self, name: str, overrides: Mapping[str, Any]) -> ConfigEntry:
         key = TOPIC_KEYS[name]
         if name in overrides:
             return ConfigEntry(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG, key)
+        if name not in TOPIC_SYNONYMS:
+            return ConfigEntry(
+                name, parse_value(key, key.default), ConfigSource.DEFAULT_CONFIG, key
+            )
         broker_entry = self.entry(TOPIC_SYNONYMS[name])
         value = broker_entry.value
         if value is None:
@@ -274,4 +278,23 @@ def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, Any]:
         if value is None:
             raise ConfigError(f"Null value not supported for topic config: {name}")
         parsed[name] = parse_value(key, value)
+        if name.endswith(".replication.throttled.replicas"):
+            parse_throttled_replicas(name, parsed[name])
     return parsed
+
+
+def parse_throttled_replicas(name: str, items: list[str]) -> frozenset[tuple[int, int]] | None:
+    """`leader.replication.throttled.replicas` / `follower.replication.throttled.replicas`:
+    (partition, broker) pairs, or None for `*` (every replica); ConfigError otherwise."""
+    if items == ["*"]:
+        return None
+    pairs = set()
+    for item in items:
+        partition, _, broker = item.partition(":")
+        if not (partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ConfigError(
+                f"Invalid value {','.join(items)!r} for configuration {name}: it must be * or "
+                "a list of replicas as partition:broker, e.g. 0:101,0:102,1:101"
+            )
+        pairs.add((int(partition), int(broker)))
+    return frozenset(pairs)

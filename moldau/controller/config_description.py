@@ -118,6 +118,15 @@ def describe_topic_config(
                 source=ConfigSource.DYNAMIC_TOPIC_CONFIG,
             )
         )
+    if name not in TOPIC_SYNONYMS:  # (no broker property behind it: its own default)
+        synonyms.append(
+            ConfigSynonym(
+                name=name,
+                value=format_value(key, parse_value(key, key.default)),
+                source=ConfigSource.DEFAULT_CONFIG,
+            )
+        )
+        return _described(name, key, synonyms, read_only=False)
     broker_layers = _broker_layers(image, config, TOPIC_SYNONYMS[name], node_id=node_id)
     # A broker property with no value at all (e.g. log.retention.ms unset) falls to the topic
     # key's own default, still reported as DEFAULT_CONFIG.

@@ -13,6 +13,9 @@ and the epoch of its last batch, and apply the answer:
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: the metadata has news;
   wait for it (the partition moves to another fetcher, or stops being followed).
 
+A replica out of the ISR under a follower replication throttle (`throttle.py`) is left out of
+the fetch while the quota is exceeded.
+
 Because the flush comes before the fetch, a follower's fetch offset is always durable: the leader
 may count it towards the high watermark (acks=all means every ISR member fsynced the batch).
 """
@@ -29,6 +32,7 @@ from typing import Any
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.partition import Partition
+from moldau.replication.throttle import ReplicationThrottle
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -67,8 +71,10 @@ class ReplicaFetcherManager:
         flush: Flush,
         config: FetcherConfig,
         on_progress: Callable[[TopicPartition], None] | None = None,
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self.node_id = node_id
+        self.throttle = throttle
         self._connect = connect
         self._flush = flush
         self.config = config
@@ -100,6 +106,17 @@ class ReplicaFetcherManager:
             if not fetcher.partitions:
                 del self._fetchers[leader]
                 fetcher.stop()
+
+    def throttles(self, tp: TopicPartition, partition: Partition) -> bool:
+        """Whether `tp` stays out of the next fetch (Kafka's shouldFollowerThrottle): this
+        replica is out of the ISR and throttled, and the follower quota is exceeded."""
+        throttle = self.throttle
+        return (
+            throttle is not None
+            and self.node_id not in partition.isr
+            and throttle.follower_throttled(tp)
+            and throttle.follower.exceeded()
+        )
 
     @property
     def followed(self) -> dict[TopicPartition, int]:
@@ -168,7 +185,11 @@ class ReplicaFetcher:
         for tp, partition in list(self.partitions.items()):
             if partition.log.flushed_offset < partition.log.log_end_offset:
                 await manager._flush(tp, partition)
-        fetching = dict(self.partitions)
+        fetching = {
+            tp: partition
+            for tp, partition in self.partitions.items()
+            if not manager.throttles(tp, partition)
+        }
         if not fetching:
             return False
         if self._connection is None or not self._connection.is_open:
@@ -223,6 +244,10 @@ class ReplicaFetcher:
     def _apply(self, tp: TopicPartition, partition: Partition, answer: Any) -> bool:
         """Apply one partition's answer; False if it must wait (an error)."""
         progressed, moved = apply_fetched(partition, answer, source=self.leader)
+        records = answer.records
+        throttle = self.manager.throttle
+        if moved and records and throttle is not None and throttle.follower_throttled(tp):
+            throttle.follower.record(len(records))
         if moved and self.manager._on_progress is not None:
             self.manager._on_progress(tp)  # (consumers reading this follower)
         return progressed

@@ -24,6 +24,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.replica_tracker import IsrChange
+from moldau.replication.throttle import ReplicationThrottle
 from moldau.storage import DecodeBudget, LogConfig, LogManager, PartitionLog
 from moldau.types import TopicPartition
 
@@ -104,6 +105,7 @@ class ReplicaManager:
         self.active_brokers: Callable[[], set[int]] | None = None
         # KIP-392: with a rack-aware replica selector, the rack of a broker (None: unknown).
         self.rack_of: Callable[[int], str | None] | None = None
+        self.throttle: ReplicationThrottle | None = None  # replication throttles (KIP-73)
         self._replication_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self._low_watermark_waiters: dict[
             TopicPartition, list[tuple[int, asyncio.Future[int]]]
@@ -435,7 +437,7 @@ class ReplicaManager:
             log_start_offset=log_start_offset,
         )
         records: Any = b""
-        if fetch_offset < log_.log_end_offset:
+        if fetch_offset < log_.log_end_offset and not self.leader_throttles(tp, replica_id):
             read = log_.read(
                 fetch_offset,
                 max_bytes=max(max_bytes, 0),
@@ -443,6 +445,8 @@ class ReplicaManager:
                 min_one_message=min_one_message,
             )
             records = list(read.regions)
+            if self.throttle is not None and self.throttle.leader_throttled(tp):
+                self.throttle.leader.record(sum(region.length for region in records))
         return FollowerRead(
             high_watermark=log_.high_watermark,
             log_start_offset=log_.log_start_offset,
@@ -478,6 +482,20 @@ class ReplicaManager:
                 waiting.append((offset, future))
         if waiting:
             self._low_watermark_waiters[tp] = waiting
+
+    def leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Whether a follower's fetch of `tp` gets no records now (Kafka's shouldLeaderThrottle):
+        the follower is out of the ISR, this leader's replica is throttled and the leader's
+        replication quota is exceeded."""
+        throttle = self.throttle
+        partition = self.partitions.get(tp)
+        return (
+            throttle is not None
+            and partition is not None
+            and replica_id not in partition.isr
+            and throttle.leader_throttled(tp)
+            and throttle.leader.exceeded()
+        )
 
     def check_isr(self) -> None:
         """Propose ISR changes for followers that fell behind (run periodically, as Kafka's

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as PythonPartition
 from kafka import errors as kafka_errors
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from .cluster import BROKER, COMBINED, Cluster, build_cluster, wait_for
 from .test_cluster_replication import FAST, _segment_bytes
@@ -266,4 +266,89 @@ def test_a_reassignment_that_cannot_finish_is_listed_and_cancelled(
         timeout_s=20,
         what="broker 3's log of staying-0 deleted",
     )
+    admin.close()
+
+
+def _reassign_and_time(admin: KafkaAdminClient, tp: PythonPartition, target: list[int]) -> float:
+    started = time.monotonic()
+    assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    wait_for(
+        lambda: admin.list_partition_reassignments() == {},
+        timeout_s=90,
+        what=f"the reassignment of {tp} complete",
+    )
+    return time.monotonic() - started
+
+
+def _set_broker_config(admin: KafkaAdminClient, broker_id: int, configs: dict) -> None:
+    """IncrementalAlterConfigs of one broker's dynamic configs (("DELETE", None) removes)."""
+    result = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=configs)]
+    )
+    print("alter_configs", result)
+    assert all(
+        outcome in (None, kafka_errors.NoError) or getattr(outcome, "errno", 0) == 0
+        for by_name in result.values()
+        for outcome in by_name.values()
+    ), result
+
+
+def test_replication_throttles_hold_a_new_replica_to_the_rate(start_server, tmp_path) -> None:
+    """A leader throttle (broker 1's leader.replication.throttled.rate over a topic's
+    leader.replication.throttled.replicas), then a follower throttle (broker 4's
+    follower.replication.throttled.rate over follower.replication.throttled.replicas), each
+    hold a 3 MiB catch-up to about 256 KiB/s where it takes well under a second unthrottled."""
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED, COMBINED, COMBINED, BROKER],
+        extra={
+            **FAST,
+            "replica.fetch.max.bytes": "65536",
+            "replication.quota.window.num": "2",
+        },
+    )
+    admin = _admin(cluster)
+    topics = {
+        "led": {"leader.replication.throttled.replicas": "*"},
+        "followed": {"follower.replication.throttled.replicas": "0:4"},
+        "free": {},
+    }
+    for topic, configs in topics.items():
+        admin.create_topics(
+            [NewTopic(topic, replica_assignments={0: [1, 2, 3]}, topic_configs=configs)]
+        )
+    for topic in topics:
+        wait_for(
+            lambda t=topic: sorted(_describe(admin, t)["isr"]) == [1, 2, 3],
+            timeout_s=20,
+            what=f"{topic} in sync",
+        )
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for topic in topics:
+        for index in range(3072):
+            producer.produce(topic, value=b"%06d" % index + b"y" * 1018)
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+    unthrottled = _reassign_and_time(admin, PythonPartition("free", 0), [1, 2, 4])
+
+    rate = str(256 * 1024)
+    _set_broker_config(admin, 1, {"leader.replication.throttled.rate": rate})
+    led = _reassign_and_time(admin, PythonPartition("led", 0), [1, 2, 4])
+    _set_broker_config(admin, 1, {"leader.replication.throttled.rate": ("DELETE", None)})
+    _set_broker_config(admin, 4, {"follower.replication.throttled.rate": rate})
+    followed = _reassign_and_time(admin, PythonPartition("followed", 0), [1, 2, 4])
+    print(
+        f"3 MiB catch-up: {unthrottled:.2f} s free, {led:.2f} s under the leader throttle, "
+        f"{followed:.2f} s under the follower throttle"
+    )
+    assert unthrottled < 3
+    assert led > 4 and followed > 4
+    for topic in topics:
+        wait_for(
+            lambda t=topic: len({_segment_bytes(cluster, t, 0)[n] for n in (1, 2, 4)}) == 1,
+            timeout_s=30,
+            what=f"{topic}'s replicas identical",
+        )
     admin.close()

@@ -278,7 +278,10 @@ def _replica_fetch(
                 partition = replica_manager.get_partition(fetch.tp) if fetch.tp else None
                 if partition is None or not partition.is_leader:
                     return True
-                if partition.log.log_end_offset > fetch.fetch_offset:
+                # (a throttled replica's new data waits for the quota: Kafka's DelayedFetch)
+                if partition.log.log_end_offset > fetch.fetch_offset and not (
+                    replica_manager.leader_throttles(fetch.tp, replica_id)
+                ):
                     return True
         return False
 

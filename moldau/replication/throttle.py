@@ -1,0 +1,125 @@
+"""Replication throttles (KIP-73), as Kafka's ReplicationQuotaManager applies them.
+
+Two quotas per broker, in bytes/s, from the broker configs `leader.replication.throttled.rate`
+(what this broker sends its followers) and `follower.replication.throttled.rate` (what it
+fetches as a follower). A quota covers only the replicas a topic names: the leader side those in
+`leader.replication.throttled.replicas` with this broker's id, the follower side those in
+`follower.replication.throttled.replicas` with this broker's id (`partition:broker,...`, or `*`
+for every replica of the topic). Only replicas out of the ISR are held back, so a throttle never
+stalls acks=all: a leader answers an out-of-sync follower no records while the quota is
+exceeded, and such a follower leaves the partition out of its fetches; the bytes of every
+throttled replica count.
+
+The rate is Kafka's: bytes over `samples` windows of `window_s` seconds, divided by the time the
+windows span, at least `(samples - 1) * window_s` (so a fresh quota lets that many seconds'
+worth through at once). Pure: the clock is passed in.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Callable
+
+from moldau.config.definitions import LONG_MAX
+from moldau.config.values import ConfigError, parse_throttled_replicas
+from moldau.types import TopicPartition
+
+SAMPLES = 11  # replication.quota.window.num (a broker property, as the next)
+WINDOW_S = 1.0  # replication.quota.window.size.seconds
+
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+
+
+class ReplicationQuota:
+    """Bytes per second over a sliding window, against a limit read when asked."""
+
+    def __init__(
+        self,
+        limit: Callable[[], int],
+        *,
+        now: Callable[[], float],
+        samples: int = SAMPLES,
+        window_s: float = WINDOW_S,
+    ) -> None:
+        self._limit = limit
+        self._now = now
+        self._samples = samples
+        self._window_s = window_s
+        self._windows: deque[tuple[int, int]] = deque()  # (window number, bytes)
+
+    def record(self, size: int) -> None:
+        window = int(self._now() // self._window_s)
+        if self._windows and self._windows[-1][0] == window:
+            self._windows[-1] = (window, self._windows[-1][1] + size)
+        else:
+            self._windows.append((window, size))
+        self._expire(window)
+
+    def rate(self) -> float:
+        now = self._now()
+        self._expire(int(now // self._window_s))
+        if not self._windows:
+            return 0.0
+        span = now - self._windows[0][0] * self._window_s
+        span = max(span, (self._samples - 1) * self._window_s)
+        return sum(size for _, size in self._windows) / span
+
+    def exceeded(self) -> bool:
+        limit = self._limit()
+        return limit < LONG_MAX and self.rate() > limit
+
+    def _expire(self, window: int) -> None:
+        while self._windows and self._windows[0][0] <= window - self._samples:
+            self._windows.popleft()
+
+
+class ReplicationThrottle:
+    """Both quotas of one broker and which replicas they cover (the topics' configs, read from
+    the current metadata through `topic_config(topic, name)`)."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        leader_rate: Callable[[], int],
+        follower_rate: Callable[[], int],
+        topic_config: Callable[[str, str], str | None],
+        now: Callable[[], float],
+        samples: int = SAMPLES,
+        window_s: float = WINDOW_S,
+    ) -> None:
+        self.node_id = node_id
+        self.leader = ReplicationQuota(leader_rate, now=now, samples=samples, window_s=window_s)
+        self.follower = ReplicationQuota(follower_rate, now=now, samples=samples, window_s=window_s)
+        self._topic_config = topic_config
+
+    def leader_throttled(self, tp: TopicPartition) -> bool:
+        """This broker's leader replica of `tp` is throttled towards its followers."""
+        return self._listed(tp, LEADER_REPLICAS)
+
+    def follower_throttled(self, tp: TopicPartition) -> bool:
+        """This broker's follower replica of `tp` is throttled."""
+        return self._listed(tp, FOLLOWER_REPLICAS)
+
+    def _listed(self, tp: TopicPartition, name: str) -> bool:
+        value = self._topic_config(tp.topic, name)
+        if not value:
+            return False
+        replicas = _parse(name, value)
+        if replicas is _UNREADABLE:
+            return False
+        return replicas is None or (tp.partition, self.node_id) in replicas
+
+
+_UNREADABLE: frozenset[tuple[int, int]] = frozenset({(-1, -1)})
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(name: str, value: str) -> frozenset[tuple[int, int]] | None:
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    try:
+        return parse_throttled_replicas(name, items)
+    except ConfigError:
+        return _UNREADABLE  # (validated when set: only a hand-made log holds such a value)
