@@ -352,3 +352,57 @@ def test_replication_throttles_hold_a_new_replica_to_the_rate(start_server, tmp_
             what=f"{topic}'s replicas identical",
         )
     admin.close()
+
+
+def test_a_leaving_broker_that_was_down_deletes_its_log_when_it_comes_back(
+    start_server, tmp_path
+) -> None:
+    """Broker 3 is killed (and fenced) mid-way: the reassignment away from it completes without
+    it, and when it starts again the metadata no longer gives it the partition, so it deletes
+    the log it left behind."""
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED, COMBINED, COMBINED, BROKER],
+        extra={**FAST, "replica.lag.time.max.ms": "3000"},
+    )
+    admin = _admin(cluster)
+    _create(admin, "leaving", [1, 2, 3])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for index in range(500):
+        producer.produce("leaving", value=b"%06d" % index)
+    assert producer.flush(30) == 0
+    wait_for(
+        lambda: len({_segment_bytes(cluster, "leaving", 0)[n] for n in (1, 2, 3)}) == 1,
+        timeout_s=20,
+        what="broker 3's replica caught up",
+    )
+    assert (cluster.nodes[3].data_dir / "leaving-0").exists()
+    admin.close()
+    cluster.kill(3)
+    admin = _admin(cluster)
+    tp = PythonPartition("leaving", 0)
+
+    assert admin.alter_partition_reassignments({tp: [1, 2, 4]}) == {tp: None}
+    wait_for(
+        lambda: admin.list_partition_reassignments() == {},
+        timeout_s=60,
+        what="the reassignment complete without broker 3",
+    )
+    wait_for(
+        lambda: (
+            _describe(admin, "leaving") == {"leader": 1, "replicas": [1, 2, 4], "isr": [1, 2, 4]}
+        ),
+        timeout_s=10,
+        what="broker 4 in place of broker 3",
+    )
+    assert (cluster.nodes[3].data_dir / "leaving-0").exists()  # (it was down)
+
+    cluster.launch([3])
+    wait_for(
+        lambda: not (cluster.nodes[3].data_dir / "leaving-0").exists(),
+        timeout_s=30,
+        what="broker 3's stray log deleted at its start",
+    )
+    assert _segment_bytes(cluster, "leaving", 0)[4] == _segment_bytes(cluster, "leaving", 0)[1]
+    admin.close()
