@@ -39,7 +39,8 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 MAX_ELECTIONS_PER_REBALANCE = 1000
 
 
-def _online_or_unclean(image: MetadataImage, config: BrokerConfig, topic: TopicImage) -> Election:
+def online_or_unclean(image: MetadataImage, config: BrokerConfig, topic: TopicImage) -> Election:
+    """UNCLEAN where the topic (or the cluster's default) allows an unclean election."""
     if topic_config_value(image, config, topic.name, "unclean.leader.election.enable"):
         return Election.UNCLEAN
     return Election.ONLINE
@@ -67,7 +68,7 @@ def broker_leaves(
             partition,
             may_lead=may_lead,
             target_isr=[replica for replica in partition.isr if replica != broker_id],
-            election=_online_or_unclean(image, config, topic),
+            election=online_or_unclean(image, config, topic),
         )
         if record is not None:
             records.append(record)
@@ -91,7 +92,7 @@ def broker_joins(
             topic.topic_id,
             partition,
             may_lead=may_lead,
-            election=_online_or_unclean(image, config, topic),
+            election=online_or_unclean(image, config, topic),
         )
         if record is not None:
             records.append(record)
@@ -173,7 +174,7 @@ def alter_partition(
             partition,
             may_lead=image.is_active_broker,
             target_isr=[member.broker_id for member in change.new_isr],
-            election=_online_or_unclean(image, config, topic),
+            election=online_or_unclean(image, config, topic),
             target_recovery_state=change.leader_recovery_state,
         )
         if record is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moldau.config.values import BrokerConfig
-from moldau.controller.config_control import topic_config_value
+from moldau.controller import partition_control
 from moldau.controller.operations import PartitionReassignment, PartitionResult
 from moldau.controller.partition_change import Election, partition_change
 from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
@@ -74,12 +74,6 @@ def alter_partition_reassignments(
     return records, results
 
 
-def _election(image: MetadataImage, config: BrokerConfig, topic: TopicImage) -> Election:
-    if topic_config_value(image, config, topic.name, "unclean.leader.election.enable"):
-        return Election.UNCLEAN
-    return Election.ONLINE
-
-
 def _start(
     image: MetadataImage,
     config: BrokerConfig,
@@ -93,7 +87,7 @@ def _start(
         topic.topic_id,
         partition,
         may_lead=image.is_active_broker,
-        election=_election(image, config, topic),
+        election=partition_control.online_or_unclean(image, config, topic),
         target_replicas=[*target, *removing],
         target_adding=sorted(set(target) - set(current)),
         target_removing=removing,
@@ -108,7 +102,7 @@ def _cancel(
     adding = set(partition.adding_replicas)
     replicas = [r for r in partition.replicas if r not in adding]
     isr = [r for r in partition.isr if r not in adding]
-    election = _election(image, config, topic)
+    election = partition_control.online_or_unclean(image, config, topic)
     if not isr and (
         election is not Election.UNCLEAN or not any(map(image.is_active_broker, replicas))
     ):

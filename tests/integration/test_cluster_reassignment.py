@@ -52,6 +52,29 @@ def _value(index: int) -> bytes:
 PADDING = b"x" * 500
 
 
+def _reassign_and_time(admin: KafkaAdminClient, tp: PythonPartition, target: list[int]) -> float:
+    started = time.monotonic()
+    assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    wait_for(
+        lambda: admin.list_partition_reassignments() == {},
+        timeout_s=90,
+        what=f"the reassignment of {tp} complete",
+    )
+    return time.monotonic() - started
+
+
+def _wait_for_replicas(
+    admin: KafkaAdminClient, topic: str, *, leader: int, replicas: list[int]
+) -> None:
+    """Until the metadata shows partition 0 with these replicas, all in sync, and leader."""
+    expected = {"leader": leader, "replicas": replicas, "isr": sorted(replicas)}
+    wait_for(
+        lambda: _describe(admin, topic) == expected,
+        timeout_s=10,
+        what=f"{topic} on {replicas} led by {leader} in the metadata",
+    )
+
+
 class _Producing:
     """An idempotent acks=all producer writing numbered records in a thread until stopped."""
 
@@ -137,13 +160,7 @@ def test_a_partition_moves_to_other_brokers_under_load_with_no_loss(
         assert in_progress == {
             tp: {"replicas": [4, 2, 3, 1], "adding_replicas": [4], "removing_replicas": [1]}
         }
-    wait_for(
-        lambda: (
-            _describe(admin, "moving") == {"leader": 4, "replicas": [4, 2, 3], "isr": [2, 3, 4]}
-        ),
-        timeout_s=10,
-        what="broker 4 leading the new replicas in the metadata",
-    )
+    _wait_for_replicas(admin, "moving", leader=4, replicas=[4, 2, 3])
     assert not producing.failed, producing.failed[:5]
     assert len(producing.acknowledged) == producing.sent
 
@@ -217,13 +234,7 @@ def test_a_reassignment_that_cannot_finish_is_listed_and_cancelled(
 
     assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
     assert admin.list_partition_reassignments() == {}
-    wait_for(
-        lambda: (
-            _describe(admin, "staying") == {"leader": 1, "replicas": [1, 2, 3], "isr": [1, 2, 3]}
-        ),
-        timeout_s=10,
-        what="the original replicas back in the metadata",
-    )
+    _wait_for_replicas(admin, "staying", leader=1, replicas=[1, 2, 3])
     assert admin.alter_partition_reassignments({tp: None}) == {
         tp: kafka_errors.NoReassignmentInProgressError
     }
@@ -248,36 +259,14 @@ def test_a_reassignment_that_cannot_finish_is_listed_and_cancelled(
 
     # Broker 4 back: a reassignment to it completes and broker 3 drops its replica.
     cluster.launch([4])
-    assert admin.alter_partition_reassignments({tp: [1, 2, 4]}) == {tp: None}
-    wait_for(
-        lambda: admin.list_partition_reassignments() == {},
-        timeout_s=60,
-        what="the reassignment to broker 4 complete",
-    )
-    wait_for(
-        lambda: (
-            _describe(admin, "staying") == {"leader": 1, "replicas": [1, 2, 4], "isr": [1, 2, 4]}
-        ),
-        timeout_s=10,
-        what="broker 4 in place of broker 3 in the metadata",
-    )
+    _reassign_and_time(admin, tp, [1, 2, 4])
+    _wait_for_replicas(admin, "staying", leader=1, replicas=[1, 2, 4])
     wait_for(
         lambda: not (cluster.nodes[3].data_dir / "staying-0").exists(),
         timeout_s=20,
         what="broker 3's log of staying-0 deleted",
     )
     admin.close()
-
-
-def _reassign_and_time(admin: KafkaAdminClient, tp: PythonPartition, target: list[int]) -> float:
-    started = time.monotonic()
-    assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
-    wait_for(
-        lambda: admin.list_partition_reassignments() == {},
-        timeout_s=90,
-        what=f"the reassignment of {tp} complete",
-    )
-    return time.monotonic() - started
 
 
 def _set_broker_config(admin: KafkaAdminClient, broker_id: int, configs: dict) -> None:
@@ -383,19 +372,8 @@ def test_a_leaving_broker_that_was_down_deletes_its_log_when_it_comes_back(
     admin = _admin(cluster)
     tp = PythonPartition("leaving", 0)
 
-    assert admin.alter_partition_reassignments({tp: [1, 2, 4]}) == {tp: None}
-    wait_for(
-        lambda: admin.list_partition_reassignments() == {},
-        timeout_s=60,
-        what="the reassignment complete without broker 3",
-    )
-    wait_for(
-        lambda: (
-            _describe(admin, "leaving") == {"leader": 1, "replicas": [1, 2, 4], "isr": [1, 2, 4]}
-        ),
-        timeout_s=10,
-        what="broker 4 in place of broker 3",
-    )
+    _reassign_and_time(admin, tp, [1, 2, 4])  # (without broker 3)
+    _wait_for_replicas(admin, "leaving", leader=1, replicas=[1, 2, 4])
     assert (cluster.nodes[3].data_dir / "leaving-0").exists()  # (it was down)
 
     cluster.launch([3])

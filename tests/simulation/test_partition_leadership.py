@@ -93,7 +93,7 @@ PLANTED_BUGS = {
         "_check_isr_change",
         _skips_epoch_checks,
     ),
-    "every election may be unclean": (partition_control, "_online_or_unclean", _always_unclean),
+    "every election may be unclean": (partition_control, "online_or_unclean", _always_unclean),
     "controlled shutdown waits for nobody": (
         BrokerHeartbeats,
         "lowest_active_offset",
