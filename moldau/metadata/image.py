@@ -95,8 +95,12 @@ class TopicImage:
 
     @property
     def replication_factor(self) -> int:
+        """Partition 0's replica count, without the replicas a reassignment is removing (the
+        factor it is heading for, which new partitions take)."""
         first = self.partitions.get(0)
-        return len(first.replicas) if first is not None else 0
+        if first is None:
+            return 0
+        return len(first.replicas) - len(first.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,7 @@
 adding replica into the ISR, cancelled, and left alone by the leader rebalance."""
 
 from moldau.controller import partition_control
-from moldau.controller.operations import NewTopic, PartitionReassignment
+from moldau.controller.operations import NewTopic, PartitionReassignment, PartitionsIncrease
 from moldau.metadata.records import FenceBrokerRecord, UnfenceBrokerRecord
 from moldau.protocol.errors import ErrorCode
 
@@ -236,3 +236,12 @@ def test_a_target_replica_out_of_the_isr_holds_it_though_every_adding_one_is_in(
 
     alter(core, proposal(core, [1, 2, 3, 4]))
     assert state(core) == ((2, 3, 4), (2, 3, 4), 2, (), ())
+
+
+def test_partitions_created_meanwhile_take_the_replication_factor_it_heads_for():
+    core = cluster()
+    reassign(core, [2, 4])  # 4 adding, 1 and 3 removing: four replicas for now
+    assert len(partition(core).replicas) == 4
+    [result] = commit(core, core.create_partitions([PartitionsIncrease(name="t", count=3)]))
+    assert result.error_code == E.none
+    assert len(partition(core, 2).replicas) == 2

@@ -134,6 +134,7 @@ def test_a_reassignment_is_recorded_on_the_partition_and_cleared_when_it_ends():
         (1,),
     )
     assert partition.is_reassigning and partition.leader_epoch == 0
+    assert image.topics["orders"].replication_factor == 2  # (where it is heading)
     _, image = replay(
         image,
         PartitionChangeRecord(
