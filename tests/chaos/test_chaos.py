@@ -64,11 +64,11 @@ def test_campaign(tmp_path: Path) -> None:
             }
             with open(out / "runs.jsonl", "a", encoding="utf-8") as runs:
                 runs.write(json.dumps(line) + "\n")
-            if result.valid and not os.environ.get("MOLDAU_CHAOS_KEEP"):
-                runner.discard(directory)
-            else:
+            if not result.valid:
                 (directory / "violation.txt").write_text(result.describe())
                 failures.append(f"{name} seed {seed}: {directory}")
+            elif not os.environ.get("MOLDAU_CHAOS_KEEP"):
+                runner.discard(directory)
     assert not failures, "\n".join(failures)
 
 
