@@ -197,6 +197,8 @@ def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: 
                     problems.append(str(error))
                     break
             _wait_for_acknowledgements(history, 100)
+            if scenario.transactions:
+                _wait_for_progress(history, problems)
             for workload in workloads:
                 workload.stop(90)
                 if workload.is_alive():
@@ -281,6 +283,23 @@ def _wait_for_acknowledgements(history: History, count: int) -> None:
 
     target = acknowledged() + count
     wait_until(lambda: acknowledged() >= target, timeout_s=60, what=f"{count} acknowledgements")
+
+
+def _wait_for_progress(history: History, problems: list[str]) -> None:
+    """Liveness after healing: the job commits a transaction and the group commits offsets."""
+    healed_at = history.now()
+    for kind, what in (("txn", "a transaction"), ("commit", "a group offset commit")):
+
+        def done(kind: str = kind) -> bool:
+            return any(
+                op["f"] == kind and op["outcome"] == OK and op["start"] >= healed_at
+                for op in list(history.operations)
+            )
+
+        try:
+            wait_until(done, timeout_s=60, what=f"{what} acknowledged after healing")
+        except TimeoutError as error:
+            problems.append(str(error))
 
 
 def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> None:

@@ -8,6 +8,7 @@ the history and node logs of every failing run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -16,8 +17,10 @@ import pytest
 
 from tests.chaos import runner
 
-# The most telling faults, one seed each: a partition leader killed mid-stream, a leader paused
-# past its session (it wakes up believing it leads), every node killed at once (cold start).
+# The most telling faults, one fault of each on a fixed seed: a partition leader killed
+# mid-stream, a leader paused past its session (it wakes up believing it leads; seed 1 found
+# coordinators answering before their followers had their records), every node killed at once
+# (cold start). About 40 s each here.
 CI_RUNS = [
     (runner.KILL_LEADER, 1),
     (runner.PAUSE_LEADER, 1),
@@ -29,7 +32,8 @@ CI_RUNS = [
 def test_no_acknowledged_record_is_lost_or_duplicated(
     scenario: str, seed: int, tmp_path: Path
 ) -> None:
-    result = runner.run(runner.SCENARIOS[scenario], seed, tmp_path / "run")
+    one_fault = dataclasses.replace(runner.SCENARIOS[scenario], steps=1)
+    result = runner.run(one_fault, seed, tmp_path / "run")
     assert result.valid, result.describe()
     assert result.report.acknowledged > 0
 
