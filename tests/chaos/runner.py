@@ -12,7 +12,10 @@ import hashlib
 import random
 import shutil
 import struct
+import sys
+import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,11 +201,14 @@ def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: 
                     break
             _wait_for_acknowledgements(history, 100)
             if scenario.transactions:
-                _wait_for_progress(history, problems)
+                _wait_for_progress(history, problems, workloads)
             for workload in workloads:
                 workload.stop(90)
                 if workload.is_alive():
-                    problems.append(f"client {workload.name} did not stop within 90 s")
+                    problems.append(
+                        f"client {workload.name} did not stop within 90 s; it is at:\n"
+                        + _stack_of(workload)
+                    )
                 if workload.crash is not None:
                     problems.append(f"client {workload.name} died: {workload.crash!r}")
             _read_final_logs(cluster, history, topics, problems)
@@ -285,7 +291,12 @@ def _wait_for_acknowledgements(history: History, count: int) -> None:
     wait_until(lambda: acknowledged() >= target, timeout_s=60, what=f"{count} acknowledgements")
 
 
-def _wait_for_progress(history: History, problems: list[str]) -> None:
+def _stack_of(thread: threading.Thread) -> str:
+    frame = sys._current_frames().get(thread.ident or -1)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
+
+
+def _wait_for_progress(history: History, problems: list[str], workloads: list[Workload]) -> None:
     """Liveness after healing: the job commits a transaction and the group commits offsets."""
     healed_at = history.now()
     for kind, what in (("txn", "a transaction"), ("commit", "a group offset commit")):
@@ -299,7 +310,8 @@ def _wait_for_progress(history: History, problems: list[str]) -> None:
         try:
             wait_until(done, timeout_s=60, what=f"{what} acknowledged after healing")
         except TimeoutError as error:
-            problems.append(str(error))
+            stacks = "".join(f"\n{w.name} is at:\n{_stack_of(w)}" for w in workloads)
+            problems.append(f"{error}{stacks}")
 
 
 def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> None:
