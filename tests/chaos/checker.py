@@ -379,22 +379,33 @@ def _check_transactions(
 
 
 def _check_committed_offsets(history: list[Operation], report: Report) -> None:
-    """A committed offset read back must be at least every offset acknowledged as committed
-    before the read began (an acknowledged commit is durable)."""
-    acknowledged: dict[tuple[str, str, int], list[tuple[float, int, Operation]]] = defaultdict(list)
+    """A committed offset read back below the latest commit acknowledged before the read began
+    is a commit the group lost (an acknowledged commit is durable) — unless a commit that may
+    have applied since (any outcome, overlapping the read) set the lower offset: a client may
+    commit an offset lower than its last, and the group must keep that one."""
+    commits: dict[tuple[str, str, int], list[tuple[Operation, int]]] = defaultdict(list)
     for operation in history:
-        if operation["f"] in ("commit", "txn") and operation["outcome"] == OK:
+        if operation["f"] in ("commit", "txn") and operation["outcome"] != FAILED:
             for topic, partition, offset in operation.get("offsets", []):
                 slot = (operation.get("group", ""), topic, int(partition))
-                acknowledged[slot].append((operation["end"], int(offset), operation))
+                commits[slot].append((operation, int(offset)))
     for observation in (operation for operation in history if operation["f"] == "committed"):
         for topic, partition, offset in observation["offsets"]:
             slot = (observation["group"], topic, int(partition))
-            before = [entry for entry in acknowledged[slot] if entry[0] <= observation["start"]]
-            if not before:
+            acknowledged = [
+                (commit, value)
+                for commit, value in commits[slot]
+                if commit["outcome"] == OK and commit["end"] <= observation["start"]
+            ]
+            if not acknowledged:
                 continue
-            end, highest, commit = max(before, key=lambda entry: entry[1])
-            if int(offset) < highest:
+            latest, value = max(acknowledged, key=lambda entry: entry[0]["end"])
+            possible = {value} | {
+                other
+                for commit, other in commits[slot]
+                if commit["end"] > latest["end"] and commit["start"] <= observation["end"]
+            }
+            if int(offset) < value and int(offset) not in possible:
                 report.anomalies.append(
                     Anomaly(
                         kind=COMMITTED_OFFSET_BACKWARDS,
@@ -403,9 +414,9 @@ def _check_committed_offsets(history: list[Operation], report: Report) -> None:
                             "partition": (topic, partition),
                             "read": offset,
                             "read_at": observation["start"],
-                            "acknowledged": highest,
-                            "acknowledged_at": end,
-                            "by": commit["client"],
+                            "acknowledged": value,
+                            "acknowledged_at": latest["end"],
+                            "by": latest["client"],
                         },
                     )
                 )

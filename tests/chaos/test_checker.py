@@ -215,6 +215,22 @@ def test_a_committed_group_offset_read_back_lower_than_acknowledged() -> None:
     assert report.of_kind(checker.COMMITTED_OFFSET_BACKWARDS)[0].detail["acknowledged"] == 2
 
 
+def test_a_client_lowering_its_own_commit_is_no_anomaly() -> None:
+    history = clean_history()
+    history += [
+        {"f": "commit", "client": "c1", "group": "g", "offsets": [["t", 0, 3]], "outcome": OK,
+         "start": 2.0, "end": 2.1},
+        {"f": "commit", "client": "c1", "group": "g", "offsets": [["t", 0, 1]], "outcome": OK,
+         "start": 2.2, "end": 2.3},
+        {"f": "committed", "client": "c1", "group": "g", "offsets": [["t", 0, 1]],
+         "start": 3.0, "end": 3.0},
+    ]  # fmt: skip
+    assert checker.check(history).valid
+    history[-1] = {"f": "committed", "client": "c1", "group": "g", "offsets": [["t", 0, 0]],
+                   "start": 3.0, "end": 3.0}  # fmt: skip
+    assert kinds(checker.check(history)) == [checker.COMMITTED_OFFSET_BACKWARDS]
+
+
 def test_replicas_differing_below_the_high_watermark() -> None:
     history = clean_history()
     history.append({"f": "replicas", "topic": "t", "partition": 0, "high_watermark": 3,

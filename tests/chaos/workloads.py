@@ -343,11 +343,13 @@ class GroupConsumer(Workload):
             }
         )
 
+        positions: dict[int, int] = {}  # of the current assignment only
+
         def assigned(_consumer: Any, _partitions: Any) -> None:
             self.session += 1
+            positions.clear()
 
         consumer.subscribe([self.topic], on_assign=assigned)
-        positions: dict[int, int] = {}
         uncommitted = 0
         while not self.stopping.is_set():
             start = self.history.now()
@@ -362,7 +364,7 @@ class GroupConsumer(Workload):
                 for message in messages:
                     positions[message.partition()] = message.offset() + 1
                 uncommitted += len(messages)
-            if uncommitted >= self.commit_every:
+            if uncommitted >= self.commit_every and positions:
                 self._commit(consumer, positions)
                 uncommitted = 0
         consumer.close()
