@@ -146,8 +146,9 @@ class ProducerWorkload(Workload):
 class TransformJob(Workload):
     """Consume-transform-produce in transactions: reads `source` read_committed (assigned, with
     the group's committed offsets), writes `<input value>|<name>-<transaction>` to the same
-    partition of `sink`, and commits the input offsets in the transaction. After an abort or an
-    unknown outcome it rewinds to the committed offsets (a new read session)."""
+    partition of `sink`, and commits the input offsets in the transaction. After an abort it
+    rewinds to the committed offsets (a new read session); after an unknown outcome it starts
+    over with new clients."""
 
     def __init__(
         self,
@@ -260,12 +261,16 @@ class TransformJob(Workload):
                 outcome = self._abort(producer)
             elif error.retriable():  # commit_transaction may be called again
                 outcome = self._commit_again(producer)
+        settled = outcome in (OK, FAILED)
         self.history.record(
             "txn", client=self.name, group=self.group, writes=writes, offsets=offsets,
-            outcome=UNKNOWN if outcome == "fatal" else outcome, error=error_text, start=start,
+            outcome=outcome if settled else UNKNOWN, error=error_text, start=start,
             deliveries=deliveries,
         )  # fmt: skip
-        return outcome
+        # A transaction neither committed nor aborted leaves the producer in a state only
+        # retries of the same call can leave: start over with new clients instead (their
+        # InitProducerId fences this producer and ends its transaction).
+        return outcome if settled else "fatal"
 
     def _abort(self, producer: Producer) -> str:
         try:
