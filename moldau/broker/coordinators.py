@@ -1,8 +1,8 @@
 """Wiring of the coordinators into a node: internal topics, record writes and replays.
 
 The group coordinator runtime is given `append` (builds a batch of its key/value records, appends
-it to the `__consumer_offsets` partition and waits until it is durable: the coordinator answers
-only after that, as Kafka's does with acks=all), `append_transactional` (the same in a
+it to the `__consumer_offsets` partition and waits until every ISR member has it durably: the
+coordinator answers only after that, as Kafka's does with acks=all), `append_transactional` (the same in a
 transactional batch of a producer, for TxnOffsetCommit) and `read_records`, which replays a
 partition from its log start, transactional records and markers included. The transaction
 coordinator runtime gets the same over `__transaction_state`, producer ids from the controller's
@@ -159,7 +159,9 @@ async def _append(
     producer: tuple[int, int] | None = None,
 ) -> int:
     """Append before the first await (coordinators rely on it for ordering), then wait until
-    the records are durable."""
+    the records are durable on every ISR member, as Kafka's coordinators append with acks=all:
+    a state a coordinator answered with must survive its broker's failure (the next leader of
+    the partition loads it)."""
     if producer is None:
         batch = build_batch(
             [NewRecord(key=key, value=value) for key, value in pairs],
@@ -173,8 +175,11 @@ async def _append(
             producer_epoch=producer[1],
             transactional=True,
         )
-    result = node.replica_manager.append_records(tp, batch, required_acks=-1)
-    await node.replica_manager.wait_durable(tp, result.last_offset)
+    replica_manager = node.replica_manager
+    result = replica_manager.append_records(tp, batch, required_acks=-1)
+    partition = replica_manager.get_partition(tp)
+    min_insync = partition.log.config.min_insync_replicas if partition is not None else 1
+    await replica_manager.wait_replicated(tp, result.last_offset, min_insync=min_insync)
     return int(result.last_offset)
 
 

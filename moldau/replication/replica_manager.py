@@ -289,8 +289,11 @@ class ReplicaManager:
             self._high_watermark_moved(tp, partition)
         self.fetch_purgatory.wake(tp)
 
-    def wait_replicated(self, tp: TopicPartition, offset: int) -> asyncio.Future[None]:
-        """A future done once `offset` is replicated to the ISR and durable here."""
+    def wait_replicated(
+        self, tp: TopicPartition, offset: int, *, min_insync: int = 1
+    ) -> asyncio.Future[None]:
+        """A future done once `offset` is replicated to the ISR and durable here (see
+        `when_replicated`)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def settle(error: BaseException | None) -> None:
@@ -301,7 +304,7 @@ class ReplicaManager:
             else:
                 future.set_exception(error)
 
-        self.when_replicated(tp, offset, settle)
+        self.when_replicated(tp, offset, settle, min_insync=min_insync)
         return future
 
     def when_replicated(

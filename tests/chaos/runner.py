@@ -1,0 +1,480 @@
+"""One chaos run: a 3-node cluster (combined broker+controller nodes), the workloads, a seeded
+schedule of process faults, healing, the final logs read back, the checker.
+
+A scenario names the faults it draws from; a seed fixes the schedule (which fault, aimed at which
+partition's leader or follower, held how long, how far apart), so a failing seed replays the same
+schedule (node ids are resolved at run time: who leads depends on the cluster).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shutil
+import struct
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.cluster import COMBINED, Cluster, build_cluster
+from tests.integration.conftest import ServerFactory, _server_factory
+
+from . import checker
+from .faults import Nodes, active_controller, healed, partition_states, wait_until
+from .history import OK, History, Operation, read_history
+from .workloads import CLIENT_LOGS, GroupConsumer, ProducerWorkload, TransformJob, Workload
+
+SESSION_TIMEOUT_MS = 4000
+REPLICA_LAG_MS = 2000
+SETTINGS = {
+    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": str(REPLICA_LAG_MS),
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+}
+PARTITIONS = 3
+SOURCE = "acked"  # idempotent producers write here
+SINK = "transformed"  # the transactional job writes here
+HEAL_TIMEOUT_S = 90.0
+
+KILL_LEADER = "kill-leader"
+KILL_FOLLOWER = "kill-follower"
+KILL_CONTROLLER = "kill-controller"
+KILL_CONTROLLER_AND_BROKER = "kill-controller-and-broker"
+KILL_ALL = "kill-all"
+PAUSE_LEADER = "pause-leader"  # longer than broker.session.timeout.ms
+PAUSE_FOLLOWER = "pause-follower"  # longer than replica.lag.time.max.ms, shorter than the session
+FAULT_KINDS = (
+    KILL_LEADER,
+    KILL_FOLLOWER,
+    KILL_CONTROLLER,
+    KILL_CONTROLLER_AND_BROKER,
+    KILL_ALL,
+    PAUSE_LEADER,
+    PAUSE_FOLLOWER,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    name: str
+    faults: tuple[str, ...]  # drawn from, one per step
+    steps: int = 2
+    acks: str = "all"
+    transactions: bool = True  # run the consume-transform-produce job and a consumer group
+    rate: float = 150.0  # records a second from each producer
+    producers: int = 1
+    tolerate: tuple[str, ...] = ()  # anomaly kinds the scenario's promise allows
+
+
+SCENARIOS = {
+    scenario.name: scenario
+    for scenario in (
+        Scenario(name=KILL_LEADER, faults=(KILL_LEADER,)),
+        Scenario(name=KILL_FOLLOWER, faults=(KILL_FOLLOWER,)),
+        Scenario(name=KILL_CONTROLLER, faults=(KILL_CONTROLLER,)),
+        Scenario(name=KILL_CONTROLLER_AND_BROKER, faults=(KILL_CONTROLLER_AND_BROKER,)),
+        Scenario(name=KILL_ALL, faults=(KILL_ALL,), steps=1),
+        Scenario(name=PAUSE_LEADER, faults=(PAUSE_LEADER,)),
+        Scenario(name=PAUSE_FOLLOWER, faults=(PAUSE_FOLLOWER,)),
+        Scenario(name="mixed", faults=FAULT_KINDS, steps=4),
+        # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
+        # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
+        Scenario(
+            name="kill-leader-acks1",
+            faults=(KILL_LEADER, PAUSE_LEADER),
+            acks="1",
+            transactions=False,
+            tolerate=(checker.LOST, checker.DUPLICATED, checker.OFFSET_MISMATCH),
+        ),
+    )
+}
+
+
+@dataclass(slots=True)
+class Step:
+    fault: str
+    target: float  # which partition (or node) to aim at, as a fraction of the choices
+    hold_s: float
+    gap_s: float  # healthy time before the fault
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fault": self.fault,
+            "target": round(self.target, 3),
+            "hold_s": self.hold_s,
+            "gap_s": self.gap_s,
+        }
+
+
+def schedule(scenario: Scenario, seed: int) -> list[Step]:
+    rng = random.Random(seed)
+    steps = []
+    for _ in range(scenario.steps):
+        fault = rng.choice(scenario.faults)
+        if fault == PAUSE_LEADER:
+            hold = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 3.0)
+        elif fault == PAUSE_FOLLOWER:
+            hold = REPLICA_LAG_MS / 1000 + rng.uniform(0.5, 1.5)
+        else:
+            hold = rng.uniform(0.5, 4.0)
+        steps.append(
+            Step(
+                fault=fault,
+                target=rng.random(),
+                hold_s=round(hold, 2),
+                gap_s=round(rng.uniform(1.0, 3.0), 2),
+            )
+        )
+    return steps
+
+
+@dataclass(slots=True)
+class RunResult:
+    scenario: str
+    seed: int
+    report: checker.Report
+    history: list[Operation]
+    history_path: Path
+    duration_s: float
+    faults: int
+    problems: list[str] = field(default_factory=list)  # liveness: never healed, a client died
+
+    @property
+    def valid(self) -> bool:
+        return self.report.valid and not self.problems
+
+    def describe(self) -> str:
+        text = checker.describe_violation(self.history, self.report)
+        if self.problems:
+            text += "\nproblems:\n" + "\n".join(f"  {problem}" for problem in self.problems)
+        return text + f"\nhistory: {self.history_path}"
+
+
+def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
+    """One run in `directory`: the history, each node's data and log (server-N/server.log)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    servers = _server_factory(directory)
+    try:
+        return _run(scenario, seed, next(servers), directory)
+    finally:
+        servers.close()  # stops by PID every node still running, requiring clean exits
+
+
+def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: Path) -> RunResult:
+    steps = schedule(scenario, seed)
+    history_path = directory / "history.jsonl"
+    began = time.monotonic()
+    problems: list[str] = []
+    with History(history_path) as history:
+        history.record(
+            "meta", seed=seed, scenario=scenario.name, schedule=[s.as_dict() for s in steps],
+            settings={**SETTINGS, "acks": scenario.acks, "min.insync.replicas": "2"},
+        )  # fmt: skip
+        cluster = build_cluster(start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS)
+        nodes = Nodes(cluster)
+        workloads: list[Workload] = []
+        try:
+            topics = _create_topics(cluster, scenario)
+            workloads = _start_workloads(scenario, history, cluster)
+            _wait_for_acknowledgements(history, 100)
+            for step in steps:
+                time.sleep(step.gap_s)  # healthy traffic between faults (pacing, not syncing)
+                _inject(step, nodes, history, topics)
+                try:
+                    wait_until(
+                        lambda: healed(nodes, topics), timeout_s=HEAL_TIMEOUT_S,
+                        what=f"healing after {step.fault}",
+                    )  # fmt: skip
+                except TimeoutError as error:
+                    problems.append(str(error))
+                    break
+            _wait_for_acknowledgements(history, 100)
+            if scenario.transactions:
+                _wait_for_progress(history, problems, workloads)
+            for workload in workloads:
+                workload.stop(90)
+                if workload.is_alive():
+                    problems.append(
+                        f"client {workload.name} did not stop within 90 s; it is at:\n"
+                        + _stack_of(workload)
+                    )
+                if workload.crash is not None:
+                    problems.append(f"client {workload.name} died: {workload.crash!r}")
+            _read_final_logs(cluster, history, topics, problems)
+        except Exception as error:  # the run could not finish: what it saw is still checked
+            problems.append(f"run stopped: {error!r}")
+        finally:
+            for workload in workloads:
+                workload.stopping.set()
+            for node_id in sorted(nodes.paused):
+                nodes.resume(node_id)
+            _stop_cluster(cluster)
+    operations = read_history(history_path)
+    report = checker.check(operations, tolerate=scenario.tolerate)
+    return RunResult(
+        scenario=scenario.name,
+        seed=seed,
+        report=report,
+        history=operations,
+        history_path=history_path,
+        duration_s=round(time.monotonic() - began, 1),
+        faults=len(steps),
+        problems=problems,
+    )
+
+
+def _create_topics(cluster: Cluster, scenario: Scenario) -> list[str]:
+    topics = [SOURCE, SINK] if scenario.transactions else [SOURCE]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **CLIENT_LOGS})
+    futures = admin.create_topics(
+        [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"}) for t in topics]
+    )
+    for future in futures.values():
+        future.result(30)
+    nodes = Nodes(cluster)
+    wait_until(lambda: healed(nodes, topics), timeout_s=30, what="topics with 3 in-sync replicas")
+    return topics
+
+
+def _start_workloads(scenario: Scenario, history: History, cluster: Cluster) -> list[Workload]:
+    bootstrap = cluster.bootstrap
+    workloads: list[Workload] = [
+        ProducerWorkload(
+            f"p{index}",
+            history,
+            bootstrap,
+            topic=SOURCE,
+            partitions=PARTITIONS,
+            acks=scenario.acks,
+            rate=scenario.rate,
+        )
+        for index in range(1, scenario.producers + 1)
+    ]
+    if scenario.transactions:
+        workloads.append(
+            TransformJob(
+                "job",
+                history,
+                bootstrap,
+                source=SOURCE,
+                sink=SINK,
+                partitions=PARTITIONS,
+                group="transformers",
+            )
+        )
+        workloads.append(GroupConsumer("reader", history, bootstrap, topic=SINK, group="readers"))
+    for workload in workloads:
+        workload.start()
+    return workloads
+
+
+def _wait_for_acknowledgements(history: History, count: int) -> None:
+    """Until `count` more records are acknowledged (the producers are writing through)."""
+
+    def acknowledged() -> int:
+        return sum(
+            1 for op in list(history.operations) if op["f"] == "send" and op["outcome"] == OK
+        )
+
+    target = acknowledged() + count
+    wait_until(lambda: acknowledged() >= target, timeout_s=60, what=f"{count} acknowledgements")
+
+
+def _stack_of(thread: threading.Thread) -> str:
+    frame = sys._current_frames().get(thread.ident or -1)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
+
+
+def _wait_for_progress(history: History, problems: list[str], workloads: list[Workload]) -> None:
+    """Liveness after healing: the job commits a transaction and the group commits offsets."""
+    healed_at = history.now()
+    for kind, what in (("txn", "a transaction"), ("commit", "a group offset commit")):
+
+        def done(kind: str = kind) -> bool:
+            return any(
+                op["f"] == kind and op["outcome"] == OK and op["start"] >= healed_at
+                for op in list(history.operations)
+            )
+
+        try:
+            wait_until(done, timeout_s=60, what=f"{what} acknowledged after healing")
+        except TimeoutError as error:
+            stacks = "".join(f"\n{w.name} is at:\n{_stack_of(w)}" for w in workloads)
+            problems.append(f"{error}{stacks}")
+
+
+def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> None:
+    start = history.now()
+    states = [s for s in partition_states(nodes.bootstrap(), topics) if s.topic == SOURCE]
+    aimed = states[int(step.target * len(states))]
+    node_ids = sorted(nodes.cluster.nodes)
+    if step.fault in (KILL_LEADER, PAUSE_LEADER):
+        targets = [aimed.leader]
+    elif step.fault in (KILL_FOLLOWER, PAUSE_FOLLOWER):
+        followers = [r for r in aimed.replicas if r != aimed.leader]
+        targets = [followers[int(step.target * 997) % len(followers)]]
+    elif step.fault == KILL_CONTROLLER:
+        targets = [active_controller(nodes)]
+    elif step.fault == KILL_CONTROLLER_AND_BROKER:
+        controller = active_controller(nodes)
+        others = [n for n in node_ids if n != controller]
+        broker = aimed.leader if aimed.leader in others else others[int(step.target * 997) % 2]
+        targets = [controller, broker]
+    else:
+        targets = node_ids
+    for node_id in targets:
+        if step.fault.startswith("pause"):
+            nodes.pause(node_id)
+        else:
+            nodes.kill(node_id)
+    history.record(
+        "fault", fault=step.fault, nodes=targets, phase="start", start=start,
+        partition=[aimed.topic, aimed.partition],
+    )  # fmt: skip
+    time.sleep(step.hold_s)  # the fault lasts this long (pacing, not syncing)
+    start = history.now()
+    nodes.heal()
+    history.record("fault", fault=step.fault, nodes=targets, phase="stop", start=start)
+
+
+def _read_final_logs(
+    cluster: Cluster, history: History, topics: list[str], problems: list[str]
+) -> None:
+    """After healing: wait until no transaction is open (the last stable offset reaches the
+    high watermark), read every partition whole under both isolation levels, and digest each
+    replica's batches below the high watermark."""
+    bootstrap = cluster.bootstrap
+    ends: dict[tuple[str, int], int] = {}
+
+    def stable() -> bool:
+        for topic in topics:
+            for partition in range(PARTITIONS):
+                tp = TopicPartition(topic, partition)
+                high = _watermark(bootstrap, "read_uncommitted", tp)
+                if _watermark(bootstrap, "read_committed", tp) != high:
+                    return False
+                ends[(topic, partition)] = high
+        return True
+
+    try:
+        wait_until(
+            stable,
+            timeout_s=60,
+            what="every transaction ended (last stable offset = high watermark)",
+        )
+    except TimeoutError as error:
+        problems.append(str(error))
+    for isolation in ("read_uncommitted", "read_committed"):
+        for topic in topics:
+            for partition, records in _read_whole(bootstrap, topic, isolation).items():
+                history.record(
+                    "final", isolation=isolation, topic=topic, partition=partition, records=records
+                )
+    for topic in topics:
+        for partition in range(PARTITIONS):
+            high = ends.get((topic, partition))
+            if high is None:
+                continue
+            digests: dict[str, str] = {}
+
+            def identical(
+                topic: str = topic,
+                partition: int = partition,
+                high: int = high,
+                digests: dict[str, str] = digests,
+            ) -> bool:
+                digests.clear()
+                for node in cluster.nodes.values():
+                    digests[str(node.node_id)] = _replica_digest(
+                        node.data_dir / f"{topic}-{partition}", high
+                    )
+                return len(set(digests.values())) == 1
+
+            try:
+                wait_until(
+                    identical, timeout_s=20, what=f"replicas of {topic}-{partition} identical"
+                )
+            except TimeoutError:
+                pass  # the checker reports the divergence with the digests
+            history.record(
+                "replicas", topic=topic, partition=partition, high_watermark=high, digests=digests
+            )
+
+
+def _watermark(bootstrap: str, isolation: str, tp: TopicPartition) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "chaos-watermarks",
+         "isolation.level": isolation, **CLIENT_LOGS}
+    )  # fmt: skip
+    try:
+        return int(consumer.get_watermark_offsets(tp, timeout=5)[1])
+    finally:
+        consumer.close()
+
+
+def _read_whole(bootstrap: str, topic: str, isolation: str) -> dict[int, list[list[Any]]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "chaos-final",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            **CLIENT_LOGS,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    records: dict[int, list[list[Any]]] = {p: [] for p in range(PARTITIONS)}
+    finished: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(finished) < PARTITIONS and time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.5):
+                if message.error() is None:
+                    records[message.partition()].append(
+                        [message.offset(), message.value().decode()]
+                    )
+                elif message.error().code() == -191:  # _PARTITION_EOF
+                    finished.add(message.partition())
+    finally:
+        consumer.close()
+    if len(finished) < PARTITIONS:
+        raise TimeoutError(f"reading {topic} ({isolation}) whole: partitions {finished} ended")
+    return records
+
+
+def _replica_digest(directory: Path, high_watermark: int) -> str:
+    """SHA-256 of the partition's batches with a base offset below the high watermark, as the
+    node's segment files hold them."""
+    digest = hashlib.sha256()
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        position = 0
+        while position + 12 <= len(data):
+            base_offset, length = struct.unpack_from(">qi", data, position)
+            if length <= 0 or base_offset >= high_watermark:
+                break
+            digest.update(data[position : position + 12 + length])
+            position += 12 + length
+    return digest.hexdigest()[:16]
+
+
+def _stop_cluster(cluster: Cluster) -> None:
+    for node in cluster.nodes.values():
+        if node.server is not None and node.server.process is not None:
+            node.server.stop()
+
+
+def discard(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
