@@ -127,6 +127,9 @@ def metadata_log_directory(config: BrokerConfig) -> str:
 
 # How often the active controller looks for brokers whose session ran out.
 FENCE_CHECK_INTERVAL_S = 0.25
+# How long stopping waits for a write in flight to commit (one a quorum without its majority
+# never commits); the write's caller then gets an error.
+STOP_COMMIT_WAIT_S = 5.0
 
 
 class QuorumController:
@@ -317,13 +320,16 @@ class QuorumController:
     async def stop(self) -> None:
         if not self._started:
             return
-        self._deactivate()
+        self._deactivate()  # writes not yet appended are refused from here on
         if self._snapshot_generator is not None:
             await self._snapshot_generator.close()
-        async with self._lock:
-            await self._wait_inflight()
-            await self._driver.stop()
-            self._started = False
+        # Not under the lock: the write holding it may never commit. Stopping the driver
+        # fails it, and with it its caller.
+        inflight = self._inflight
+        if inflight is not None and not inflight.done():
+            await asyncio.wait([inflight], timeout=STOP_COMMIT_WAIT_S)
+        await self._driver.stop()
+        self._started = False
 
     async def _wait_active(self) -> None:
         while not self._active:

@@ -225,9 +225,9 @@ class RaftDriver:
 
     def trim_log_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         """Start the log at a snapshot already in the store (the state machine may write one
-        off the loop with `snapshots.create`): its entries below go, older snapshots too.
-        False, changing nothing, when the log starts at or past it already (the leader's
-        snapshot was installed meanwhile)."""
+        off the loop with `snapshots.create`): its entries below go, older snapshots too, and
+        entries this made durable count as flushed. False, changing nothing, when the log
+        starts at or past it already (the leader's snapshot was installed meanwhile)."""
         store = self._snapshot_store()
         if snapshot_id.offset <= self.log.log_start.offset:
             store.delete_before(self.log.log_start)  # it may be one of those: not needed
@@ -236,6 +236,11 @@ class RaftDriver:
             raise ValueError(f"snapshot {snapshot_id} is not in the store")
         self.log.delete_before_snapshot(snapshot_id)
         store.delete_before(snapshot_id)
+        # A file log rewrites and fsyncs the entries it keeps, perhaps one appended since the
+        # last flush whose flush task has not run yet: that task will find nothing to flush,
+        # so the node hears of it here, or the entry never commits.
+        if self._failure is None and self.log.flushed_offset > self.node.flushed_offset:
+            self._step(LogFlushed(flushed_offset=self.log.flushed_offset))
         return True
 
     def receive(self, source_id: int, message: RaftMessage) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from moldau.clock import ManualClock
 from moldau.config.values import BrokerConfig
-from moldau.controller import QuorumController
+from moldau.controller import QuorumController, quorum_controller
 from moldau.controller.operations import (
     AlterableConfig,
     AlterConfigOp,
@@ -253,5 +253,23 @@ def test_alter_partition_commits_and_answers_the_committed_state(tmp_path):
                     broker_id=1, broker_epoch=broker_epoch + 1, changes=[change]
                 )
             assert caught.value.code == ErrorCode.stale_broker_epoch
+
+    asyncio.run(scenario())
+
+
+def test_stop_waits_a_bounded_time_for_a_write_that_cannot_commit(tmp_path, monkeypatch):
+    """As on a leader whose quorum lost its majority: the write in flight never commits. Stopping
+    gives it a while, then stops the quorum node, which fails the write's caller."""
+    monkeypatch.setattr(quorum_controller, "STOP_COMMIT_WAIT_S", 0.2)
+
+    async def scenario():
+        controller = await open_controller(config_for(tmp_path))
+        controller.driver._schedule_flush = lambda: None  # nothing becomes durable: no commit
+        creating = asyncio.ensure_future(controller.create_topics([NewTopic(name="never")]))
+        await asyncio.sleep(0.05)
+        assert not creating.done()
+        await asyncio.wait_for(controller.stop(), timeout=5)
+        with pytest.raises((KafkaError, RuntimeError)):
+            await creating
 
     asyncio.run(scenario())

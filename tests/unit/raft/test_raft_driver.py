@@ -5,6 +5,8 @@ import pytest
 
 from moldau.clock import ManualClock
 from moldau.raft.driver import RaftDriver
+from moldau.raft.file_log import FileReplicatedLog
+from moldau.raft.file_snapshots import FileSnapshotStore
 from moldau.raft.log import LogEntry, MemoryReplicatedLog
 from moldau.raft.node import NotLeaderError, RaftNode
 from moldau.raft.quorum_state import MemoryQuorumStateStore
@@ -170,5 +172,36 @@ def test_a_restart_loads_the_newest_snapshot_and_delivers_only_what_follows_it()
         assert listener.snapshots == [(snapshot_id, b"state with a")]
         assert [e.records for e in listener.committed if not e.is_control] == [(b"b",)]
         await restarted.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_entry_a_trim_to_a_snapshot_made_durable_before_its_flush_ran_still_commits(tmp_path):
+    """Trimming the file log to a snapshot rewrites and fsyncs the entries it keeps. An entry
+    appended just before, whose flush task had not run yet, finds nothing left to flush: the
+    node must still hear that it is durable, or its commit never comes (a controller's write
+    waited forever when its snapshot thread finished at that moment)."""
+
+    async def scenario():
+        log = FileReplicatedLog(str(tmp_path))
+        snapshots = FileSnapshotStore(str(tmp_path))
+        driver = RaftDriver(
+            node=RaftNode(node_id=1, voters=(1,), log=log, snapshots=snapshots),
+            log=log,
+            quorum_state_store=MemoryQuorumStateStore(),
+            listener=RecordingListener(),
+            clock=ManualClock(),
+            snapshots=snapshots,
+        )
+        await driver.start()
+        await driver.append([b"a"])
+        snapshot_id = driver.snapshot_id_for(2)
+        snapshots.create(snapshot_id, b"state with a")  # as the snapshot thread does
+        appended = driver.append([b"b"])
+        # Before the flush task runs: as the snapshot task does once its thread finished.
+        assert driver.trim_log_to_snapshot(snapshot_id)
+        assert log.flushed_offset == log.end_offset
+        assert await asyncio.wait_for(appended, timeout=5) == 2
+        await driver.stop()
 
     asyncio.run(scenario())
