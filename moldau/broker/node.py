@@ -437,8 +437,17 @@ class Node:
     async def stop(self) -> None:
         if not self.listeners and not self.controller_listeners and self.controller is None:
             return
+        # Controlled shutdown first, while every listener still serves (as Kafka's broker does):
+        # producers write here until their leaderships have moved, followers catch up with it.
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()  # (bounded; the quorum still answers)
+            self.lifecycle = None
+        # Then no new connection and no new request; what is in flight is answered (bounded).
+        # (Waiting for connections to fall idle instead would wait for every follower and
+        # consumer that keeps fetching from here.)
         for listener in self.listeners:
             listener.stop_accepting()
+            listener.stop_taking_requests()
         for listener in self.listeners:
             await listener.wait_idle(5.0)
         for callback in self._on_stop_callbacks:
@@ -453,9 +462,6 @@ class Node:
             except (asyncio.CancelledError, Exception):
                 pass
         self._background.clear()
-        if self.lifecycle is not None:
-            await self.lifecycle.stop()  # controlled shutdown while the quorum still answers
-            self.lifecycle = None
         if self._publisher is not None:
             await self._publisher.stop()
         for listener in self.listeners:

@@ -128,6 +128,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closing = False
+        self._draining = False  # the node is stopping (`stop_taking_requests`)
         self._reading = False  # inside data_received: answers settled now join its one write
         self._tasks: set[asyncio.Future[Any]] = set()
         self._turn: asyncio.Handle | None = None  # the next turn, when frames wait for it
@@ -422,7 +423,17 @@ class KafkaConnection(asyncio.Protocol):
 
     def _held(self) -> bool:
         """True while no further frame may be dispatched."""
-        return len(self._slots) >= MAX_IN_FLIGHT or self._writing_paused or len(self._out) > 8
+        return (
+            len(self._slots) >= MAX_IN_FLIGHT
+            or self._writing_paused
+            or len(self._out) > 8
+            or self._draining
+        )
+
+    def stop_taking_requests(self) -> None:
+        """The node is stopping: answer the requests taken, dispatch no further frame."""
+        self._draining = True
+        self._update_reading()
 
     def _update_reading(self) -> None:
         """Read from the socket only while the frames it brings could be taken."""

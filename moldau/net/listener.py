@@ -90,6 +90,11 @@ class Listener:
         if self._server is not None:
             self._server.close()
 
+    def stop_taking_requests(self) -> None:
+        """Every connection answers what it has taken and takes no further request."""
+        for connection in self.connections:
+            connection.stop_taking_requests()
+
     async def wait_idle(self, timeout_s: float) -> None:
         """Wait (bounded) for in-flight requests on every connection to be answered."""
         loop = asyncio.get_running_loop()

@@ -141,12 +141,12 @@ def healed(nodes: Nodes, topics: list[str]) -> bool:
 def wait_until(condition, *, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
     """Poll `condition` until it holds; fail with `what` at the deadline."""
     deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
+    last_error = ""
     while time.monotonic() < deadline:
         try:
             if condition():
                 return
         except Exception as error:  # between leaders, a node restarting: ask again
-            last_error = error
+            last_error = str(error)  # (not the exception: see tests.integration.cluster.wait_for)
         time.sleep(0.2)
     raise TimeoutError(f"{what} did not happen within {timeout_s:.0f} s (last error: {last_error})")

@@ -471,9 +471,16 @@ def _replica_digest(directory: Path, high_watermark: int) -> str:
 
 
 def _stop_cluster(cluster: Cluster) -> None:
-    for node in cluster.nodes.values():
-        if node.server is not None and node.server.process is not None:
-            node.server.stop()
+    """SIGTERM to every node at once, then a clean exit of each required."""
+    running = [
+        node.server
+        for node in cluster.nodes.values()
+        if node.server is not None and node.server.process is not None
+    ]
+    for server in running:
+        server.signal_stop()
+    for server in running:
+        server.wait_stopped()
 
 
 def discard(directory: Path) -> None:

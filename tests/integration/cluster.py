@@ -168,12 +168,14 @@ def format_storage(cluster_id: str, overrides: dict[str, str]) -> None:
 def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str) -> object:
     """Poll `condition` until it returns something truthy; fail with `what` at the deadline."""
     deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
+    last_error = ""
     while time.monotonic() < deadline:
         try:
             result = condition()
         except Exception as error:  # the cluster may be between leaders: ask again
-            last_error = error
+            # (only the text: the exception's traceback holds this frame and the clients on the
+            # condition's frames, a cycle that would keep librdkafka threads alive until a GC)
+            last_error = str(error)
             result = None
         if result:
             return result

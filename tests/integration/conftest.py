@@ -131,6 +131,11 @@ class MoldauServer:
 
     def stop(self, signal_number: int = signal.SIGTERM) -> int:
         """SIGTERM (or the given signal), then require a clean exit (code 0) in STOP_TIMEOUT_S."""
+        self.signal_stop(signal_number)
+        return self.wait_stopped(signal_number)
+
+    def signal_stop(self, signal_number: int = signal.SIGTERM) -> None:
+        """Send the stop signal without waiting (several nodes stopping at once)."""
         process = self.process
         assert process is not None, "server is not running"
         if process.poll() is not None:
@@ -140,6 +145,11 @@ class MoldauServer:
                 f"output:\n{self.output_tail()}"
             )
         process.send_signal(signal_number)
+
+    def wait_stopped(self, signal_number: int = signal.SIGTERM) -> int:
+        """After `signal_stop`: require a clean exit (code 0) within STOP_TIMEOUT_S."""
+        process = self.process
+        assert process is not None, "server is not running"
         try:
             code = process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -203,11 +213,6 @@ class MoldauServer:
     def _exit_code_text(self) -> str:
         return "?" if self.process is None else str(self.process.returncode)
 
-    def ensure_stopped(self) -> None:
-        """Teardown: stop a server the test left running, failing if it does not stop cleanly."""
-        if self.process is not None:
-            self.stop()
-
 
 ServerFactory = Callable[..., MoldauServer]
 
@@ -244,10 +249,21 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
     try:
         yield start
     finally:
+        # Every server the test left running stops at once (a cluster stops in about a second;
+        # one node after the other, the last waits for a quorum that has gone).
         problems = []
+        stopping = []
         for server in servers:
+            if server.process is None:
+                continue
             try:
-                server.ensure_stopped()
+                server.signal_stop()
+                stopping.append(server)
+            except BaseException as error:  # died during the test: report after the others
+                problems.append(error)
+        for server in stopping:
+            try:
+                server.wait_stopped()
             except BaseException as error:  # keep stopping the others, then report
                 server._kill()
                 problems.append(error)

@@ -200,3 +200,28 @@ def test_a_controller_that_is_not_a_voter_stops_with_one_line(start_server, tmp_
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "not one of controller.quorum.voters" in errors[0], result.stderr
+
+
+def test_a_stopping_active_controller_hands_over_before_the_fetch_timeout(
+    start_server, tmp_path: Path
+) -> None:
+    """SIGTERM of the active controller: its EndQuorumEpoch reaches the other voters before the
+    process goes, and they elect a leader at once. Without it they would wait for their fetch
+    timeout, set long here so that the difference shows."""
+    cluster = build_cluster(
+        start_server,
+        tmp_path,
+        roles=[COMBINED] * 3,
+        extra={**FAST, "controller.quorum.fetch.timeout.ms": "15000"},
+    )
+    leader = _leader(cluster)
+    survivor = next(node for node in cluster.brokers() if node.node_id != leader)
+    began = time.monotonic()
+    cluster.stop(leader)
+    new_leader = wait_for(
+        lambda: (lid := int(_quorum(survivor.bootstrap).leader_id)) not in (leader, -1) and lid,
+        timeout_s=10,
+        what="a new quorum leader before the 15 s fetch timeout",
+    )
+    assert new_leader != leader
+    assert time.monotonic() - began < 10

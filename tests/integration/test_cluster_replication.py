@@ -375,7 +375,13 @@ def test_losing_two_of_three_replicas_refuses_acks_all_until_one_returns(
         timeout_s=15,
         what="broker 1 leading three in-sync replicas",
     )
-    assert _produce_raw(leader_node, "guarded", acks=-1) == ErrorCode.none
+    # (the metadata answer may name the leader an instant before its replica manager leads:
+    # NOT_LEADER_OR_FOLLOWER then, which a client retries)
+    wait_for(
+        lambda: _produce_raw(leader_node, "guarded", acks=-1) == ErrorCode.none,
+        timeout_s=15,
+        what="acks=all accepted by the leader of three in-sync replicas",
+    )
     cluster.kill(4)
     cluster.kill(5)
     wait_for(

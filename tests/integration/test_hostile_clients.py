@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import statistics
 import struct
 import threading
 import time
@@ -233,14 +234,19 @@ def _send_until_blocked(sock: socket.socket, data: bytes, stop: threading.Event)
     return sent
 
 
-def _worst_probe_s(server: MoldauServer, seconds: float, rss: list[float]) -> float:
-    worst = 0.0
+def _probes_s(server: MoldauServer, seconds: float, rss: list[float]) -> list[float]:
+    """A healthy client's round trips, one after the other for `seconds`."""
+    waits = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        worst = max(worst, _healthy_round_trip_s(server))
+        waits.append(_healthy_round_trip_s(server))
         rss.append(_rss_mb(server))
         time.sleep(0.1)
-    return worst
+    return waits
+
+
+def _worst_probe_s(server: MoldauServer, seconds: float, rss: list[float]) -> float:
+    return max(_probes_s(server, seconds, rss))
 
 
 def test_one_connection_pipelining_100000_requests_does_not_delay_others(
@@ -280,14 +286,17 @@ def test_fifty_connections_that_never_read_keep_memory_bounded(server: MoldauSer
     rss: list[float] = []
     try:
         attack.start(attacker, 50)
-        worst = _worst_probe_s(server, 4.0, rss)
+        waits = _probes_s(server, 4.0, rss)
     finally:
         attack.close()
     grown = max(rss) - baseline
     # Fifty connections each keep the loop busy with their frames until their unread answers
-    # reach the write high-water mark: a healthy client shares those turns. Unbounded, it would
-    # wait for the whole flood; on two busy shared cores a turn-sharing wait reached 1.4 s.
-    assert worst < 2.0, f"a healthy client waited {worst:.2f} s"
+    # reach the write high-water mark: a healthy client shares those turns. The first probe
+    # races fifty connections opening and pouring their first megabyte at once (up to 2.7 s on
+    # two shared cores); from then on a turn-sharing wait is 0.1-0.2 s. Unbounded, it would wait
+    # for the whole flood of a million requests.
+    assert max(waits) < 5.0, f"a healthy client waited {max(waits):.2f} s"
+    assert statistics.median(waits) < 0.5, f"a healthy client's waits: {waits}"
     assert grown < 120, f"RSS grew by {grown:.0f} MB (from {baseline:.0f} MB)"
     assert _healthy_round_trip_s(server) < 1.0
     _no_tracebacks(server)

@@ -3,6 +3,7 @@ descriptor that a file region (a sendfile in flight) or a rename still needs."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import os
@@ -115,11 +116,11 @@ def test_a_region_keeps_its_descriptor_while_the_cache_closes_its_file(tmp_path:
     # ... but the descriptor the region holds is the segment's, not reused by another open
     assert os.fstat(descriptor).st_ino == inode
     assert os.pread(descriptor, 4096, 0) == b"A" * 4096
-    before = open_descriptors()
     region_file = None  # the region is sent and dropped: its descriptor closes
-    assert open_descriptors() == before - 1
-    with pytest.raises(OSError):
-        os.fstat(descriptor)
+    # (another thread of this process may reuse the number at once: the segment's file is gone
+    # from it either way; counting the process's descriptors would race with those threads)
+    with contextlib.suppress(OSError):
+        assert os.fstat(descriptor).st_ino != inode
     assert segment.pread(4, 0) == b"AAAA"  # reopened by path
 
 
