@@ -19,7 +19,7 @@ from tests.simulation.scenarios import RecoveryFailure, run_with_faults
 from tests.simulation.seeds import run_seeds
 from tests.simulation.test_raft_scenarios import commit_everywhere, elect, raft
 
-VOTER_CHANGE_SEEDS = 400
+VOTER_CHANGE_SEEDS = 200
 SEEDS_TO_CATCH = 200
 
 

@@ -15,7 +15,7 @@ from moldau.metadata.image import PartitionImage
 from tests.simulation.leadership import InvariantViolation, LeadershipSimulation
 from tests.simulation.seeds import run_seeds
 
-SEEDS = 600
+SEEDS = 300
 STEPS = 400
 
 
