@@ -22,6 +22,7 @@ from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from moldau.raft.control_records import control_record_type
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import (
+    HIGH_WATERMARK_NOT_SENT,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -45,7 +46,7 @@ VERSIONS = {
     ApiKey.VOTE: 2,
     ApiKey.BEGIN_QUORUM_EPOCH: 1,
     ApiKey.END_QUORUM_EPOCH: 1,
-    ApiKey.FETCH: 17,
+    ApiKey.FETCH: 18,  # (v18, KIP-1166: the fetcher's high watermark, so an idle fetch waits)
     ApiKey.FETCH_SNAPSHOT: 1,
 }
 
@@ -374,7 +375,7 @@ def request_from(api_key: int, correlation_id: int, request: Any) -> tuple[int, 
             last_fetched_epoch=int(partition.last_fetched_epoch),
             log_start_offset=int(partition.log_start_offset),
             partition_max_bytes=int(partition.partition_max_bytes),
-            high_watermark=int(getattr(partition, "high_watermark", -1)),
+            high_watermark=int(getattr(partition, "high_watermark", HIGH_WATERMARK_NOT_SENT)),
             replica_directory_id=directory_id_of(getattr(partition, "replica_directory_id", None)),
         )
     partition = _only_partition(request)

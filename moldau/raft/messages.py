@@ -116,8 +116,14 @@ class FetchRequest:
     last_fetched_epoch: int  # the epoch of the entry before fetch_offset (0: none)
     log_start_offset: int
     partition_max_bytes: int
-    high_watermark: int = -1  # v18: the high watermark the replica knows
+    # v18 (KIP-1166): the high watermark the replica knows, -1 if none yet; a fetcher of an
+    # older version cannot say (HIGH_WATERMARK_NOT_SENT).
+    high_watermark: int = -1
     replica_directory_id: str | None = None  # v17: the fetcher's metadata log directory
+
+
+# Fetch v18's default for `high_watermark`: the fetcher does not send it (an older version).
+HIGH_WATERMARK_NOT_SENT = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

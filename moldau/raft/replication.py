@@ -29,6 +29,7 @@ from moldau.raft.events import (
 from moldau.raft.leader_state import ParkedFetch
 from moldau.raft.log import LogEntry, OffsetAndEpoch, end_after_truncation
 from moldau.raft.messages import (
+    HIGH_WATERMARK_NOT_SENT,
     NO_ERROR,
     FetchRequest,
     FetchResponse,
@@ -300,7 +301,7 @@ class ReplicationMixin(NodeState):
             return
         self.high_watermark = high_watermark
         actions.append(CommitUpTo(high_watermark=high_watermark))
-        self._complete_parked_fetches(now, actions)
+        self._complete_parked_fetches(now, actions, high_watermark_moved=True)
         if (
             self.role is Role.LEADER
             and not self.is_voter
@@ -309,10 +310,13 @@ class ReplicationMixin(NodeState):
             # The voter set without this leader is committed: it steps down (KIP-853).
             self._become_resigned(now, actions, successors=leader.successors())
 
-    def _complete_parked_fetches(self, now: float, actions: list[RaftAction]) -> None:
-        """Answer the held fetches that have something new (entries, a higher high watermark)
-        or have waited long enough. Called only in steps that append nothing, so the log read
-        is the log the node knows."""
+    def _complete_parked_fetches(
+        self, now: float, actions: list[RaftAction], *, high_watermark_moved: bool = False
+    ) -> None:
+        """Answer the held fetches that have something new (entries, a higher high watermark
+        than the fetcher knows, or than it might know if it cannot say) or have waited long
+        enough. Called only in steps that append nothing, so the log read is the log the node
+        knows."""
         leader = self._leader
         if leader is None or not leader.parked or self.role is not Role.LEADER:
             return
@@ -323,6 +327,7 @@ class ReplicationMixin(NodeState):
                 fetch.deadline <= now
                 or log_end > request.fetch_offset
                 or self.high_watermark > request.high_watermark
+                or (high_watermark_moved and request.high_watermark == HIGH_WATERMARK_NOT_SENT)
             ):
                 del leader.parked[source_id]
                 actions.append(Send(destination_id=source_id, message=self._fetch_records(request)))

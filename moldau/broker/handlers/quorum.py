@@ -44,6 +44,6 @@ async def handle_fetch_snapshot(ctx: RequestContext, request: Any) -> dict[str, 
     return await _answer(ctx, request)
 
 
-@handler(ApiKey.FETCH, 4, 17, scopes=(CONTROLLER,))
+@handler(ApiKey.FETCH, 4, 18, scopes=(CONTROLLER,))
 async def handle_metadata_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     return await _answer(ctx, request)
