@@ -42,7 +42,8 @@ def test_no_acknowledged_record_is_lost_or_duplicated(
 
 def _only_the_known_stall(problems: list[str]) -> bool:
     """The transactional job stuck in send_offsets_to_transaction past its timeout after a
-    restart (open, RELIABILITY.md): no data anomaly, the other clients make progress."""
+    restart (librdkafka #5511/#5456, RELIABILITY.md): no data anomaly, the other clients make
+    progress."""
     stuck = "send_offsets_to_transaction" in "".join(problems)
     job_only = all("send_offsets_to_transaction" in p or "a transaction" in p for p in problems)
     return stuck and job_only
