@@ -313,12 +313,27 @@ def _wait_for_progress(history: History, problems: list[str], workloads: list[Wo
                 for op in list(history.operations)
             )
 
+        def stalled(kind: str = kind) -> bool:
+            return kind == "txn" and any(
+                isinstance(w, TransformJob) and w.stuck_in_offsets_call() for w in workloads
+            )
+
         try:
-            wait_until(done, timeout_s=60, what=f"{what} acknowledged after healing")
+            wait_until(
+                lambda d=done, s=stalled: d() or s(), timeout_s=60,
+                what=f"{what} acknowledged after healing",
+            )  # fmt: skip
+            if done():
+                continue
+            problems.append(
+                f"{what} not acknowledged after healing: the job is stuck in "
+                "send_offsets_to_transaction past twice its timeout (librdkafka #5511/#5456)"
+                + "".join(f"\n{w.name} is at:\n{_stack_of(w)}" for w in workloads)
+            )
         except TimeoutError as error:
             stacks = "".join(f"\n{w.name} is at:\n{_stack_of(w)}" for w in workloads)
             problems.append(f"{error}{stacks}")
-            progressed = False
+        progressed = False
     return progressed
 
 

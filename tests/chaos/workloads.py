@@ -143,6 +143,9 @@ class ProducerWorkload(Workload):
                 producer.poll(0.1)
 
 
+OFFSETS_TIMEOUT_S = 15
+
+
 class TransformJob(Workload):
     """Consume-transform-produce in transactions: reads `source` read_committed (assigned, with
     the group's committed offsets), writes `<input value>|<name>-<transaction>` to the same
@@ -168,6 +171,9 @@ class TransformJob(Workload):
         self.group = group
         self.session = 0
         self.transactions = 0
+        # When the job entered send_offsets_to_transaction, while it is inside (the call can
+        # outlive its timeout: librdkafka #5511/#5456, RELIABILITY.md).
+        self.offsets_call_since: float | None = None
 
     def _clients(self) -> tuple[Producer, Consumer]:
         producer = Producer(
@@ -245,11 +251,15 @@ class TransformJob(Workload):
             producer.begin_transaction()
             for topic, partition, value in writes:
                 producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
-            producer.send_offsets_to_transaction(
-                [TopicPartition(self.source, p, o) for _, p, o in offsets],
-                consumer.consumer_group_metadata(),
-                15,
-            )
+            self.offsets_call_since = time.monotonic()
+            try:
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(self.source, p, o) for _, p, o in offsets],
+                    consumer.consumer_group_metadata(),
+                    OFFSETS_TIMEOUT_S,
+                )
+            finally:
+                self.offsets_call_since = None
             producer.commit_transaction(15)
             outcome = OK
         except KafkaException as exception:
@@ -271,6 +281,11 @@ class TransformJob(Workload):
         # retries of the same call can leave: start over with new clients instead (their
         # InitProducerId fences this producer and ends its transaction).
         return outcome if settled else "fatal"
+
+    def stuck_in_offsets_call(self) -> bool:
+        """Inside send_offsets_to_transaction for twice its timeout: the client's stall."""
+        since = self.offsets_call_since
+        return since is not None and time.monotonic() - since > 2 * OFFSETS_TIMEOUT_S
 
     def _abort(self, producer: Producer) -> str:
         try:
