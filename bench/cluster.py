@@ -49,7 +49,7 @@ def _free_port() -> int:
 class Cluster:
     """Three combined `moldau server` processes, formatted with one cluster id."""
 
-    def __init__(self, size: int = 3) -> None:
+    def __init__(self, size: int = 3, extra: list[str] | None = None) -> None:
         self._temporary = tempfile.TemporaryDirectory(prefix="moldau-cluster-bench-")
         self.base = Path(self._temporary.name)
         self.ports = {i: (_free_port(), _free_port()) for i in range(1, size + 1)}
@@ -64,6 +64,7 @@ class Cluster:
                 "broker.heartbeat.interval.ms=500",
                 "offsets.topic.num.partitions=3",
                 "transaction.state.log.num.partitions=3",
+                *(extra or []),
             ]
             for i, (p, c) in self.ports.items()
         }
@@ -131,44 +132,60 @@ def _as_arguments(settings: list[str]) -> list[str]:
     return [part for setting in settings for part in ("--override", setting)]
 
 
-def _produce(bootstrap: str, records: int, size: int, brokers: Any) -> tuple[float, float]:
-    """records/s and the brokers' cores of one `_producer.py` run."""
+def _produce(
+    bootstrap: str, records: int, size: int, brokers: Any, *, spread: bool = False
+) -> tuple[float, float]:
+    """records/s and the brokers' cores of one `_producer.py` run (`spread`: every record to a
+    random partition)."""
+    spreading = ["--random-partition"] if spread else []
     run = run_child(
         "_producer.py",
-        [bootstrap, "bench", "--records", str(records), "--size", str(size), "--acks", "all"],
+        [bootstrap, "bench", "--records", str(records), "--size", str(size), "--acks", "all",
+         *spreading],
         brokers,
-    )
+    )  # fmt: skip
     if run.result["errors"]:
         raise RuntimeError(f"{run.result['errors']} delivery errors")
     return records / run.result["elapsed_s"], run.broker_cores
 
 
-def create_replicated_topic(bootstrap: str, name: str = "bench") -> None:
-    """One partition, replication factor 3, min.insync.replicas 2; waits for its leader."""
+def create_replicated_topic(bootstrap: str, name: str = "bench", partitions: int = 1) -> None:
+    """Replication factor 3, min.insync.replicas 2; waits for every partition's leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 3, config={"min.insync.replicas": "2"})])[name].result(
-        30
-    )
+    new_topic = NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new_topic])[name].result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         topic = admin.list_topics(timeout=5).topics.get(name)
-        if topic is not None and topic.partitions and topic.partitions[0].leader >= 0:
+        if (
+            topic is not None
+            and len(topic.partitions) == partitions
+            and all(p.leader >= 0 for p in topic.partitions.values())
+        ):
             return
         time.sleep(0.1)
     raise RuntimeError("the replicated topic has no leader")
 
 
-def throughput(records: int, size: int, rounds: int) -> None:
-    print(f"\nacks=all, {size} B records, {records} per run, one partition")
+def throughput(
+    records: int, size: int, rounds: int, *, partitions: int = 1, extra: list[str] | None = None
+) -> None:
+    spread = partitions > 1
+    layout = f"{partitions} partitions, records spread at random" if spread else "one partition"
+    print(f"\nacks=all, {size} B records, {records} per run, {layout}")
+    if extra:
+        print(f"cluster overrides: {' '.join(extra)}")
     print("round | single node rec/s  cores | 3 nodes RF=3 rec/s  cores | ratio")
     ratios = []
     for round_number in range(1, rounds + 1):
         with Broker() as broker:
-            create_topic(broker.bootstrap, "bench")
-            single, single_cores = _produce(broker.bootstrap, records, size, broker)
-        with Cluster() as cluster:
-            create_replicated_topic(cluster.bootstrap)
-            replicated, cluster_cores = _produce(cluster.bootstrap, records, size, cluster)
+            create_topic(broker.bootstrap, "bench", partitions)
+            single, single_cores = _produce(broker.bootstrap, records, size, broker, spread=spread)
+        with Cluster(extra=extra) as cluster:
+            create_replicated_topic(cluster.bootstrap, partitions=partitions)
+            replicated, cluster_cores = _produce(
+                cluster.bootstrap, records, size, cluster, spread=spread
+            )
         ratios.append(replicated / single)
         print(
             f"{round_number:5d} | {single:17,.0f} {single_cores:6.2f} | "
@@ -244,10 +261,20 @@ def main() -> None:
     parser.add_argument("--failovers", type=int, default=0)
     parser.add_argument("--controlled", action="store_true", help="SIGTERM instead of SIGKILL")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of the topic")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property for every cluster node (repeatable), e.g. replica.fetch.max.bytes=4194304",
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores")
     if not args.skip_throughput:
-        throughput(args.records, args.size, args.rounds)
+        throughput(
+            args.records, args.size, args.rounds, partitions=args.partitions, extra=args.override
+        )
     if args.failovers:
         failovers(args.failovers, controlled=args.controlled)
 

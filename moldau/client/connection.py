@@ -21,15 +21,15 @@ from typing import Any, Final
 from kio.schema.index import api_key_map, schema_name_map
 
 from moldau.client.errors import ErrorCode, KafkaException
-from moldau.client.tasks import stop_task
 from moldau.protocol.adapter import decode_response, encode_request
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.framing import FrameDecoder
 
 __all__ = ["BrokerConnection", "Versions", "client_version_range"]
 
 _API_VERSIONS_REQUEST_VERSION: Final = 3
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
+_SCRATCH_BYTES: Final = 256 * 1024
+_CLOSE_WAIT_S: Final = 5.0
 
 # Highest version this client speaks per API where newer versions change the request's shape
 # beyond what the adapter fills in (topic ids instead of names: Produce v13, Fetch v13,
@@ -86,6 +86,111 @@ class Versions:
         return high
 
 
+class _ResponseReader(asyncio.BufferedProtocol):
+    """Reads size-prefixed response frames with as few copies as the kernel allows.
+
+    Small frames arrive in a reusable scratch buffer and are copied out once, a few at a time
+    per read. A frame larger than half the scratch buffer gets a buffer of its own, exactly its
+    size, and the socket reads go straight into it: a 1 MB Fetch answer is copied by the kernel
+    and by nobody else (a `StreamReader` and a frame decoder copied it three times).
+    """
+
+    def __init__(self, connection: BrokerConnection) -> None:
+        self._connection = connection
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._view = memoryview(self._scratch)
+        self._start = 0  # first byte of the scratch buffer not yet parsed
+        self._end = 0  # end of the bytes read into the scratch buffer
+        self._frame: bytearray | None = None  # a large frame being read into its own buffer
+        self._filled = 0
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._filled :]
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif len(self._scratch) - self._end < _SCRATCH_BYTES // 4:  # room for a useful read
+            pending = self._end - self._start
+            self._scratch[:pending] = bytes(self._view[self._start : self._end])
+            self._start, self._end = 0, pending
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled == len(self._frame):
+                frame, self._frame = self._frame, None
+                self._connection._dispatch(memoryview(frame).toreadonly())
+            return
+        self._end += nbytes
+        self._split_frames()
+
+    def _split_frames(self) -> None:
+        view = self._view
+        while self._end - self._start >= 4:
+            start = self._start
+            size = int.from_bytes(view[start : start + 4], "big", signed=True)
+            if size < 0 or size > _MAX_RESPONSE_BYTES:
+                self._connection._fail_all(
+                    KafkaException(
+                        ErrorCode.corrupt_message,
+                        f"broker {self._connection.address} sent a frame of {size} bytes",
+                    )
+                )
+                self._abort()
+                return
+            body = start + 4
+            if self._end - body >= size:  # complete in the scratch buffer
+                self._start = body + size
+                self._connection._dispatch(bytes(view[body : body + size]))
+                continue
+            if size > _SCRATCH_BYTES // 2:  # large: read the rest into a buffer of its own
+                frame = bytearray(size)
+                self._filled = self._end - body
+                frame[: self._filled] = view[body : self._end]
+                self._frame = frame
+                self._start = self._end = 0
+            return
+
+    def _abort(self) -> None:
+        transport = self._connection._transport
+        if transport is not None:
+            transport.abort()
+
+    def eof_received(self) -> bool | None:
+        return False  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc is not None else ""
+        self._connection._fail_all(
+            KafkaException(
+                ErrorCode.network_exception,
+                f"broker {self._connection.address} closed the connection{reason}",
+            )
+        )
+        self._writable.set()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+
+
 class BrokerConnection:
     """A pipelined connection to one broker; use `await BrokerConnection.open(...)`."""
 
@@ -104,11 +209,10 @@ class BrokerConnection:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.versions = Versions({})
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._stream: _ResponseReader | None = None
         self._correlation_ids = itertools.count(1)
         self._in_flight: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
-        self._read_task: asyncio.Task[None] | None = None
         self._closed_error: Exception | None = None
 
     @property
@@ -117,7 +221,7 @@ class BrokerConnection:
 
     @property
     def is_open(self) -> bool:
-        return self._writer is not None and self._closed_error is None
+        return self._transport is not None and self._closed_error is None
 
     @classmethod
     async def open(
@@ -137,14 +241,17 @@ class BrokerConnection:
         return connection
 
     async def _connect(self, timeout: float) -> None:
+        stream = _ResponseReader(self)
         try:
             async with asyncio.timeout(timeout):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                transport, _ = await asyncio.get_running_loop().create_connection(
+                    lambda: stream, self.host, self.port
+                )
         except (OSError, TimeoutError) as exc:
             raise KafkaException(
                 ErrorCode.network_exception, f"{self.address} ({_reason(exc)})"
             ) from None
-        self._read_task = asyncio.create_task(self._read_loop(), name=f"read {self.address}")
+        self._transport, self._stream = transport, stream  # type: ignore[assignment]
         try:
             await self._negotiate_versions()
         except BaseException:
@@ -198,14 +305,14 @@ class BrokerConnection:
         client's request to the controller keeps the request's version and bytes this way."""
         if self._closed_error is not None:
             raise self._closed_error
-        assert self._writer is not None
+        assert self._transport is not None
         correlation_id = next(self._correlation_ids)
         data = bytearray(frame)
         data[4:8] = correlation_id.to_bytes(4, "big", signed=True)
         api_key = int.from_bytes(data[0:2], "big", signed=True)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._in_flight[correlation_id] = (api_key, -1, future)
-        self._writer.write(len(data).to_bytes(4, "big") + data)
+        self._transport.write(len(data).to_bytes(4, "big") + data)
         try:
             async with asyncio.timeout(timeout or self.request_timeout):
                 return bytes(await future)
@@ -228,15 +335,15 @@ class BrokerConnection:
     ) -> Any:
         if self._closed_error is not None:
             raise self._closed_error
-        assert self._writer is not None
+        assert self._transport is not None and self._stream is not None
         correlation_id = next(self._correlation_ids)
         frame = encode_request(api_key, version, correlation_id, self.client_id, data)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if expect_response:
             self._in_flight[correlation_id] = (api_key, -1 if raw else version, future)
-        self._writer.write(frame)
+        self._transport.write(frame)
         if not expect_response:
-            await self._writer.drain()
+            await self._stream.drain()
             return None
         try:
             async with asyncio.timeout(timeout or self.request_timeout):
@@ -249,30 +356,7 @@ class BrokerConnection:
                 f"within {timeout or self.request_timeout:.0f} s",
             ) from None
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        decoder = FrameDecoder(_MAX_RESPONSE_BYTES)
-        error: Exception
-        try:
-            while True:
-                chunk = await self._reader.read(256 * 1024)
-                if not chunk:
-                    error = KafkaException(
-                        ErrorCode.network_exception,
-                        f"broker {self.address} closed the connection",
-                    )
-                    break
-                for frame in decoder.feed(chunk):
-                    self._dispatch(frame)
-        except asyncio.CancelledError:
-            error = KafkaException(ErrorCode.network_exception, "connection closed")
-        except Exception as exc:
-            error = KafkaException(
-                ErrorCode.network_exception, f"connection to {self.address} failed: {exc}"
-            )
-        self._fail_all(error)
-
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytes | memoryview) -> None:
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
         entry = self._in_flight.pop(correlation_id, None)
         if entry is None:
@@ -296,19 +380,17 @@ class BrokerConnection:
         future.set_result(response)
 
     def _fail_all(self, error: Exception) -> None:
-        self._closed_error = error
+        if self._closed_error is None:
+            self._closed_error = error
         for _api_key, _version, future in self._in_flight.values():
             if not future.done():
                 future.set_exception(error)
         self._in_flight.clear()
 
     async def close(self) -> None:
-        if self._read_task is not None:
-            with contextlib.suppress(Exception):
-                await stop_task(self._read_task)
-            self._read_task = None
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
         self._fail_all(KafkaException(ErrorCode.network_exception, "connection closed"))
+        transport, stream = self._transport, self._stream
+        if transport is not None and stream is not None:
+            transport.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(stream.lost), _CLOSE_WAIT_S)
