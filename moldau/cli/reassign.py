@@ -250,6 +250,13 @@ async def _clear_throttles(admin: AdminClient, topics: list[str]) -> tuple[list[
     return brokers, cleared
 
 
+def _clearing_lines(brokers: list[int], topics: list[str]) -> list[str]:
+    return [
+        f"Clearing broker-level throttles on brokers {_join(brokers)}",
+        f"Clearing topic-level throttles on topics {_join(topics)}",
+    ]
+
+
 def _refused(errors: dict[TopicPartition, KafkaException]) -> str:
     return "the cluster refused " + "; ".join(f"{exc}" for _, exc in sorted(errors.items()))
 
@@ -363,11 +370,7 @@ def verify(
             else:
                 lines.append(STATUS_TEXT[status].format(tp=tp))
         if cleared is not None:
-            lines += [
-                "",
-                f"Clearing broker-level throttles on brokers {','.join(map(str, cleared[0]))}",
-                f"Clearing topic-level throttles on topics {','.join(cleared[1])}",
-            ]
+            lines += ["", *_clearing_lines(*cleared)]
         emit(
             {
                 "partitions": [
@@ -430,10 +433,7 @@ def cancel(
         elif not errors:
             lines.append("None of the specified partition reassignments are active.")
         if cleared is not None:
-            lines += [
-                f"Clearing broker-level throttles on brokers {','.join(map(str, cleared[0]))}",
-                f"Clearing topic-level throttles on topics {','.join(cleared[1])}",
-            ]
+            lines += _clearing_lines(*cleared)
         emit(
             {
                 "cancelled": [str(tp) for tp in sorted(cancelled)],

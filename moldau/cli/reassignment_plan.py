@@ -94,14 +94,10 @@ def parse_reassignment(text: str) -> dict[TopicPartition, tuple[int, ...]]:
     for entry in entries:
         if not isinstance(entry, dict):
             raise PlanError(f'each entry of "partitions" must be an object, not {entry!r}')
-        topic, partition, replicas = (
-            entry.get("topic"),
-            entry.get("partition"),
-            entry.get("replicas"),
-        )
+        topic, partition, replicas = (entry.get(k) for k in ("topic", "partition", "replicas"))
         if not isinstance(topic, str) or not topic:
             raise PlanError(f'an entry of "partitions" has no "topic" name: {_compact(entry)}')
-        if not _is_int(partition) or partition < 0:
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise PlanError(
                 f'{topic}: "partition" must be a non-negative integer, not {partition!r}'
             )
@@ -197,10 +193,8 @@ def propose(
                 f"but only {len(brokers)} brokers were given; list more brokers"
             )
         start = zlib.crc32(shape.topic.encode()) % len(brokers)
-        if racks and all(racks.get(b) for b in brokers):
-            placed = _rack_aware(shape, brokers, racks, start)
-        else:
-            placed = _round_robin(shape, sorted(brokers), start)
+        aware = racks if racks and all(racks.get(b) for b in brokers) else {}
+        placed = assign_replicas(shape, brokers, aware, start)
         for partition, replicas in enumerate(placed):
             proposal[TopicPartition(shape.topic, partition)] = replicas
     return proposal
@@ -210,31 +204,12 @@ def _replica_index(first: int, shift: int, index: int, count: int) -> int:
     return (first + 1 + (shift + index) % (count - 1)) % count
 
 
-def _round_robin(
-    shape: PartitionShape, brokers: Sequence[int], start: int
-) -> list[tuple[int, ...]]:
-    count = len(brokers)
-    shift = start
-    placed = []
-    for partition in range(shape.partitions):
-        if partition > 0 and partition % count == 0:
-            shift += 1
-        first = (partition + start) % count
-        replicas = [brokers[first]]
-        replicas += [
-            brokers[_replica_index(first, shift, j, count)]
-            for j in range(shape.replication_factor - 1)
-        ]
-        placed.append(tuple(replicas))
-    return placed
-
-
 def rack_alternated(brokers: Sequence[int], racks: Mapping[int, str | None]) -> list[int]:
     """Brokers taking turns by rack (racks sorted, brokers sorted within a rack), as Kafka's
     getRackAlternatedBrokerList: rack a's first, rack b's first, ..., rack a's second, ..."""
     by_rack: dict[str, list[int]] = defaultdict(list)
     for broker in sorted(brokers):
-        by_rack[str(racks[broker])].append(broker)
+        by_rack[str(racks.get(broker))].append(broker)
     queues = [by_rack[rack] for rack in sorted(by_rack)]
     alternated: list[int] = []
     for turn in range(max(len(q) for q in queues)):
@@ -242,12 +217,16 @@ def rack_alternated(brokers: Sequence[int], racks: Mapping[int, str | None]) -> 
     return alternated
 
 
-def _rack_aware(
+def assign_replicas(
     shape: PartitionShape, brokers: Sequence[int], racks: Mapping[int, str | None], start: int
 ) -> list[tuple[int, ...]]:
+    """Kafka's assignReplicasToBrokers from a fixed start index: the first replica round-robin
+    over the rack-alternated brokers, the others at a shift that grows each time the partitions
+    have gone round once, skipping racks (then brokers) that have a replica while others have
+    none. Brokers without a rack form one rack, where this is Kafka's plain round robin."""
     arranged = rack_alternated(brokers, racks)
     count = len(arranged)
-    rack_count = len({racks[b] for b in arranged})
+    rack_count = len({racks.get(b) for b in arranged})
     shift = start
     placed = []
     for partition in range(shape.partitions):
@@ -255,18 +234,17 @@ def _rack_aware(
             shift += 1
         first = (partition + start) % count
         replicas = [arranged[first]]
-        used_racks = {racks[arranged[first]]}
+        used_racks = {racks.get(arranged[first])}
         attempt = 0
         while len(replicas) < shape.replication_factor:
             broker = arranged[_replica_index(first, shift * rack_count, attempt, count)]
             attempt += 1
-            # A rack with a replica already, or a broker that has one, only when no other is left.
-            if racks[broker] in used_racks and len(used_racks) < rack_count:
+            if racks.get(broker) in used_racks and len(used_racks) < rack_count:
                 continue
             if broker in replicas:
                 continue
             replicas.append(broker)
-            used_racks.add(racks[broker])
+            used_racks.add(racks.get(broker))
         placed.append(tuple(replicas))
     return placed
 

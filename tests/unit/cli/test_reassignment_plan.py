@@ -12,8 +12,7 @@ from moldau.cli.reassignment_plan import (
     IN_PROGRESS,
     PartitionShape,
     PlanError,
-    _rack_aware,
-    _round_robin,
+    assign_replicas,
     brokers_involved,
     parse_broker_list,
     parse_reassignment,
@@ -94,7 +93,7 @@ def test_topics_to_move_and_broker_list() -> None:
 
 def test_round_robin_placement_is_kafkas() -> None:
     """AdminUtilsTest.testReplicaAssignment: 5 brokers, 10 partitions, 3 replicas, start 0."""
-    placed = _round_robin(PartitionShape("t", 10, 3), [0, 1, 2, 3, 4], 0)
+    placed = assign_replicas(PartitionShape("t", 10, 3), [4, 2, 0, 3, 1], {}, 0)
     assert placed == [
         (0, 1, 2),
         (1, 2, 3),
@@ -114,7 +113,7 @@ def test_rack_aware_placement_is_kafkas() -> None:
     racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
     assert rack_alternated(list(racks), racks) == [0, 3, 1, 5, 4, 2]
     assert rack_alternated([0, 1, 2, 3, 4], racks) == [0, 3, 1, 4, 2]
-    placed = _rack_aware(PartitionShape("t", 7, 3), list(racks), racks, 0)
+    placed = assign_replicas(PartitionShape("t", 7, 3), list(racks), racks, 0)
     assert placed == [(0, 3, 1), (3, 1, 5), (1, 5, 4), (5, 4, 2), (4, 2, 0), (2, 0, 3), (0, 4, 2)]
 
 
