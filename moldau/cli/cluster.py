@@ -5,7 +5,8 @@ Brokers come from DescribeCluster v2 with fenced brokers (Metadata lists only un
 quorum from DescribeQuorum (as `kafka-metadata-quorum describe --status --replication` shows
 it), features from ApiVersions (as `kafka-features describe`). With `--bootstrap-controller`
 only controller listeners are asked (KIP-919). `add-controller`/`remove-controller` change the
-quorum's voters (`controllers.py`)."""
+quorum's voters (`controllers.py`); `reassign` moves partitions between brokers
+(`reassign.py`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moldau.cli import cluster_up, controllers
+from moldau.cli import cluster_up, controllers, reassign
 from moldau.cli.common import (
     BootstrapOption,
     FormatOption,
@@ -35,6 +36,7 @@ cluster_app = typer.Typer(help="The cluster as a whole.", no_args_is_help=True)
 cluster_app.command("up")(cluster_up.up)
 cluster_app.command("add-controller")(controllers.add_controller_command)
 cluster_app.command("remove-controller")(controllers.remove_controller_command)
+cluster_app.add_typer(reassign.app, name="reassign")
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
 
 

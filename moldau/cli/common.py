@@ -50,6 +50,7 @@ class ExitCode(enum.IntEnum):
     KAFKA_ERROR = 1  # the cluster refused the operation (unknown topic, invalid config, ...)
     USAGE = 2  # bad arguments or settings (click uses 2 for usage errors too)
     UNREACHABLE = 3  # no broker could be reached, or it did not answer in time
+    IN_PROGRESS = 4  # what was asked about is not finished yet (`cluster reassign verify`)
     INTERRUPTED = 130
 
 

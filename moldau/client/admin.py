@@ -1,10 +1,11 @@
-"""`AdminClient`: topics, partitions, configs, records, cluster, groups and their offsets.
+"""`AdminClient`: topics, partitions and their reassignments, configs, records, cluster, groups
+and their offsets.
 
 Mirrors the shape of confluent-kafka's `AdminClient` (and Kafka's `Admin`), but as plain async
 methods that return results or raise `KafkaException` naming the resource that failed. Requests go
-where Kafka sends them: topic changes to any broker (it forwards to the controller), broker configs
-to that broker, DeleteRecords and ListOffsets to partition leaders, group requests to the group's
-coordinator, and ListGroups to every broker.
+where Kafka sends them: topic changes and partition reassignments to any broker (it forwards them
+to the controller), broker configs to that broker, DeleteRecords and ListOffsets to partition
+leaders, group requests to the group's coordinator, and ListGroups to every broker.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from moldau.client.base import ClientBase
 from moldau.client.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from moldau.client.config import ClientConfig
 from moldau.client.consumer_protocol import decode_assignment
-from moldau.client.errors import check_error
+from moldau.client.errors import KafkaException, check_error
 from moldau.client.group import commit_offsets, fetch_committed_offsets
 from moldau.client.offsets import ListOffsetsResult, list_offsets
 from moldau.client.quorum import FeatureMetadata, QuorumInfo
@@ -39,6 +40,7 @@ __all__ = [
     "GroupListing",
     "MemberDescription",
     "NewTopic",
+    "PartitionReassignment",
     "ResourceType",
     "SyncAdminClient",
 ]
@@ -128,6 +130,21 @@ class GroupDescription:
     coordinator: int
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A reassignment in progress (Kafka's `PartitionReassignment`): the replicas as they stand
+    (the target first, then the replicas leaving), and which of them join or leave."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas the partition will have once the reassignment completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+
 class AdminClient(ClientBase):
     """Cluster administration over the Kafka protocol; an async context manager."""
 
@@ -201,6 +218,85 @@ class AdminClient(ClientBase):
         )
         for result in response.results:
             check_error(result.error_code, result.error_message, context=f"topic '{result.name}'")
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartition, KafkaException | None]:
+        """Start (a target replica list) or cancel (None) reassignments (KIP-455). Returns each
+        partition's outcome: None when started or cancelled, else the broker's error (unknown
+        partition, invalid assignment, no reassignment in progress, ...). A success means
+        started, not finished: `list_partition_reassignments` shows what is still moving."""
+        topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for tp, replicas in reassignments.items():
+            topics[tp.topic].append(
+                {
+                    "partition_index": tp.partition,
+                    "replicas": None if replicas is None else [int(r) for r in replicas],
+                }
+            )
+        response = await self.cluster.request(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            {
+                "timeout": self._timeout_ms,
+                "allow_replication_factor_change": allow_replication_factor_change,
+                "topics": [{"name": n, "partitions": p} for n, p in topics.items()],
+            },
+        )
+        check_error(
+            response.error_code,
+            getattr(response, "error_message", None),
+            context="AlterPartitionReassignments",
+        )
+        results: dict[TopicPartition, KafkaException | None] = {}
+        for topic in response.responses:
+            for partition in topic.partitions:
+                tp = TopicPartition(topic.name, int(partition.partition_index))
+                try:
+                    check_error(partition.error_code, partition.error_message, context=str(tp))
+                except KafkaException as exc:
+                    results[tp] = exc
+                else:
+                    results[tp] = None
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress, of every partition or of the ones named (a partition
+        that is not reassigning, or does not exist, is left out, as Kafka does)."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = defaultdict(list)
+            for tp in partitions:
+                topics[tp.topic].append(tp.partition)
+        response = await self.cluster.request(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            {
+                "timeout": self._timeout_ms,
+                "topics": None
+                if topics is None
+                else [{"name": n, "partition_indexes": p} for n, p in topics.items()],
+            },
+        )
+        check_error(
+            response.error_code,
+            getattr(response, "error_message", None),
+            context="ListPartitionReassignments",
+        )
+        ongoing = {}
+        for topic in response.topics:
+            for partition in topic.partitions:
+                ongoing[TopicPartition(topic.name, int(partition.partition_index))] = (
+                    PartitionReassignment(
+                        replicas=tuple(int(r) for r in partition.replicas),
+                        adding_replicas=tuple(int(r) for r in partition.adding_replicas),
+                        removing_replicas=tuple(int(r) for r in partition.removing_replicas),
+                    )
+                )
+        return dict(sorted(ongoing.items()))
 
     # --- configs -----------------------------------------------------------------------------
 
