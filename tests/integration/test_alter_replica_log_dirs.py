@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from moldau.protocol.errors import ErrorCode
@@ -132,3 +133,44 @@ def test_a_replica_moves_to_another_log_dir_while_it_is_produced_to(start_server
     output = server.output_tail(2000)
     assert f"moved {topic}-0 from" in output
     assert "Traceback" not in output
+
+
+def test_a_server_killed_during_a_move_restarts_with_one_whole_replica(start_server, tmp_path):
+    first, second = tmp_path / "disk-a", tmp_path / "disk-b"
+    server = start_server(log_dirs=f"{first},{second}")
+    topic = unique_topic("move-killed")
+    rdkafka.create_topic(
+        server.bootstrap_servers, topic, partitions=1, config={"segment.bytes": "1048576"}
+    )
+    acknowledged = rdkafka.produce(server.bootstrap_servers, topic, records("before", 8000))
+
+    # SIGKILL as soon as the copy is seen (before the commit, most likely), then a little later
+    for delay in (0.0, 0.05, 0.2):
+        with Connection(server.host, server.port) as connection:
+            [(source, _future)] = placement(connection, topic)
+            target = str(second) if source == str(first) else str(first)
+            answers = alter_replica_log_dirs(connection, [(target, topic, [0])])
+            assert answers == [(topic, 0, ErrorCode.none)]
+            future = (target, True)
+            wait_until(lambda: future in placement(connection, topic))  # noqa: B023
+            time.sleep(delay)
+        assert server.process is not None
+        server.process.kill()
+        server.process.wait()
+        server.process = None
+        server.start()
+
+        with Connection(server.host, server.port) as connection:
+            [(where, is_future)] = placement(connection, topic)
+        assert not is_future and where in (source, target)
+        leftovers = [
+            name
+            for directory in (first, second)
+            for name in os.listdir(directory)
+            if name.startswith(topic) and name != f"{topic}-0"
+        ]
+        assert not [name for name in leftovers if name.endswith("-future")], leftovers
+        consumed = rdkafka.consume_all(server.bootstrap_servers, topic, acknowledged, partitions=1)
+        assert_same_records(acknowledged, consumed)
+        more = rdkafka.produce(server.bootstrap_servers, topic, records(f"after{delay}", 50))
+        acknowledged += more
