@@ -200,6 +200,14 @@ class ReplicaManager:
             self.mark_offline(tp, reason)
         return gone
 
+    def alter_replica_log_dir(self, tp: TopicPartition, path: str) -> None:
+        """Move the replica of `tp` to the log dir `path` (Kafka's `alterReplicaLogDirs`; the
+        move runs in the log manager's mover thread). KafkaError as a client should see it."""
+        reason = self.offline_partitions.get(tp)
+        if reason is not None:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{tp} is offline: {reason}")
+        self.log_manager.alter_log_dir(tp, path)
+
     def _fail_durable_waiters(self, tp: TopicPartition, reason: str) -> None:
         error = KafkaError(ErrorCode.kafka_storage_error, reason)
         for _offset, callback in self._durable_waiters.pop(tp, ()):

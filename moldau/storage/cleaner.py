@@ -67,11 +67,27 @@ class LogCleaner:
         self.bytes_cleaned = 0
         # partition -> (its log, why, whether it is left alone); kept until the broker restarts
         self._uncleanable: dict[TopicPartition, tuple[PartitionLog, str, bool]] = {}
+        # Kafka's abortAndPauseCleaning, without the abort: a paused partition is skipped, and
+        # pausing waits for a pass over it to end (a replica moving to another log dir).
+        self._pause_condition = threading.Condition()
+        self._paused: set[TopicPartition] = set()
+        self._cleaning: TopicPartition | None = None
 
     @property
     def uncleanable(self) -> dict[TopicPartition, str]:
         """Partitions the cleaner met something in, and what (Kafka's uncleanable partitions)."""
         return {tp: reason for tp, (_log, reason, _left) in self._uncleanable.items()}
+
+    def pause(self, tp: TopicPartition) -> None:
+        """Clean `tp` no more until `resume(tp)`; returns once no pass is cleaning it."""
+        with self._pause_condition:
+            self._paused.add(tp)
+            while self._cleaning == tp:
+                self._pause_condition.wait()
+
+    def resume(self, tp: TopicPartition) -> None:
+        with self._pause_condition:
+            self._paused.discard(tp)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -104,9 +120,14 @@ class LogCleaner:
                 break
             if not partition_log.config.compact or partition_log.closed:
                 continue
-            mark = self._uncleanable.get(partition_log.topic_partition)
+            tp = partition_log.topic_partition
+            mark = self._uncleanable.get(tp)
             if mark is not None and mark[0] is partition_log and mark[2]:
                 continue  # left alone since its cleaning failed
+            with self._pause_condition:
+                if tp in self._paused:
+                    continue
+                self._cleaning = tp
             try:
                 total += clean_log(
                     partition_log, now_ms=now_ms, on_unreadable=self._unreadable_in(partition_log)
@@ -119,6 +140,10 @@ class LogCleaner:
                     leave_alone=True,
                     failure=error,
                 )
+            finally:
+                with self._pause_condition:
+                    self._cleaning = None
+                    self._pause_condition.notify_all()
         self.bytes_cleaned += total
         if total:
             self.manager.checkpoint_cleaner_offsets()

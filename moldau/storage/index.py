@@ -18,7 +18,7 @@ from bisect import bisect_left, bisect_right
 
 from moldau.storage.filesystem import FileHandle
 
-__all__ = ["OffsetIndex", "TimeIndex"]
+__all__ = ["OffsetIndex", "TimeIndex", "encode_offset_entries", "encode_time_entries"]
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -80,6 +80,23 @@ class _Index:
         self._drop_from(0)
         self.file.truncate(0)
         self._file_size = 0
+
+    def reopen(self, file: FileHandle) -> None:
+        """Use `file` from now on: a copy holding every entry (a replica moved to another log
+        dir, `log_mover.py`). The old handle is the caller's to close."""
+        self.file = file
+        self._file_size = file.size()
+        self._written = min(len(self.relative_offsets), self._file_size // self.entry_size)
+
+
+def encode_offset_entries(relative_offsets: array[int], positions: array[int]) -> bytes:
+    """`.index` bytes of these entries (what `flush()` writes), for a copy of the file."""
+    return b"".join(map(_OFFSET_ENTRY.pack, relative_offsets, positions))
+
+
+def encode_time_entries(timestamps: array[int], relative_offsets: array[int]) -> bytes:
+    """`.timeindex` bytes of these entries."""
+    return b"".join(map(_TIME_ENTRY.pack, timestamps, relative_offsets))
 
 
 class OffsetIndex(_Index):

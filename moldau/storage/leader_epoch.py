@@ -116,3 +116,17 @@ class LeaderEpochCache:
             return
         write_epoch_checkpoint(self._filesystem, self._path, self.entries)
         self._written = list(self.entries)
+
+    def write_copy(self, directory: str) -> None:
+        """Write the entries as they are now to the checkpoint file in `directory` (a replica
+        being moved to another log dir); `relocate` then makes that file this cache's."""
+        with self._lock:
+            write_epoch_checkpoint(
+                self._filesystem, posixpath.join(directory, LEADER_EPOCH_CHECKPOINT), self.entries
+            )
+
+    def relocate(self, directory: str) -> None:
+        """Use the checkpoint file in `directory` from now on (`write_copy` wrote it)."""
+        with self._lock:
+            self._path = posixpath.join(directory, LEADER_EPOCH_CHECKPOINT)
+            self._written = list(self.entries)

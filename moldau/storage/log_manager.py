@@ -5,7 +5,8 @@ and delete them, and drive flushes, retention, checkpoints and the cleaner.
     <log.dir>/recovery-point-offset-checkpoint, log-start-offset-checkpoint,
               replication-offset-checkpoint, cleaner-offset-checkpoint
     <log.dir>/.kafka_cleanshutdown            present only after a clean shutdown
-    <log.dir>/<topic>-<partition>.<id>-delete  a deleted partition waiting for removal
+    <log.dir>/<topic>-<partition>.<id>-delete  a deleted (or moved) partition waiting for removal
+    <log.dir>/<topic>-<partition>.<id>-future  a replica being moved here (`log_mover.py`)
 
 I/O errors are reported to `failures` (`log_dir_failures.py`) by the log dir they happened in:
 start-up opens what it can and leaves a partition that fails to open for `get_or_create_log`
@@ -21,7 +22,7 @@ import logging
 import posixpath
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
@@ -41,27 +42,28 @@ from moldau.storage.cleaner import LogCleaner
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import FileSystem, OsFileSystem
 from moldau.storage.log_dir_failures import LogDirFailureChannel, LogDirState
+from moldau.storage.log_dir_moves import DELETE_DIRECTORY_SUFFIX, FutureReplica, LogDirMoves
 from moldau.storage.log_loader import (
     PARTITION_METADATA,
     load_partition_log,
     parse_partition_directory,
 )
+from moldau.storage.log_mover import FUTURE_DIRECTORY_SUFFIX
 from moldau.storage.partition_log import PartitionLog
 from moldau.types import TopicPartition
 
-__all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
+__all__ = ["CLEAN_SHUTDOWN_FILE", "FutureReplica", "LogManager"]
 
 logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-DELETE_DIRECTORY_SUFFIX = "-delete"
 
 
 # The KRaft metadata log may share a log dir; Kafka's LogManager skips it too.
 METADATA_TOPIC = "__cluster_metadata"
 
 
-class LogManager:
+class LogManager(LogDirMoves):
     def __init__(
         self,
         log_dirs: Sequence[str],
@@ -87,11 +89,13 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._unopened: dict[TopicPartition, str] = {}  # found at start-up, failed to open
         self.failures = LogDirFailureChannel(self.log_dirs)
-        self._pending_directory_deletes: list[tuple[int, PartitionLog, str]] = []
+        # (due, what closes its files, directory): removed after file.delete.delay.ms
+        self._pending_directory_deletes: list[tuple[int, Callable[[], None], str]] = []
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
         self.cleaner = LogCleaner(self, clock=clock)
+        self._init_moves()
         self.started = False
 
     # -- lifecycle --
@@ -99,6 +103,8 @@ class LogManager:
     def startup(self) -> None:
         """Open every partition under every log dir, recovering after an unclean shutdown."""
         jobs = []
+        futures: list[tuple[TopicPartition, str, str]] = []
+        all_listed = True
         for log_dir in self.log_dirs:
             try:
                 self.filesystem.makedirs(log_dir)
@@ -107,6 +113,7 @@ class LogManager:
                 names = self.filesystem.listdir(log_dir)
             except OSError as error:
                 self.failures.report(log_dir, error)
+                all_listed = False
                 continue
             recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
@@ -118,6 +125,11 @@ class LogManager:
                     continue
                 if name.endswith(DELETE_DIRECTORY_SUFFIX):
                     self.filesystem.remove_tree(path)
+                    continue
+                if name.endswith(FUTURE_DIRECTORY_SUFFIX):
+                    moved = parse_partition_directory(name.rpartition(".")[0])
+                    if moved is not None:
+                        futures.append((moved, log_dir, path))
                     continue
                 tp = parse_partition_directory(name)
                 if tp is None or tp.topic == METADATA_TOPIC:
@@ -134,6 +146,7 @@ class LogManager:
                         cleaned.get(tp, 0),
                     )
                 )
+        jobs.extend(self._recover_moves(futures, {job[0] for job in jobs}, all_listed=all_listed))
 
         def open_one(job: tuple[TopicPartition, str, str, bool, int, int, int, int]) -> None:
             tp, log_dir, path, clean, recovery_point, start, high_watermark, first_dirty = job
@@ -181,7 +194,9 @@ class LogManager:
         self._unopened.pop(tp, None)
 
     def shutdown(self) -> None:
-        """Stop the cleaner, flush and close every log, write checkpoints and the clean marker."""
+        """Stop moves and the cleaner, flush and close every log, write checkpoints and the clean
+        marker."""
+        self._stop_moves()
         self.stop_cleaner()
         with self._lock:
             logs = list(self._logs.items())
@@ -213,9 +228,10 @@ class LogManager:
                 self.failures.error(log_dir) or "I/O error",
             )
         self.checkpoint_all()
-        for _due, partition_log, path in self._pending_directory_deletes:
+        for _due, close_files, path in self._pending_directory_deletes:
             try:
-                self._remove_deleted_log(partition_log, path)
+                close_files()
+                self.filesystem.remove_tree(path)
             except OSError as error:
                 logger.warning("removing %s failed: %s", path, error)
         self._pending_directory_deletes.clear()
@@ -268,7 +284,9 @@ class LogManager:
                 if topic_id is not None and log.topic_id is None:
                     self._write_topic_id(log, topic_id)
                 return log
-            log_dir = self._unopened.get(tp) or self._least_loaded_dir()
+            log_dir = self._unopened.get(tp) or self._preferred_dirs.pop(tp, None)
+            if log_dir is None or self.failures.state(log_dir) is not LogDirState.ONLINE:
+                log_dir = self._unopened.get(tp) or self._least_loaded_dir()
             path = posixpath.join(log_dir, str(tp))
             try:
                 log = load_partition_log(self.filesystem, path, tp, config, clock=self.clock)
@@ -308,11 +326,16 @@ class LogManager:
             return False
         with log._lock:
             log.closed = True
-        target = posixpath.join(log_dir, f"{tp}.{uuid.uuid4().hex}{DELETE_DIRECTORY_SUFFIX}")
-        self.filesystem.rename(log.directory, target)
+            directory = log.directory  # (where a move left it)
+        target = posixpath.join(
+            posixpath.dirname(directory), f"{tp}.{uuid.uuid4().hex}{DELETE_DIRECTORY_SUFFIX}"
+        )
+        self.filesystem.rename(directory, target)
         due = self.clock.now_ms() + log.config.file_delete_delay_ms
         with self._lock:
-            self._pending_directory_deletes.append((due, log, target))
+            self._pending_directory_deletes.append(
+                (due, functools.partial(self._close_deleted_log, log), target)
+            )
         if checkpoint:
             self.checkpoint_all()
         return True
@@ -329,11 +352,11 @@ class LogManager:
             partition_log.close_quietly()
         return gone
 
-    def _remove_deleted_log(self, log: PartitionLog, path: str) -> None:
+    @staticmethod
+    def _close_deleted_log(log: PartitionLog) -> None:
         for segment in log.segments:
             segment.close()
         log.delete_expired_segments(force=True)
-        self.filesystem.remove_tree(path)
 
     # -- background work --
 
@@ -352,9 +375,10 @@ class LogManager:
             self._pending_directory_deletes = [
                 item for item in self._pending_directory_deletes if item[0] > now
             ]
-        for _due, partition_log, path in due:
+        for _due, close_files, path in due:
             try:
-                self._remove_deleted_log(partition_log, path)
+                close_files()
+                self.filesystem.remove_tree(path)
             except OSError as error:
                 logger.warning("removing %s failed: %s", path, error)
         self.checkpoint_all()
@@ -409,10 +433,12 @@ class LogManager:
             for log_dir in self.log_dirs:
                 if self.failures.state(log_dir) is LogDirState.FAILED:
                     continue
+                # A move at its swap is written in its target too: a crash right after the
+                # commit finds the checkpoints there (harmless if the move does not commit).
                 offsets = {
                     tp: int(getattr(log, value_of))
                     for tp, log in list(self._logs.items())
-                    if self._log_dir_of.get(tp) == log_dir
+                    if log_dir in (self._log_dir_of.get(tp), self._committing.get(tp))
                     and (log.config.compact or not compacted_only)
                 }
                 path = posixpath.join(log_dir, name)

@@ -572,8 +572,9 @@ class PartitionLog(LogMaintenance):
         return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
-        self.leader_epoch_cache.assign(epoch, start_offset)
-        self._latest_epoch = self.leader_epoch_cache.latest_epoch
+        with self._lock:  # (a move to another log dir swaps the checkpoint file under it)
+            self.leader_epoch_cache.assign(epoch, start_offset)
+            self._latest_epoch = self.leader_epoch_cache.latest_epoch
 
     # -- durability --
 

@@ -518,6 +518,21 @@ class LogSegment:
         ):
             file.close()
 
+    def relocate(self, directory: str) -> list[FileHandle]:
+        """Switch to the copies of this segment's files in `directory` (a replica moved to
+        another log dir, `log_mover.py`: `.log` byte for byte, every index entry). Returns the
+        old handles: the caller closes them once reads in flight are done."""
+        old = [self.log, self.offset_index.file, self.time_index.file, self.transaction_index.file]
+        self.directory = directory
+        filesystem = self.filesystem
+        self.log = filesystem.open(self.path(LOG_SUFFIX), create=False)
+        self.offset_index.reopen(filesystem.open(self.path(INDEX_SUFFIX), create=False))
+        self.time_index.reopen(filesystem.open(self.path(TIME_INDEX_SUFFIX), create=False))
+        self.transaction_index.reopen(
+            filesystem.open(self.path(TRANSACTION_INDEX_SUFFIX), create=False)
+        )
+        return old
+
     def rename_suffix(self, suffix: str) -> None:
         """Rename every file of the segment to carry `suffix` (open handles stay valid)."""
         for file_suffix in SEGMENT_SUFFIXES:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from moldau.storage.filesystem import FileHandle
 
-__all__ = ["AbortedTransaction", "TransactionIndex"]
+__all__ = ["AbortedTransaction", "TransactionIndex", "encode_entries"]
 
 _ENTRY = struct.Struct(">hqqqq")
 
@@ -50,9 +50,7 @@ class TransactionIndex:
         self._size = count * _ENTRY.size
 
     def append(self, entry: AbortedTransaction) -> None:
-        data = _ENTRY.pack(
-            0, entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset
-        )
+        data = encode_entries([entry])
         self.file.pwritev([data], self._size)
         self._size += len(data)
         self.entries.append(entry)
@@ -73,3 +71,16 @@ class TransactionIndex:
         self.entries = []
         self._size = 0
         self.file.truncate(0)
+
+    def reopen(self, file: FileHandle) -> None:
+        """Use `file` from now on: a copy holding every entry (see `OffsetIndex.reopen`)."""
+        self.file = file
+        self._size = len(self.entries) * _ENTRY.size
+
+
+def encode_entries(entries: list[AbortedTransaction]) -> bytes:
+    """`.txnindex` bytes of these entries."""
+    return b"".join(
+        _ENTRY.pack(0, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+        for e in entries
+    )

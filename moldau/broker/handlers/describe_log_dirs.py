@@ -3,7 +3,9 @@
 v1 is v0 (throttling change); v2 flexible; v3 a top-level error code; v4 total and usable bytes
 (KIP-827). A null topic list means every partition. A log dir that is not online answers
 KAFKA_STORAGE_ERROR, as Kafka does for an offline one: a failed one lists no partitions, a full
-one (Moldau's state: reads still served) still lists them.
+one (Moldau's state: reads still served) still lists them. A replica being moved to another log
+dir (AlterReplicaLogDirs) is listed in its target too, with IsFutureKey, its size so far and its
+offset lag (the offsets not copied yet).
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
                 "partition_size": log.size_bytes,
                 "offset_lag": max(log.log_end_offset - log.high_watermark, 0),
                 "is_future_key": False,
+            }
+        )
+    for future in node.log_manager.future_replicas():  # replicas being moved (KIP-113)
+        tp = future.topic_partition
+        if wanted is not None and (tp.topic, tp.partition) not in wanted:
+            continue
+        by_dir[future.log_dir][tp.topic].append(
+            {
+                "partition_index": tp.partition,
+                "partition_size": future.size_bytes,
+                "offset_lag": future.offset_lag,
+                "is_future_key": True,
             }
         )
     results = []
