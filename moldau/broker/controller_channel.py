@@ -4,8 +4,9 @@ The active controller is the metadata quorum's leader, as this node's own quorum
 or observer) knows it; its address is the voter's (`QuorumAddresses`). When this node
 is itself the active controller, calls run in-process. Otherwise requests go to the controller
 listener of the active one: typed calls for what the broker asks for itself (registration,
-heartbeats, ISR changes, producer ids, internal topics), and `forward()` for clients' requests
-that change metadata, passed on byte for byte and answered byte for byte.
+heartbeats, ISR changes, producer ids, internal topics) or a controller for itself (its
+registration, KIP-919), and `forward()` for clients' requests that change metadata, passed on
+byte for byte and answered byte for byte.
 
 A call that finds no active controller, cannot reach it, or hears NOT_CONTROLLER waits for the
 quorum to name a leader and tries again, until its deadline.
@@ -28,6 +29,7 @@ from moldau.controller.operations import (
     BrokerHeartbeatResult,
     BrokerRegistration,
     BrokerRegistrationResult,
+    ControllerRegistration,
     CreateTopicResult,
     IsrProposal,
     NewTopic,
@@ -116,6 +118,35 @@ class ControllerChannel:
             is_fenced=bool(response.is_fenced),
             should_shut_down=bool(response.should_shut_down),
         )
+
+    async def register_controller(self, registration: ControllerRegistration) -> None:
+        """ControllerRegistration (KIP-919) at the active controller; raises KafkaError with
+        its refusal."""
+        if self.local_is_active:
+            await self._controller.register_controller(registration)
+            return
+        response = await self._call(
+            ApiKey.CONTROLLER_REGISTRATION,
+            {
+                "controller_id": registration.controller_id,
+                "incarnation_id": registration.incarnation_id,
+                "zk_migration_ready": registration.zk_migration_ready,
+                "listeners": [
+                    {
+                        "name": endpoint.name,
+                        "host": endpoint.host,
+                        "port": endpoint.port,
+                        "security_protocol": endpoint.security_protocol,
+                    }
+                    for endpoint in registration.endpoints
+                ],
+                "features": [
+                    {"name": name, "min_supported_version": low, "max_supported_version": high}
+                    for name, (low, high) in registration.features.items()
+                ],
+            },
+        )
+        _raise_for(response.error_code, "controller registration")
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
         if self.local_is_active:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moldau.broker.controller_channel import ControllerChannel
+from moldau.broker.controller_registration import ControllerRegistrationManager
 from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.lifecycle import BrokerLifecycle
 from moldau.broker.metadata_publisher import MetadataPublisher
@@ -41,7 +42,14 @@ from moldau.config.cluster import ClusterLayout
 from moldau.config.definitions import RACK_AWARE_SELECTOR
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
-from moldau.controller.operations import BrokerRegistration, IsrMember, IsrProposal, NewTopic
+from moldau.controller.feature_control import SUPPORTED_FEATURES
+from moldau.controller.operations import (
+    BrokerRegistration,
+    ControllerRegistration,
+    IsrMember,
+    IsrProposal,
+    NewTopic,
+)
 from moldau.controller.placement import internal_topic_replication
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
@@ -86,6 +94,7 @@ class Node:
         self.quorum_addresses: QuorumAddresses | None = None
         self.controller_channel: ControllerChannel | None = None
         self.lifecycle: BrokerLifecycle | None = None
+        self.controller_registration: ControllerRegistrationManager | None = None
         self.replica_fetchers: ReplicaFetcherManager | None = None
         self._broker_connections: dict[int, Any] = {}
         self.log_manager: LogManager | None = None
@@ -202,6 +211,7 @@ class Node:
         )
         for listener in self.controller_listeners:
             await listener.start_serving()
+        self._register_controller(self.controller.register_controller)
 
     async def _join_cluster(self) -> None:
         """Follow (or take part in) the metadata quorum, then register this broker with the
@@ -249,6 +259,7 @@ class Node:
         self.controller_channel = ControllerChannel(
             self.controller, addresses, node_id=self.node_id
         )
+        self._register_controller(self.controller_channel.register_controller)
         if layout.is_broker:
             self.lifecycle = BrokerLifecycle(
                 self.controller_channel,
@@ -262,6 +273,23 @@ class Node:
                 heartbeat_interval_s=int(self.config.get("broker.heartbeat.interval.ms")) / 1000,
             )
             await self.lifecycle.start()
+
+    def _register_controller(self, send: Callable[[ControllerRegistration], Any]) -> None:
+        """A controller with a controller listener registers it with the active controller
+        (KIP-919), in the background: serving does not wait for it."""
+        if not self.layout.is_controller or not self.controller_listeners:
+            return
+        self.controller_registration = ControllerRegistrationManager(
+            self.controller,
+            lambda: ControllerRegistration(
+                controller_id=self.node_id,
+                incarnation_id=self.incarnation_id,
+                endpoints=self.controller_endpoints(),
+                features=SUPPORTED_FEATURES,
+            ),
+            send,
+        )
+        self.controller_registration.start()
 
     def _controller_endpoint(self) -> tuple[str, int] | None:
         """Where this node's controller listener is bound (None for a broker-only node)."""
@@ -442,6 +470,9 @@ class Node:
         if self.lifecycle is not None:
             await self.lifecycle.stop()  # (bounded; the quorum still answers)
             self.lifecycle = None
+        if self.controller_registration is not None:
+            await self.controller_registration.stop()
+            self.controller_registration = None
         # Then no new connection and no new request; what is in flight is answered (bounded).
         # (Waiting for connections to fall idle instead would wait for every follower and
         # consumer that keeps fetching from here.)
@@ -544,12 +575,20 @@ class Node:
     # --- endpoints -----------------------------------------------------------------------------
 
     def advertised_endpoints(self) -> list[BrokerEndpoint]:
+        return self._advertised(self.listeners)
+
+    def controller_endpoints(self) -> list[BrokerEndpoint]:
+        """This node's controller listeners as other nodes and admin clients reach them (its
+        ControllerRegistration, KIP-919)."""
+        return self._advertised(self.controller_listeners)
+
+    def _advertised(self, listeners: list[Listener]) -> list[BrokerEndpoint]:
         advertised = {
             Endpoint.parse(text).name: Endpoint.parse(text)
             for text in (self.config.get("advertised.listeners") or [])
         }
         endpoints = []
-        for listener in self.listeners:
+        for listener in listeners:
             chosen = advertised.get(listener.endpoint.name)
             host = chosen.host if chosen is not None else listener.endpoint.host
             port = chosen.port if chosen is not None and chosen.port else listener.bound_port

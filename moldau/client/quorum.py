@@ -12,6 +12,7 @@ DescribeFeatures API.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -219,7 +220,29 @@ async def _find_quorum_leader(
     config: ClientConfig, bootstrap_controllers: str
 ) -> tuple[str, BrokerInfo, dict[int, BrokerInfo]]:
     """(cluster id, the quorum's leader, the controllers) from the first controller listener
-    that answers DescribeCluster with endpoint type 2."""
+    that answers DescribeCluster with endpoint type 2. The controllers are those registered
+    (KIP-919): a leader elected or started a moment ago may not be among them yet, which is
+    asked again (every 0.1 s, within the request timeout)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config.request_timeout
+    while True:
+        cluster_id, controller_id, controllers = await _describe_controllers(
+            config, bootstrap_controllers
+        )
+        leader = controllers.get(controller_id)
+        if leader is not None:
+            return cluster_id, leader, controllers
+        if loop.time() >= deadline:
+            raise KafkaException(
+                ErrorCode.not_leader_or_follower,
+                "the quorum has no leader among the registered controllers",
+            )
+        await asyncio.sleep(0.1)
+
+
+async def _describe_controllers(
+    config: ClientConfig, bootstrap_controllers: str
+) -> tuple[str, int, dict[int, BrokerInfo]]:
     errors: list[str] = []
     for host, port in parse_bootstrap_servers(bootstrap_controllers):
         try:
@@ -239,10 +262,7 @@ async def _find_quorum_leader(
             int(b.broker_id): BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack)
             for b in response.brokers
         }
-        leader = controllers.get(int(response.controller_id))
-        if leader is None:
-            raise KafkaException(ErrorCode.not_leader_or_follower, "the quorum has no leader")
-        return response.cluster_id, leader, controllers
+        return response.cluster_id, int(response.controller_id), controllers
     raise KafkaException(
         ErrorCode.network_exception, f"no controller reachable: {', '.join(errors)}"
     )

@@ -1,5 +1,6 @@
 """Broker registration, heartbeats, fencing and controlled shutdown (Kafka's
-ClusterControlManager and BrokerHeartbeatManager, KIP-631).
+ClusterControlManager and BrokerHeartbeatManager, KIP-631), and controller registration
+(KIP-919: `register_controller`).
 
 A broker registers (a new incarnation gets a new broker epoch, fenced), then heartbeats every
 `broker.heartbeat.interval.ms`. Each heartbeat moves it through Kafka's states:
@@ -29,12 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moldau.config.values import BrokerConfig
-from moldau.controller import partition_control
+from moldau.controller import feature_control, partition_control
 from moldau.controller.operations import (
     BrokerHeartbeat,
     BrokerHeartbeatResult,
     BrokerRegistration,
     BrokerRegistrationResult,
+    ControllerRegistration,
 )
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
@@ -43,6 +45,7 @@ from moldau.metadata.records import (
     FenceBrokerRecord,
     MetadataRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     UnfenceBrokerRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -251,6 +254,41 @@ def broker_heartbeat(
     return records, BrokerHeartbeatResult(
         is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down
     )
+
+
+def register_controller(
+    image: MetadataImage, registration: ControllerRegistration
+) -> tuple[list[MetadataRecord], None]:
+    """A controller's listeners and features (KIP-919), from any node with the controller role:
+    voters and controllers that follow the log until they are added (KIP-853) alike, as Kafka
+    takes any id. UNSUPPORTED_VERSION before metadata.version 3.7-IV0, or when the controller
+    does not support a finalized level (as for a broker). The same registration again writes
+    nothing; a new incarnation (a restart) or other listeners replace the one in the image."""
+    if not feature_control.supports_controller_registration(image):
+        raise KafkaError(
+            ErrorCode.unsupported_version,
+            "The current MetadataVersion is too old to support controller registrations.",
+        )
+    if registration.controller_id < 0:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"Controller id {registration.controller_id} is not a node id.",
+        )
+    reason = feature_control.unsupported_levels(image, registration.features)
+    if reason is not None:
+        raise KafkaError(ErrorCode.unsupported_version, reason)
+    record = RegisterControllerRecord(
+        controller_id=registration.controller_id,
+        incarnation_id=registration.incarnation_id,
+        endpoints=tuple(registration.endpoints),
+        features=tuple(
+            (name, low, high) for name, (low, high) in sorted(registration.features.items())
+        ),
+        zk_migration_ready=registration.zk_migration_ready,
+    )
+    if image_after(image, [record]).controllers == image.controllers:
+        return [], None  # registered as it is already: nothing new to commit
+    return [record], None
 
 
 def fence_expired_brokers(

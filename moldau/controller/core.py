@@ -37,6 +37,7 @@ from moldau.controller.operations import (
     ClientQuotaResult,
     ConfigResource,
     ConfigResult,
+    ControllerRegistration,
     CreatePartitionsResult,
     CreateTopicResult,
     DeleteTopicResult,
@@ -524,6 +525,12 @@ class ControllerCore:
         return cluster_control.broker_heartbeat(
             self._image, self.config, self.heartbeats, heartbeat, now_ms=now_ms
         )
+
+    def register_controller(
+        self, registration: ControllerRegistration
+    ) -> tuple[list[MetadataRecord], None]:
+        """A controller's listeners and features (KIP-919, `cluster_control`)."""
+        return cluster_control.register_controller(self._image, registration)
 
     def fence_expired_brokers(self, *, now_ms: int) -> tuple[list[MetadataRecord], None]:
         return cluster_control.fence_expired_brokers(

@@ -34,6 +34,10 @@ METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 # Kafka 4.0's metadata.version (4.0-IV3).
 METADATA_VERSION_LEVEL = 25
+# The first metadata.version with controller registrations (3.7-IV0, KIP-919): below it a
+# RegisterControllerRecord may not be written. Moldau finalizes only 25, so this is met in
+# every cluster it formats; the check guards an image with no level yet.
+CONTROLLER_REGISTRATION_LEVEL = 15
 
 # name -> (min, max) supported level.
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
@@ -84,6 +88,27 @@ def bootstrap_records(image: MetadataImage) -> list[MetadataRecord]:
 def finalized_levels(image: MetadataImage) -> dict[str, int]:
     """The finalized features (level > 0), as ApiVersions reports them."""
     return {name: level for name, level in sorted(image.features.items()) if level > 0}
+
+
+def supports_controller_registration(image: MetadataImage) -> bool:
+    """The finalized metadata.version allows RegisterControllerRecord (3.7-IV0 or later)."""
+    return image.features.get(METADATA_VERSION, 0) >= CONTROLLER_REGISTRATION_LEVEL
+
+
+def unsupported_levels(
+    image: MetadataImage, supported: Mapping[str, tuple[int, int]]
+) -> str | None:
+    """Why a node supporting `supported` cannot run with the finalized levels, or None: a
+    finalized feature whose level is outside the node's range (Kafka's words for brokers). A
+    feature the node does not name is taken as supported at level 0 only."""
+    for name, level in sorted(finalized_levels(image).items()):
+        low, high = supported.get(name, (0, 0))
+        if not low <= level <= high:
+            return (
+                f"Unable to register because the node does not support version {level} of "
+                f"{name}. It wants a version between {low} and {high}, inclusive."
+            )
+    return None
 
 
 def update_features(

@@ -118,6 +118,18 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerRegistration:
+    """ControllerRegistrationRequest's fields (KIP-919): the controller listeners this process
+    serves and the feature levels it supports, by name (min, max)."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: Sequence[BrokerEndpoint]
+    features: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    zk_migration_ready: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerHeartbeat:
     """BrokerHeartbeatRequest's fields (KIP-631)."""
 

@@ -62,6 +62,7 @@ from moldau.controller.operations import (
     ClientQuotaAlteration,
     ClientQuotaResult,
     ConfigResult,
+    ControllerRegistration,
     CreatePartitionsResult,
     CreateTopicResult,
     DeleteTopicResult,
@@ -369,6 +370,12 @@ class QuorumController:
         return self._driver.node.leader_id
 
     @property
+    def caught_up(self) -> bool:
+        """The image holds everything this node's quorum member knows to be committed (Kafka's
+        metadata loader publishes from then on)."""
+        return self._core.image.offset + 1 >= self._driver.node.high_watermark
+
+    @property
     def metadata_offset(self) -> int:
         """The offset of the last record replayed into the image (-1: none)."""
         return self._core.image.offset
@@ -458,6 +465,11 @@ class QuorumController:
                 registration, now_ms=self.clock.now_ms(), unfence=unfence
             )
         )
+
+    async def register_controller(self, registration: ControllerRegistration) -> None:
+        """Write a controller's registration (KIP-919); raises KafkaError (NOT_CONTROLLER on
+        a controller that is not the active one, UNSUPPORTED_VERSION)."""
+        await self._run(lambda: self._core.register_controller(registration))
 
     async def broker_heartbeat(self, heartbeat: BrokerHeartbeat) -> BrokerHeartbeatResult:
         return await self._run(

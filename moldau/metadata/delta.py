@@ -6,7 +6,7 @@
     new_image = image.apply(delta)
 
 The delta also tells publishers what changed: created/changed/deleted topics, changed partitions,
-changed topic and broker configs, brokers, features. Deleted topics are keyed by topic id, so a
+changed topic and broker configs, brokers, controllers, features. Deleted topics are keyed by topic id, so a
 topic deleted and re-created under the same name in one delta shows up as both.
 Replaying a record that does not fit the image (a partition of an unknown topic) raises
 `MetadataReplayError`: the log is corrupt or was written by a buggy controller.
@@ -19,7 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from moldau.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.image import (
+    BrokerImage,
+    ControllerImage,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 from moldau.metadata.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaEntity,
@@ -33,6 +39,7 @@ from moldau.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -74,6 +81,7 @@ class MetadataDelta:
         self._topic_ids_by_name: dict[str, uuid.UUID] = {}
         self._deleted_topics: dict[uuid.UUID, TopicImage] = {}
         self._brokers: dict[int, BrokerImage] = {}
+        self._controllers: dict[int, ControllerImage] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._features: dict[str, int] = {}
         self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
@@ -127,6 +135,16 @@ class MetadataDelta:
                 self._features[record.name] = record.feature_level
             case ClientQuotaRecord():
                 self._replay_client_quota(record)
+            case RegisterControllerRecord():
+                self._controllers[record.controller_id] = ControllerImage(
+                    controller_id=record.controller_id,
+                    incarnation_id=record.incarnation_id,
+                    endpoints=record.endpoints,
+                    features=MappingProxyType(
+                        {name: (low, high) for name, low, high in record.features}
+                    ),
+                    zk_migration_ready=record.zk_migration_ready,
+                )
 
     def set_offset(self, offset: int) -> None:
         """The metadata log offset of the last record replayed."""
@@ -262,6 +280,7 @@ class MetadataDelta:
             self._topics
             or self._deleted_topics
             or self._brokers
+            or self._controllers
             or self._broker_configs
             or self._features
             or self._client_quotas
@@ -304,6 +323,14 @@ class MetadataDelta:
     def changed_brokers(self) -> dict[int, BrokerImage]:
         return dict(self._brokers)
 
+    def changed_controllers(self) -> dict[int, ControllerImage]:
+        """Controllers registered (again) in this delta, with their new registration."""
+        return dict(self._controllers)
+
+    def changed_features(self) -> dict[str, int]:
+        """Feature levels finalized in this delta."""
+        return dict(self._features)
+
     def changed_client_quotas(self) -> set[ClientQuotaEntity]:
         return set(self._client_quotas)
 
@@ -332,6 +359,9 @@ class MetadataDelta:
         brokers = base.brokers
         if self._brokers:
             brokers = MappingProxyType({**base.brokers, **self._brokers})
+        controllers = base.controllers
+        if self._controllers:
+            controllers = MappingProxyType({**base.controllers, **self._controllers})
         broker_configs = base.broker_configs
         if self._broker_configs:
             merged = dict(base.broker_configs)
@@ -362,6 +392,7 @@ class MetadataDelta:
             topics=topics,
             topics_by_id=topics_by_id_view,
             brokers=brokers,
+            controllers=controllers,
             broker_configs=broker_configs,
             features=features,
             client_quotas=client_quotas,
@@ -394,6 +425,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
         )
         delta._topic_ids_by_name[topic.name] = topic.topic_id
     delta._brokers.update(image.brokers)
+    delta._controllers.update(image.controllers)
     delta._broker_configs.update({k: dict(v) for k, v in image.broker_configs.items()})
     delta._features.update(image.features)
     delta._client_quotas.update({k: dict(v) for k, v in image.client_quotas.items()})
@@ -434,6 +466,11 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
         (broker_id, broker)
         for broker_id, broker in after.brokers.items()
         if before.brokers.get(broker_id) != broker
+    )
+    delta._controllers.update(
+        (controller_id, controller)
+        for controller_id, controller in after.controllers.items()
+        if before.controllers.get(controller_id) != controller
     )
     for name in set(before.broker_configs) | set(after.broker_configs):
         if before.broker_configs.get(name) != after.broker_configs.get(name):

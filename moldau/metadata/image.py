@@ -1,10 +1,10 @@
 """The immutable cluster metadata image, as Kafka's `MetadataImage` (KIP-631, KIP-866 loader).
 
 An image is what every broker and the controller read: topics with their partitions and
-configs, registered brokers, dynamic broker configs, finalized features, client quotas and the
-producer-id counter, as of metadata log offset `offset`. It never changes; replaying records into a
-`MetadataDelta` and calling `image.apply(delta)` gives the next one. Readers may hold on to an
-image as a consistent snapshot across awaits.
+configs, registered brokers and controllers, dynamic broker configs, finalized features, client
+quotas and the producer-id counter, as of metadata log offset `offset`. It never changes;
+replaying records into a `MetadataDelta` and calling `image.apply(delta)` gives the next one.
+Readers may hold on to an image as a consistent snapshot across awaits.
 """
 
 from __future__ import annotations
@@ -130,6 +130,24 @@ class BrokerImage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerImage:
+    """A registered controller (Kafka's ControllerRegistration, KIP-919): the listeners it
+    serves the controller APIs on and the feature levels it supports, by name (min, max)."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[BrokerEndpoint, ...]
+    features: Mapping[str, tuple[int, int]] = field(default_factory=lambda: MappingProxyType({}))
+    zk_migration_ready: bool = False
+
+    def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
+        for endpoint in self.endpoints:
+            if endpoint.name == listener_name:
+                return endpoint
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     """Everything the cluster knows, as of metadata log offset `offset` (-1: nothing yet)."""
 
@@ -149,6 +167,7 @@ class MetadataImage:
     client_quotas: Mapping[ClientQuotaEntity, Mapping[str, float]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    controllers: Mapping[int, ControllerImage] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:

@@ -201,6 +201,23 @@ class FeatureLevelRecord:
     feature_level: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterControllerRecord:
+    """A controller (re)registered its listeners and supported features (Kafka's
+    RegisterControllerRecord, key 27, KIP-919; written from metadata.version 3.7-IV0). The
+    latest record of a controller id replaces the one before: a new incarnation is a restart.
+    `features` are (name, min supported level, max supported level)."""
+
+    RECORD_TYPE: ClassVar[int] = 27
+    VERSION: ClassVar[int] = 0
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[BrokerEndpoint, ...]
+    features: tuple[tuple[str, int, int], ...] = ()
+    zk_migration_ready: bool = False
+
+
 # A client quota entity: (entity type, entity name) pairs sorted by type; a None name is the
 # default entity of that type. Types are "user", "client-id" and "ip".
 ClientQuotaEntity = tuple[tuple[str, str | None], ...]
@@ -232,6 +249,7 @@ MetadataRecord = (
     | ProducerIdsRecord
     | FeatureLevelRecord
     | ClientQuotaRecord
+    | RegisterControllerRecord
 )
 
 RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
@@ -249,5 +267,6 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         ProducerIdsRecord,
         FeatureLevelRecord,
         ClientQuotaRecord,
+        RegisterControllerRecord,
     )
 }

@@ -3,7 +3,7 @@
 
 `image_records(image)` lists, for everything the image holds, the record that creates it as it
 stands: finalized features (metadata.version first), brokers with their fencing and controlled
-shutdown, broker configs, each topic with its configs and its partitions (leader and partition
+shutdown, controllers (KIP-919), broker configs, each topic with its configs and its partitions (leader and partition
 epochs and leader recovery state included), client quotas, and the producer-id counter. Replaying them on an empty image gives back an equal image;
 the offset (the snapshot's end) and the controller (the quorum's leader) are not records.
 
@@ -34,6 +34,7 @@ from moldau.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     TopicRecord,
 )
 from moldau.metadata.serde import RecordFormatError, deserialize_record, serialize_record
@@ -64,6 +65,16 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield BrokerRegistrationChangeRecord(
                 broker_id=broker_id, broker_epoch=broker.broker_epoch, in_controlled_shutdown=True
             )
+    for controller_id, controller in sorted(image.controllers.items()):
+        yield RegisterControllerRecord(
+            controller_id=controller_id,
+            incarnation_id=controller.incarnation_id,
+            endpoints=controller.endpoints,
+            features=tuple(
+                (name, low, high) for name, (low, high) in sorted(controller.features.items())
+            ),
+            zk_migration_ready=controller.zk_migration_ready,
+        )
     for resource_name, configs in sorted(image.broker_configs.items()):
         for name, value in sorted(configs.items()):
             yield ConfigRecord(

@@ -4,15 +4,21 @@ of the active controller under a loop of topic creations."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.metadata.records import RegisterControllerRecord
+from moldau.metadata.serde import deserialize_record
+from moldau.raft.file_log import FileReplicatedLog
 
 from .cluster import BROKER, COMBINED, CONTROLLER, Cluster, build_cluster, wait_for
 from .wire import Connection
@@ -173,6 +179,27 @@ def test_the_active_controller_dies_in_a_topic_creation_loop(three_nodes: Cluste
     )
 
 
+def _describe_cluster(host: str, port: int, endpoint_type: int) -> object:
+    with Connection(host, port, timeout=10) as connection:
+        return connection.request(
+            60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": endpoint_type}
+        )
+
+
+def _registered_controllers(port: int) -> tuple[int, dict[int, tuple[str, int]]]:
+    """DescribeCluster v1 with endpoint type 2 on a controller listener (KIP-919): the active
+    controller's id and the registered controllers' endpoints."""
+    response = _describe_cluster("127.0.0.1", port, 2)
+    assert response.error_code == 0 and response.endpoint_type == 2, response
+    return response.controller_id, {b.broker_id: (b.host, b.port) for b in response.brokers}
+
+
+def _registration_line(output: str, node_id: int) -> str | None:
+    """The incarnation id a controller process logged once its registration was committed."""
+    found = re.findall(rf"controller {node_id} is registered \(incarnation ([0-9a-f-]+)\)", output)
+    return found[-1] if found else None
+
+
 def test_controllers_and_brokers_on_separate_nodes(start_server, tmp_path: Path) -> None:
     cluster = build_cluster(
         start_server, tmp_path, roles=[CONTROLLER, CONTROLLER, CONTROLLER, BROKER], extra=FAST
@@ -187,6 +214,70 @@ def test_controllers_and_brokers_on_separate_nodes(start_server, tmp_path: Path)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce("on-the-broker", value=b"hello")
     assert producer.flush(15) == 0
+
+    # Every controller registered its listener (KIP-919); any controller answers with all.
+    controllers = {n.node_id: n for n in cluster.nodes.values() if n.controller_port is not None}
+    expected = {i: ("127.0.0.1", n.controller_port) for i, n in controllers.items()}
+    for node in controllers.values():
+        assert node.controller_port is not None
+        leader = wait_for(
+            lambda port=node.controller_port: (
+                (answer := _registered_controllers(port))[1] == expected and answer[0]
+            ),
+            timeout_s=20,
+            what=f"the three controllers registered, as node {node.node_id} sees them",
+        )
+        assert leader in controllers  # the quorum's leader, registered
+    # A broker asked for controllers, and a controller asked for brokers, refuse (Kafka's codes).
+    assert _describe_cluster("127.0.0.1", broker.client_port, 2).error_code == 114
+    assert _describe_cluster("127.0.0.1", controllers[1].controller_port, 1).error_code == 114
+    # A controller that is not the active one sends the registering controller elsewhere.
+    leader = _registered_controllers(controllers[1].controller_port)[0]
+    follower = next(n for i, n in controllers.items() if i != leader)
+    with Connection("127.0.0.1", follower.controller_port, timeout=10) as connection:
+        refused = connection.request(
+            70,
+            0,
+            {
+                "controller_id": 99,
+                "incarnation_id": uuid.uuid4(),
+                "zk_migration_ready": False,
+                "listeners": [],
+                "features": [],
+            },
+        )
+    assert refused.error_code == 41, refused  # NOT_CONTROLLER
+
+    # A restarted controller registers its new incarnation.
+    restarted = controllers[2]
+    assert restarted.server is not None
+    before = _registration_line(restarted.server.output_tail(2000), 2)
+    assert before is not None, restarted.server.output_tail()
+    cluster.stop(2)
+    cluster.launch([2])
+    after = wait_for(
+        lambda: _registration_line(restarted.server.output_tail(2000), 2),
+        timeout_s=20,
+        what="the restarted controller registered",
+    )
+    assert after != before
+    assert _registered_controllers(restarted.controller_port)[1] == expected
+    # The broker's copy of the metadata log holds both registrations of node 2, in order.
+    cluster.stop(4)
+    metadata_log = FileReplicatedLog(str(broker.data_dir / "__cluster_metadata-0"))
+    try:
+        registrations = [
+            record
+            for entry in metadata_log.read()
+            if not entry.is_control
+            for record in map(deserialize_record, entry.records)
+            if isinstance(record, RegisterControllerRecord)
+        ]
+    finally:
+        metadata_log.close()
+    assert {r.controller_id for r in registrations} == {1, 2, 3}
+    incarnations = [str(r.incarnation_id) for r in registrations if r.controller_id == 2]
+    assert incarnations == [before, after], incarnations
 
 
 def test_a_controller_that_is_not_a_voter_stops_with_one_line(start_server, tmp_path) -> None:

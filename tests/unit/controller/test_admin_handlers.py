@@ -2,12 +2,15 @@
 as clients send them, responses decoded as clients read them, against a real QuorumController."""
 
 import asyncio
+import dataclasses
+import functools
 import inspect
 import uuid
 
 import pytest
 
 from moldau.broker.handlers.alter_configs import handle_alter_configs
+from moldau.broker.handlers.controller_registration import handle_controller_registration
 from moldau.broker.handlers.create_partitions import handle_create_partitions
 from moldau.broker.handlers.create_topics import handle_create_topics
 from moldau.broker.handlers.delete_topics import handle_delete_topics
@@ -76,17 +79,23 @@ class Cluster:
         )
         self.node = FakeNode(self.controller, self.config)
 
-    def call(self, function, api_key, version, body, *, scope=BROKER):
+    def call(self, function, api_key, version, body, *, scope=BROKER, listener_name=None):
         return self.loop.run_until_complete(
-            self.call_async(function, api_key, version, body, scope=scope)
+            self.call_async(
+                function, api_key, version, body, scope=scope, listener_name=listener_name
+            )
         )
 
-    async def call_async(self, function, api_key, version, body, *, scope=BROKER):
+    async def call_async(
+        self, function, api_key, version, body, *, scope=BROKER, listener_name=None
+    ):
         """The request encoded as a client sends it, the answer decoded as a client reads it."""
         frame = encode_request(api_key, version, 7, "test-client", body)[4:]
         header = decode_request_header(frame)
         request = decode_request(header, frame)
         ctx = RequestContext(header=header, node=self.node, scope=scope)
+        if listener_name is not None:
+            ctx.connection = dataclasses.replace(ctx.connection, listener_name=listener_name)
         result = function(ctx, request)
         if inspect.iscoroutine(result):
             result = await result
@@ -316,10 +325,19 @@ def test_describe_cluster_in_every_version(cluster, version):
     assert response.cluster_id == cluster.controller.cluster_id
     assert response.controller_id == 1
     assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", 9092)]
-    if version >= 1:
+    if version >= 1:  # (Kafka's AuthHelper.computeDescribeClusterResponse)
         body["endpoint_type"] = 2
         refused = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
-        assert refused.error_code == E.unsupported_endpoint_type
+        assert refused.error_code == E.mismatched_endpoint_type
+        assert refused.error_message == (
+            "The request was sent to an endpoint of type BROKER, "
+            "but we wanted an endpoint of type CONTROLLER"
+        )
+        assert (refused.controller_id, list(refused.brokers)) == (-1, [])
+        body["endpoint_type"] = 3
+        unknown = cluster.call(handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body)
+        assert unknown.error_code == E.unsupported_endpoint_type
+        assert unknown.error_message == "Unsupported endpoint type 3"
 
 
 def test_describe_cluster_v2_lists_fenced_brokers_when_asked(cluster):
@@ -341,34 +359,94 @@ def test_describe_cluster_v2_lists_fenced_brokers_when_asked(cluster):
     ]
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_a_controller_listener_describes_the_controllers(tmp_path, version):
+def _controller_registration(controller_id, port, incarnation):
+    return {
+        "controller_id": controller_id,
+        "incarnation_id": uuid.UUID(int=incarnation),
+        "zk_migration_ready": False,
+        "listeners": [
+            {"name": "CONTROLLER", "host": "127.0.0.1", "port": port, "security_protocol": 0}
+        ],
+        "features": [
+            {"name": "metadata.version", "min_supported_version": 25, "max_supported_version": 25},
+            {"name": "group.version", "min_supported_version": 0, "max_supported_version": 1},
+            {"name": "transaction.version", "min_supported_version": 0, "max_supported_version": 1},
+        ],
+    }
+
+
+def test_controller_registration_over_the_wire_is_written_once(cluster):
+    register = functools.partial(
+        cluster.call,
+        handle_controller_registration,
+        ApiKey.CONTROLLER_REGISTRATION,
+        0,
+        scope=CONTROLLER,
+    )
+    answer = register(_controller_registration(1, 19091, incarnation=5))
+    assert (answer.error_code, answer.error_message) == (E.none, None)
+    registered = cluster.controller.image.controllers[1]
+    assert registered.incarnation_id == uuid.UUID(int=5)
+    assert [(e.name, e.host, e.port) for e in registered.endpoints] == [
+        ("CONTROLLER", "127.0.0.1", 19091)
+    ]
+    offset = cluster.controller.image.offset
+    assert register(_controller_registration(1, 19091, incarnation=5)).error_code == E.none
+    assert cluster.controller.image.offset == offset  # the same registration: nothing written
+    without_group_version = _controller_registration(2, 19092, incarnation=6)
+    del without_group_version["features"][1]  # group.version 1 is finalized
+    refused = register(without_group_version)
+    assert refused.error_code == E.unsupported_version
+    assert "group.version" in refused.error_message
+    assert 2 not in cluster.controller.image.controllers
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_controller_listener_describes_the_registered_controllers(cluster, version):
     """KIP-919: what an admin client given --bootstrap-controller asks first."""
-    cluster = Cluster(tmp_path)
-    try:
-        cluster.node.layout = ClusterLayout.from_config(
-            BrokerConfig(
-                {
-                    "node.id": "1",
-                    "controller.quorum.voters": "1@127.0.0.1:19091,2@127.0.0.1:19092",
-                    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19091",
-                }
-            )
+    for controller_id, port in ((2, 19092), (1, 19091)):
+        answer = cluster.call(
+            handle_controller_registration,
+            ApiKey.CONTROLLER_REGISTRATION,
+            0,
+            _controller_registration(controller_id, port, incarnation=controller_id),
+            scope=CONTROLLER,
         )
-        body = {"include_cluster_authorized_operations": False, "endpoint_type": 2}
-        response = cluster.call(
-            handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body, scope=CONTROLLER
-        )
-        assert response.error_code == E.none and response.endpoint_type == 2
-        assert response.controller_id == cluster.controller.leader_id == 1
-        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
-            (1, "127.0.0.1", 19091),
-            (2, "127.0.0.1", 19092),
-        ]
-        body["endpoint_type"] = 1
-        refused = cluster.call(
-            handle_describe_cluster, ApiKey.DESCRIBE_CLUSTER, version, body, scope=CONTROLLER
-        )
-        assert refused.error_code == E.unsupported_endpoint_type
-    finally:
-        cluster.close()
+        assert answer.error_code == E.none
+    describe = functools.partial(
+        cluster.call,
+        handle_describe_cluster,
+        ApiKey.DESCRIBE_CLUSTER,
+        version,
+        scope=CONTROLLER,
+        listener_name="CONTROLLER",
+    )
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 2}
+    response = describe(body)
+    if version == 0:  # v0 cannot ask for controllers: Kafka answers INVALID_REQUEST
+        assert response.error_code == E.invalid_request
+        return
+    assert response.error_code == E.none and response.endpoint_type == 2
+    assert response.controller_id == cluster.controller.leader_id == 1
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+        (1, "127.0.0.1", 19091),
+        (2, "127.0.0.1", 19092),
+    ]
+    # Only controllers with an endpoint on the listener asked: the leader is then not named.
+    other_listener = cluster.call(
+        handle_describe_cluster,
+        ApiKey.DESCRIBE_CLUSTER,
+        version,
+        body,
+        scope=CONTROLLER,
+        listener_name="OTHER",
+    )
+    assert (other_listener.error_code, other_listener.controller_id) == (E.none, -1)
+    assert list(other_listener.brokers) == []
+    body["endpoint_type"] = 1
+    refused = describe(body)
+    assert refused.error_code == E.mismatched_endpoint_type
+    assert refused.error_message == (
+        "The request was sent to an endpoint of type CONTROLLER, "
+        "but we wanted an endpoint of type BROKER"
+    )

@@ -15,6 +15,7 @@ from moldau.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -278,6 +279,36 @@ def test_a_broker_in_controlled_shutdown_is_live_but_not_active_until_it_registe
         UnfenceBrokerRecord(broker_id=1, broker_epoch=8),
     )
     assert image.is_active_broker(1) and not image.is_active_broker(2)
+
+
+def controller_record(controller_id, incarnation, port):
+    return RegisterControllerRecord(
+        controller_id=controller_id,
+        incarnation_id=uuid.UUID(int=incarnation),
+        endpoints=(BrokerEndpoint(name="CONTROLLER", host="127.0.0.1", port=port),),
+        features=(("metadata.version", 25, 25),),
+    )
+
+
+def test_a_controller_registration_replaces_the_one_before_and_leaves_brokers_alone():
+    delta, image = replay(
+        MetadataImage.empty(), controller_record(1, 10, 9093), controller_record(2, 20, 9094)
+    )
+    assert set(delta.changed_controllers()) == {1, 2} and not delta.is_empty
+    assert image.brokers == {}
+    assert image.controllers[1].endpoint("CONTROLLER").port == 9093
+    assert image.controllers[1].endpoint("PLAINTEXT") is None
+    assert dict(image.controllers[2].features) == {"metadata.version": (25, 25)}
+    # A restart: a new incarnation, on another port; the other controller is left as it was.
+    delta, restarted = replay(image, controller_record(1, 11, 9095))
+    assert set(delta.changed_controllers()) == {1}
+    assert restarted.controllers[1].incarnation_id == uuid.UUID(int=11)
+    assert restarted.controllers[1].endpoints[0].port == 9095
+    assert restarted.controllers[2] is image.controllers[2]
+    assert image.controllers[1].incarnation_id == uuid.UUID(int=10)  # the base is unchanged
+    rebuilt = diff_from_empty(restarted)
+    assert set(rebuilt.changed_controllers()) == {1, 2}
+    assert rebuilt.base.apply(rebuilt).controllers == restarted.controllers
 
 
 def test_features_producer_ids_offset_and_controller():

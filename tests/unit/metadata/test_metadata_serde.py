@@ -14,6 +14,7 @@ from moldau.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -63,6 +64,12 @@ EVERY_RECORD = [
     BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=12, in_controlled_shutdown=True),
     ProducerIdsRecord(broker_id=1, broker_epoch=12, next_producer_id=2000),
     FeatureLevelRecord(name="metadata.version", feature_level=25),
+    RegisterControllerRecord(
+        controller_id=3,
+        incarnation_id=uuid.UUID(int=9),
+        endpoints=(BrokerEndpoint(name="CONTROLLER", host="127.0.0.1", port=9093),),
+        features=(("kraft.version", 0, 1), ("metadata.version", 25, 25)),
+    ),
 ]
 
 

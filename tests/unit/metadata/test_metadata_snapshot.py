@@ -4,7 +4,13 @@ import uuid
 import pytest
 
 from moldau.metadata.delta import MetadataDelta, diff_images
-from moldau.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.image import (
+    BrokerImage,
+    ControllerImage,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 from moldau.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -18,6 +24,7 @@ from moldau.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -51,6 +58,15 @@ def broker(broker_id, *, rack=None, is_controller=False):
     )
 
 
+def controller(controller_id, *, incarnation, port):
+    return RegisterControllerRecord(
+        controller_id=controller_id,
+        incarnation_id=uuid.UUID(int=incarnation),
+        endpoints=(BrokerEndpoint(name="CONTROLLER", host="127.0.0.1", port=port),),
+        features=(("kraft.version", 0, 1), ("metadata.version", 25, 25)),
+    )
+
+
 def config(resource_type, resource_name, name, value):
     return ConfigRecord(
         resource_type=resource_type, resource_name=resource_name, name=name, value=value
@@ -66,6 +82,9 @@ def rich_image() -> MetadataImage:
         broker(2),
         broker(3, rack="rack-b"),
         FenceBrokerRecord(broker_id=3, broker_epoch=10),
+        controller(1, incarnation=201, port=19091),
+        controller(5, incarnation=205, port=19095),
+        controller(1, incarnation=301, port=29091),  # restarted on another port
         BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=9, in_controlled_shutdown=True),
         config(ConfigResourceType.BROKER, "", "log.retention.ms", "1000"),
         config(ConfigResourceType.BROKER, "2", "log.cleaner.threads", "2"),
@@ -112,6 +131,9 @@ def test_an_image_survives_a_round_trip_through_a_snapshot():
     assert restored.brokers[2].in_controlled_shutdown
     assert restored.topics["orders"].partitions[1].leader_recovery_state == 1
     assert restored.topics_by_id[ORDERS] is restored.topics["orders"]
+    assert restored.controllers[1].incarnation_id == uuid.UUID(int=301)
+    assert restored.controllers[1].endpoint("CONTROLLER").port == 29091
+    assert restored.controllers[5].features["metadata.version"] == (25, 25)
     # What replaying the records finds first: metadata.version, as Kafka writes it.
     assert next(iter(image_records(image))) == FeatureLevelRecord(
         name="metadata.version", feature_level=25
@@ -138,6 +160,14 @@ SNAPSHOTTED_FIELDS = {
         "features",
         "next_producer_id",
         "client_quotas",
+        "controllers",
+    },
+    ControllerImage: {
+        "controller_id",
+        "incarnation_id",
+        "endpoints",
+        "features",
+        "zk_migration_ready",
     },
     TopicImage: {"name", "topic_id", "partitions", "configs"},
     PartitionImage: {
@@ -189,6 +219,7 @@ def test_a_snapshot_loaded_in_place_of_an_image_is_reported_as_a_delta():
         config(ConfigResourceType.TOPIC, "orders", "retention.ms", "5"),
         config(ConfigResourceType.BROKER, "2", "log.cleaner.threads", None),
         FeatureLevelRecord(name="transaction.version", feature_level=1),
+        controller(5, incarnation=405, port=19095),
         base=before,
         offset=90,
     )
@@ -204,5 +235,7 @@ def test_a_snapshot_loaded_in_place_of_an_image_is_reported_as_a_delta():
     assert set(delta.changed_topic_configs()) == {"orders"}
     assert delta.changed_broker_configs() == {"2"}
     assert delta.changed_brokers() == {}
+    assert set(delta.changed_controllers()) == {5}
+    assert delta.changed_features() == {"transaction.version": 1}
     assert not delta.is_empty
     assert diff_images(after, after).changed_topics() == {}
