@@ -34,19 +34,8 @@ def test_no_acknowledged_record_is_lost_or_duplicated(
 ) -> None:
     one_fault = dataclasses.replace(runner.SCENARIOS[scenario], steps=1)
     result = runner.run(one_fault, seed, tmp_path / "run")
-    if result.report.valid and _only_the_known_stall(result.problems):
-        pytest.xfail(f"known open problem (RELIABILITY.md):\n{result.describe()}")
     assert result.valid, result.describe()
     assert result.report.acknowledged > 0
-
-
-def _only_the_known_stall(problems: list[str]) -> bool:
-    """The transactional job stuck in send_offsets_to_transaction past its timeout after a
-    restart (librdkafka #5511/#5456, RELIABILITY.md): no data anomaly, the other clients make
-    progress."""
-    stuck = "send_offsets_to_transaction" in "".join(problems)
-    job_only = all("send_offsets_to_transaction" in p or "a transaction" in p for p in problems)
-    return stuck and job_only
 
 
 CAMPAIGN_RUNS = int(os.environ.get("MOLDAU_CHAOS_RUNS", "0"))

@@ -144,6 +144,7 @@ class ProducerWorkload(Workload):
 
 
 OFFSETS_TIMEOUT_S = 15
+STALLED = "stalled"  # the producer stuck inside send_offsets_to_transaction
 
 
 class TransformJob(Workload):
@@ -151,7 +152,9 @@ class TransformJob(Workload):
     the group's committed offsets), writes `<input value>|<name>-<transaction>` to the same
     partition of `sink`, and commits the input offsets in the transaction. After an abort it
     rewinds to the committed offsets (a new read session); after an unknown outcome it starts
-    over with new clients."""
+    over with new clients, and likewise when send_offsets_to_transaction is still inside after
+    twice its timeout (librdkafka #5511/#5456, RELIABILITY.md): the stuck producer is given up,
+    and the new one's InitProducerId fences it and ends its transaction."""
 
     def __init__(
         self,
@@ -171,9 +174,8 @@ class TransformJob(Workload):
         self.group = group
         self.session = 0
         self.transactions = 0
-        # When the job entered send_offsets_to_transaction, while it is inside (the call can
-        # outlive its timeout: librdkafka #5511/#5456, RELIABILITY.md).
-        self.offsets_call_since: float | None = None
+        # Producers given up inside send_offsets_to_transaction, with the thread still in it.
+        self.abandoned: list[tuple[threading.Thread, Producer]] = []
 
     def _clients(self) -> tuple[Producer, Consumer]:
         producer = Producer(
@@ -223,8 +225,8 @@ class TransformJob(Workload):
                 start=start,
             )  # fmt: skip
             outcome = self._transform(producer, consumer, messages)
-            if outcome == "fatal":
-                producer, consumer = self._replace(producer, consumer)
+            if outcome in ("fatal", STALLED):
+                producer, consumer = self._replace(producer, consumer, stalled=outcome == STALLED)
             elif outcome != OK:
                 self._retry(lambda c=consumer: self._rewind(c))
         consumer.close()
@@ -251,17 +253,16 @@ class TransformJob(Workload):
             producer.begin_transaction()
             for topic, partition, value in writes:
                 producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
-            self.offsets_call_since = time.monotonic()
-            try:
-                producer.send_offsets_to_transaction(
-                    [TopicPartition(self.source, p, o) for _, p, o in offsets],
-                    consumer.consumer_group_metadata(),
-                    OFFSETS_TIMEOUT_S,
-                )
-            finally:
-                self.offsets_call_since = None
-            producer.commit_transaction(15)
-            outcome = OK
+            if self._send_offsets(
+                producer,
+                [TopicPartition(self.source, p, o) for _, p, o in offsets],
+                consumer.consumer_group_metadata(),
+            ):
+                producer.commit_transaction(15)
+                outcome = OK
+            else:
+                outcome = STALLED
+                error_text = "send_offsets_to_transaction stalled (librdkafka #5511/#5456)"
         except KafkaException as exception:
             error = exception.args[0]
             error_text = str(error)
@@ -280,12 +281,31 @@ class TransformJob(Workload):
         # A transaction neither committed nor aborted leaves the producer in a state only
         # retries of the same call can leave: start over with new clients instead (their
         # InitProducerId fences this producer and ends its transaction).
+        if outcome == STALLED:
+            return STALLED
         return outcome if settled else "fatal"
 
-    def stuck_in_offsets_call(self) -> bool:
-        """Inside send_offsets_to_transaction for twice its timeout: the client's stall."""
-        since = self.offsets_call_since
-        return since is not None and time.monotonic() - since > 2 * OFFSETS_TIMEOUT_S
+    def _send_offsets(self, producer: Producer, offsets: list[Any], metadata: Any) -> bool:
+        """send_offsets_to_transaction, in a thread of its own so that the job can give the
+        producer up when the call is still inside after twice its timeout (False then); an
+        error it raised is raised here."""
+        raised: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                producer.send_offsets_to_transaction(offsets, metadata, OFFSETS_TIMEOUT_S)
+            except BaseException as error:
+                raised.append(error)
+
+        thread = threading.Thread(target=call, name=f"{self.name}-send-offsets", daemon=True)
+        thread.start()
+        thread.join(2 * OFFSETS_TIMEOUT_S)
+        if thread.is_alive():
+            self.abandoned.append((thread, producer))
+            return False
+        if raised:
+            raise raised[0]
+        return True
 
     def _abort(self, producer: Producer) -> str:
         try:
@@ -307,8 +327,11 @@ class TransformJob(Workload):
                     return self._abort(producer)
         return UNKNOWN
 
-    def _replace(self, producer: Producer, consumer: Consumer) -> tuple[Producer, Consumer]:
-        self.history.record("client-fatal", client=self.name)
+    def _replace(
+        self, producer: Producer, consumer: Consumer, *, stalled: bool = False
+    ) -> tuple[Producer, Consumer]:
+        """New clients; a stalled producer is left alone (a call is still inside it)."""
+        self.history.record("client-stalled" if stalled else "client-fatal", client=self.name)
         consumer.close()
         producer, consumer = self._clients()
         self._retry(lambda: producer.init_transactions(15))
