@@ -95,6 +95,15 @@ def _broker_rates(cluster: Cluster, broker: int) -> dict[str, str]:
     }
 
 
+def _one_replica_topic(cluster: Cluster, prefix: str) -> tuple[str, int, int]:
+    """A new topic of one partition and one replica: its name, the replica's broker and
+    another broker (1 or 2)."""
+    topic = unique_topic(prefix)
+    moldau("topic", "create", topic, "-p", "1", "-r", "1", bootstrap=cluster.bootstrap)
+    [source] = _replicas(cluster, topic)[0]
+    return topic, source, 1 if source != 1 else 2
+
+
 def _produce(cluster: Cluster, topic: str, count: int, size: int) -> list[bytes]:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
     values = [b"%06d:" % i + b"v" * size for i in range(count)]
@@ -222,10 +231,7 @@ def test_generate_execute_verify_moves_every_replica_off_a_broker(
 def test_a_throttled_reassignment_is_listed_in_progress_and_cancelled(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    topic = unique_topic("held")
-    moldau("topic", "create", topic, "-p", "1", "-r", "1", bootstrap=cluster.bootstrap)
-    [source] = _replicas(cluster, topic)[0]
-    joining = 1 if source != 1 else 2
+    topic, source, joining = _one_replica_topic(cluster, "held")
     _produce(cluster, topic, 1000, 1000)  # ~1 MB: 64 KiB fetches at 1 KB/s take minutes
     plan = tmp_path / "held.json"
     plan.write_text(
@@ -380,10 +386,7 @@ def _describe_log_dirs(cluster: Cluster, *arguments: str) -> list[dict]:
 def test_a_reassignment_naming_log_dirs_moves_the_replicas_into_them(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    topic = unique_topic("placed")
-    moldau("topic", "create", topic, "-p", "1", "-r", "1", bootstrap=cluster.bootstrap)
-    [source] = _replicas(cluster, topic)[0]
-    joining = 1 if source != 1 else 2
+    topic, source, joining = _one_replica_topic(cluster, "placed")
     _produce(cluster, topic, 300, 1000)
 
     [described] = _describe_log_dirs(cluster, "--broker-list", str(source), "--topic-list", topic)

@@ -9,27 +9,11 @@ import pytest
 from moldau.cli.log_dirs import kafka_log_dirs_json, log_dirs_data, parse_topic_list
 from moldau.cli.reassignment_plan import PlanError
 from moldau.client.errors import ErrorCode, KafkaException
-from moldau.client.log_dirs import LogDirDescription, ReplicaInfo
-from moldau.types import TopicPartition as TP
+from moldau.client.log_dirs import LogDirDescription
+from tests.unit.client.test_log_dirs import DIRS
 
 DESCRIBED = {
-    2: {
-        "/disk/b": LogDirDescription(
-            error=None,
-            replicas={
-                TP("t", 0): ReplicaInfo(size=300, offset_lag=7, is_future=True),
-                TP("u", 1): ReplicaInfo(size=50, offset_lag=0, is_future=False),
-            },
-            total_bytes=1000,
-            usable_bytes=400,
-        ),
-        "/disk/a": LogDirDescription(
-            error=None,
-            replicas={TP("t", 0): ReplicaInfo(size=900, offset_lag=0, is_future=False)},
-            total_bytes=None,
-            usable_bytes=None,
-        ),
-    },
+    2: DIRS,
     1: {
         "/disk/a": LogDirDescription(
             error=KafkaException(ErrorCode.kafka_storage_error, "/disk/a"),
