@@ -6,7 +6,7 @@ quorum from DescribeQuorum (as `kafka-metadata-quorum describe --status --replic
 it), features from ApiVersions (as `kafka-features describe`). With `--bootstrap-controller`
 only controller listeners are asked (KIP-919). `add-controller`/`remove-controller` change the
 quorum's voters (`controllers.py`); `reassign` moves partitions between brokers
-(`reassign.py`)."""
+(`reassign.py`); `log-dirs describe` lists the brokers' log dirs (`log_dirs.py`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moldau.cli import cluster_up, controllers, reassign
+from moldau.cli import cluster_up, controllers, log_dirs, reassign
 from moldau.cli.common import (
     BootstrapOption,
     FormatOption,
@@ -37,6 +37,7 @@ cluster_app.command("up")(cluster_up.up)
 cluster_app.command("add-controller")(controllers.add_controller_command)
 cluster_app.command("remove-controller")(controllers.remove_controller_command)
 cluster_app.add_typer(reassign.app, name="reassign")
+cluster_app.add_typer(log_dirs.app, name="log-dirs")
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
 
 

@@ -5,8 +5,10 @@ kafka-reassign-partitions.sh (ReassignPartitionsCommand) with its JSON files and
 when `--throttle` is given (the rates on every broker a moving partition touches, the throttled
 replicas on its topics; the keys `moldau.replication.throttle` reads), then starts the
 reassignments (AlterPartitionReassignments). `verify` reports each partition and, once all are
-complete, removes the throttles, as `--verify` does; `cancel` stops them. The files' formats and
-the placement of `generate` are in `reassignment_plan.py`.
+complete, removes the throttles, as `--verify` does; `cancel` stops them. Replicas the file
+places in a named log dir are moved there after the reassignments start, and `verify` and
+`cancel` cover those moves too (`reassign_moves.py`). The files' formats and the placement of
+`generate` are in `reassignment_plan.py`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from moldau.cli.common import (
     fail,
     run,
 )
+from moldau.cli.reassign_moves import cancel_moves, check_log_dirs, start_moves, verify_moves
 from moldau.cli.reassignment_plan import (
     COMPLETE,
     FAILED,
@@ -38,6 +41,7 @@ from moldau.cli.reassignment_plan import (
     LEADER_THROTTLED_REPLICAS,
     PartitionShape,
     PlanError,
+    Reassignment,
     brokers_involved,
     parse_broker_list,
     parse_reassignment,
@@ -83,7 +87,7 @@ def _read(path: Path, what: str) -> str:
         fail(f"cannot read the {what} {path}: {exc}")
 
 
-def _plan(path: Path) -> dict[TopicPartition, tuple[int, ...]]:
+def _plan(path: Path) -> Reassignment:
     try:
         return parse_reassignment(_read(path, "reassignment JSON file"))
     except PlanError as exc:
@@ -278,20 +282,34 @@ def execute(
             "--additional", help="Start these even while other reassignments are in progress."
         ),
     ] = False,
+    timeout: Annotated[
+        int,
+        typer.Option(
+            "--timeout",
+            help="How long to wait, in ms, for the log dir moves the file asks for to start "
+            "(a broker gaining a replica can move it only once it has it).",
+        ),
+    ] = 10000,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """Start the reassignment a JSON file describes (print the current one to roll back)."""
-    target = _plan(reassignment_file)
+    """Start the reassignment a JSON file describes (print the current one to roll back), then
+    move the replicas it places in a named log dir there."""
+    plan = _plan(reassignment_file)
+    target = plan.replicas
     if throttle < -1 or throttle == 0:
         fail(f"--throttle {throttle} must be a positive number of bytes/s (or -1: no limit)")
+    if timeout < 0:
+        fail(f"--timeout {timeout} must be a number of milliseconds, 0 or more")
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
         async with AdminClient(client) as admin:
             current = await _current(admin, list(target))
             await _check_brokers(admin, {b for replicas in target.values() for b in replicas})
+            if plan.log_dirs:
+                await check_log_dirs(admin, plan.log_dirs)
             if not additional and await admin.list_partition_reassignments():
                 fail(
                     "there are reassignments in progress (see `moldau cluster reassign list`); "
@@ -302,8 +320,11 @@ def execute(
             if throttle > 0:
                 throttled = await _set_throttles(admin, current, target, throttle)
             results = await admin.alter_partition_reassignments(dict(target))
-        started = [tp for tp, error in results.items() if error is None]
-        errors = {tp: error for tp, error in results.items() if error is not None}
+            started = [tp for tp, error in results.items() if error is None]
+            errors = {tp: error for tp, error in results.items() if error is not None}
+            moves: list[str] = []
+            if plan.log_dirs and not errors:
+                moves = await start_moves(admin, plan.log_dirs, timeout_s=timeout / 1000)
         lines = [
             "Current partition replica assignment",
             "",
@@ -319,10 +340,22 @@ def execute(
             ]
         if started:
             lines.append(f"Successfully started partition reassignments for {_names(started)}")
+        lines += moves
         emit(
             {
                 "current": reassignment_data(current),
                 "started": [str(tp) for tp in sorted(started)],
+                "log_dir_moves_started": [
+                    {
+                        "topic": replica.topic,
+                        "partition": replica.partition,
+                        "broker": replica.broker_id,
+                        "log_dir": log_dir,
+                    }
+                    for replica, log_dir in sorted(plan.log_dirs.items())
+                ]
+                if moves
+                else [],
                 "throttle": throttle if throttle > 0 else None,
                 "throttled_brokers": throttled[0],
                 "throttled_topics": throttled[1],
@@ -344,9 +377,11 @@ def verify(
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """Whether each partition is moved; once all are, remove the throttles. Exit status: 0 all
-    complete, 4 some still in progress, 1 some failed (cancelled or replaced)."""
-    target = _plan(reassignment_file)
+    """Whether each partition is moved, and each replica placed in a named log dir; once all
+    are, remove the throttles. Exit status: 0 all complete, 4 some still in progress, 1 some
+    failed (cancelled or replaced)."""
+    plan = _plan(reassignment_file)
+    target = plan.replicas
     client = client_config(bootstrap, settings)
 
     async def body() -> int:
@@ -357,8 +392,10 @@ def verify(
                 tp: progress(replicas, current.get(tp), reassigning=tp in ongoing)
                 for tp, replicas in target.items()
             }
+            moves = await verify_moves(admin, plan.log_dirs, set(ongoing)) if plan.log_dirs else []
+            everything = [*statuses.values(), *(status for _, status, _ in moves)]
             cleared: tuple[list[int], list[str]] | None = None
-            if not preserve_throttles and all(s == COMPLETE for s in statuses.values()):
+            if not preserve_throttles and all(s == COMPLETE for s in everything):
                 cleared = await _clear_throttles(admin, sorted({tp.topic for tp in target}))
         lines = ["Status of partition reassignment:"]
         for tp, status in sorted(statuses.items()):
@@ -369,6 +406,7 @@ def verify(
                 )
             else:
                 lines.append(STATUS_TEXT[status].format(tp=tp))
+        lines += [line for _, _, line in moves]
         if cleared is not None:
             lines += ["", *_clearing_lines(*cleared)]
         emit(
@@ -383,14 +421,24 @@ def verify(
                     }
                     for tp, status in sorted(statuses.items())
                 ],
+                "log_dirs": [
+                    {
+                        "topic": replica.topic,
+                        "partition": replica.partition,
+                        "broker": replica.broker_id,
+                        "status": status,
+                        "target_log_dir": plan.log_dirs[replica],
+                    }
+                    for replica, status, _ in moves
+                ],
                 "throttles_cleared": cleared is not None,
             },
             output,
             "\n".join(lines),
         )
-        if FAILED in statuses.values():
+        if FAILED in everything:
             return int(ExitCode.KAFKA_ERROR)
-        if IN_PROGRESS in statuses.values():
+        if IN_PROGRESS in everything:
             return int(ExitCode.IN_PROGRESS)
         return int(ExitCode.OK)
 
@@ -411,8 +459,10 @@ def cancel(
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """Cancel the reassignments in progress of a JSON file's partitions; remove the throttles."""
-    target = _plan(reassignment_file)
+    """Cancel the reassignments in progress of a JSON file's partitions, and the moves of its
+    replicas between log dirs; remove the throttles."""
+    plan = _plan(reassignment_file)
+    target = plan.replicas
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
@@ -424,6 +474,7 @@ def cancel(
             )
             cancelled = [tp for tp, error in results.items() if error is None]
             errors = {tp: error for tp, error in results.items() if error is not None}
+            stopped = await cancel_moves(admin, plan.log_dirs) if plan.log_dirs else []
             cleared: tuple[list[int], list[str]] | None = None
             if not preserve_throttles:
                 cleared = await _clear_throttles(admin, sorted({tp.topic for tp in target}))
@@ -432,11 +483,20 @@ def cancel(
             lines.append(f"Successfully cancelled partition reassignments for: {_names(cancelled)}")
         elif not errors:
             lines.append("None of the specified partition reassignments are active.")
+        if stopped:
+            lines.append(
+                "Successfully cancelled log directory moves for: "
+                + ",".join(f"{r.topic}-{r.partition} on broker {r.broker_id}" for r in stopped)
+            )
         if cleared is not None:
             lines += _clearing_lines(*cleared)
         emit(
             {
                 "cancelled": [str(tp) for tp in sorted(cancelled)],
+                "cancelled_log_dir_moves": [
+                    {"topic": r.topic, "partition": r.partition, "broker": r.broker_id}
+                    for r in stopped
+                ],
                 "throttles_cleared": cleared is not None,
             },
             output,

@@ -3,7 +3,8 @@ kafka-reassign-partitions.sh (ReassignPartitionsCommand), and the pure decisions
 
 Topics to move: `{"version":1,"topics":[{"topic":"t"}]}`. A reassignment:
 `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}`
-(`log_dirs` may be left out; only "any" is accepted until AlterReplicaLogDirs exists). `propose`
+(`log_dirs` may be left out; a path other than "any" is the log dir the replica moves to on its
+broker, with AlterReplicaLogDirs, and `move_state` is verify's verdict on that move). `propose`
 places replicas as Kafka's AdminUtils.assignReplicasToBrokers does (rack-aware when every broker
 has a rack), with a start index taken from the topic's name instead of a random one, so the same
 input always gives the same proposal. `throttled_replicas` are the topic configs Kafka's tool
@@ -14,12 +15,14 @@ replicas it gains. Nothing here does I/O.
 from __future__ import annotations
 
 import json
+import posixpath
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from moldau.client.log_dirs import ReplicaLogDirInfo, TopicPartitionReplica
 from moldau.types import TopicPartition
 
 VERSION: Final = 1
@@ -34,6 +37,15 @@ Assignment = Mapping[TopicPartition, Sequence[int]]
 
 class PlanError(ValueError):
     """A reassignment or topics file that cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reassignment:
+    """A reassignment file: the target replicas of each partition, in file order, and the log
+    dir named for a replica (the entries of `log_dirs` other than "any")."""
+
+    replicas: dict[TopicPartition, tuple[int, ...]]
+    log_dirs: dict[TopicPartitionReplica, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +95,16 @@ def parse_topics_to_move(text: str) -> list[str]:
     return names
 
 
-def parse_reassignment(text: str) -> dict[TopicPartition, tuple[int, ...]]:
-    """The target replicas of each partition of a reassignment JSON, in file order."""
+def parse_reassignment(text: str) -> Reassignment:
+    """The target replicas of each partition of a reassignment JSON, in file order, and the log
+    dirs it names."""
     what = "reassignment JSON"
     data = _load(text, what)
     entries = data.get("partitions")
     if not isinstance(entries, list) or not entries:
         raise PlanError(f'the {what} needs a non-empty "partitions" list')
     targets: dict[TopicPartition, tuple[int, ...]] = {}
+    log_dirs: dict[TopicPartitionReplica, str] = {}
     for entry in entries:
         if not isinstance(entry, dict):
             raise PlanError(f'each entry of "partitions" must be an object, not {entry!r}')
@@ -112,24 +126,34 @@ def parse_reassignment(text: str) -> dict[TopicPartition, tuple[int, ...]]:
             raise PlanError(f'{tp}: "replicas" must be a non-empty list of broker ids')
         if len(set(replicas)) != len(replicas):
             raise PlanError(f"{tp}: duplicate replicas in {replicas}; name each broker once")
-        _check_log_dirs(tp, entry.get("log_dirs"), len(replicas))
+        log_dirs.update(_log_dirs(tp, entry.get("log_dirs"), replicas))
         targets[tp] = tuple(replicas)
-    return targets
+    return Reassignment(replicas=targets, log_dirs=log_dirs)
 
 
-def _check_log_dirs(tp: TopicPartition, log_dirs: Any, count: int) -> None:
+def _log_dirs(
+    tp: TopicPartition, log_dirs: Any, replicas: list[int]
+) -> dict[TopicPartitionReplica, str]:
     if log_dirs is None:
-        return
-    if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
-        raise PlanError(f'{tp}: "log_dirs" must be a list of strings')
-    if len(log_dirs) != count:
-        raise PlanError(f'{tp}: "log_dirs" has {len(log_dirs)} entries for {count} replicas')
-    chosen = [d for d in log_dirs if d != ANY_LOG_DIR]
-    if chosen:
+        return {}
+    if not isinstance(log_dirs, list) or not all(isinstance(d, str) and d for d in log_dirs):
+        raise PlanError(f'{tp}: "log_dirs" must be a list of paths (or "any")')
+    if len(log_dirs) != len(replicas):
         raise PlanError(
-            f"{tp}: log directory {chosen[0]!r} given, but moving replicas between log "
-            'directories (AlterReplicaLogDirs) is not supported yet; use "any"'
+            f'{tp}: "log_dirs" has {len(log_dirs)} entries for {len(replicas)} replicas'
         )
+    chosen = {
+        TopicPartitionReplica(tp.topic, tp.partition, broker): log_dir
+        for broker, log_dir in zip(replicas, log_dirs, strict=True)
+        if log_dir != ANY_LOG_DIR
+    }
+    for replica, log_dir in chosen.items():
+        if not log_dir.startswith("/"):
+            raise PlanError(
+                f"{replica}: log dir {log_dir!r} must be an absolute path, as "
+                '`moldau cluster log-dirs describe` lists them (or "any")'
+            )
+    return chosen
 
 
 def _compact(data: Any) -> str:
@@ -302,3 +326,57 @@ def progress(target: Sequence[int], current: Sequence[int] | None, *, reassignin
     if current is not None and tuple(current) == tuple(target):
         return COMPLETE
     return FAILED
+
+
+# --- moves between log dirs ------------------------------------------------------------------
+
+
+def _same_dir(a: str | None, b: str) -> bool:
+    return a is not None and posixpath.normpath(a) == posixpath.normpath(b)
+
+
+def move_progress(
+    replica: TopicPartitionReplica,
+    target: str,
+    info: ReplicaLogDirInfo,
+    *,
+    reassigning: bool,
+) -> tuple[str, str]:
+    """Kafka's verify verdict for a replica's log dir, and its line: there (complete), its
+    future replica there (in progress), moving elsewhere (in progress, but not where asked),
+    not moving (failed: the move was replaced or the replica recreated elsewhere), or no replica
+    in any live log dir: in progress while its partition is still being reassigned to the
+    broker, else failed (a log dir is likely offline)."""
+    tp, broker = replica.topic_partition, replica.broker_id
+    if info.future_log_dir is not None:
+        if _same_dir(info.future_log_dir, target):
+            return IN_PROGRESS, f"Reassignment of replica {replica} is still in progress."
+        return IN_PROGRESS, (
+            f"Partition {tp} on broker {broker} is being moved to log dir "
+            f"{info.future_log_dir} instead of {target}."
+        )
+    if info.current_log_dir is None:
+        if reassigning:
+            return IN_PROGRESS, f"Reassignment of replica {replica} is still in progress."
+        return FAILED, (
+            f"Partition {tp} is not found in any live log dir on broker {broker}. "
+            "There is likely an offline log directory on the broker."
+        )
+    if _same_dir(info.current_log_dir, target):
+        return COMPLETE, f"Reassignment of replica {replica} completed successfully."
+    return FAILED, (
+        f"Partition {tp} on broker {broker} is not being moved from log dir "
+        f"{info.current_log_dir} to {target}."
+    )
+
+
+def unknown_log_dirs(
+    wanted: Mapping[TopicPartitionReplica, str], known: Mapping[int, Iterable[str]]
+) -> list[tuple[TopicPartitionReplica, str]]:
+    """The (replica, log dir) pairs of `wanted` whose dir is not one of its broker's."""
+    normalized = {b: {posixpath.normpath(d) for d in dirs} for b, dirs in known.items()}
+    return [
+        (replica, log_dir)
+        for replica, log_dir in sorted(wanted.items())
+        if posixpath.normpath(log_dir) not in normalized.get(replica.broker_id, set())
+    ]

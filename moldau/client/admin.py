@@ -1,11 +1,12 @@
-"""`AdminClient`: topics, partitions and their reassignments, configs, records, cluster, groups
-and their offsets.
+"""`AdminClient`: topics, partitions and their reassignments, configs, records, cluster, log
+dirs, groups and their offsets.
 
 Mirrors the shape of confluent-kafka's `AdminClient` (and Kafka's `Admin`), but as plain async
 methods that return results or raise `KafkaException` naming the resource that failed. Requests go
 where Kafka sends them: topic changes and partition reassignments to any broker (it forwards them
-to the controller), broker configs to that broker, DeleteRecords and ListOffsets to partition
-leaders, group requests to the group's coordinator, and ListGroups to every broker.
+to the controller), broker configs, DescribeLogDirs and AlterReplicaLogDirs to that broker,
+DeleteRecords and ListOffsets to partition leaders, group requests to the group's coordinator,
+and ListGroups to every broker.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from moldau.client.config import ClientConfig
 from moldau.client.consumer_protocol import decode_assignment
 from moldau.client.errors import KafkaException, check_error
 from moldau.client.group import commit_offsets, fetch_committed_offsets
+from moldau.client.log_dirs import (
+    LogDirDescription,
+    ReplicaInfo,
+    ReplicaLogDirInfo,
+    TopicPartitionReplica,
+    alter_replica_log_dirs,
+    describe_log_dirs,
+    describe_replica_log_dirs,
+)
 from moldau.client.offsets import ListOffsetsResult, list_offsets
 from moldau.client.quorum import FeatureMetadata, QuorumInfo
 from moldau.client.sync import SyncFacade
@@ -38,11 +48,15 @@ __all__ = [
     "ConfigSource",
     "GroupDescription",
     "GroupListing",
+    "LogDirDescription",
     "MemberDescription",
     "NewTopic",
     "PartitionReassignment",
+    "ReplicaInfo",
+    "ReplicaLogDirInfo",
     "ResourceType",
     "SyncAdminClient",
+    "TopicPartitionReplica",
 ]
 
 
@@ -470,6 +484,35 @@ class AdminClient(ClientBase):
         await quorum.update_features(
             self.cluster, levels, upgrade_type=upgrade_type, validate_only=validate_only
         )
+
+    # --- log dirs (KIP-113) -------------------------------------------------------------------
+
+    async def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        *,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log dirs and their replicas (DescribeLogDirs, sent to each broker):
+        every broker unless `broker_ids` are given, every replica unless `partitions` are."""
+        if broker_ids is None:
+            broker_ids = list((await self.cluster.refresh_metadata([])).brokers)
+        return await describe_log_dirs(self.cluster, broker_ids, partitions)
+
+    async def describe_replica_log_dirs(
+        self, replicas: Iterable[TopicPartitionReplica]
+    ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Each replica's log dir, and its future replica's while it moves (DescribeLogDirs of
+        those partitions, sent to each replica's broker)."""
+        return await describe_replica_log_dirs(self.cluster, replicas)
+
+    async def alter_replica_log_dirs(
+        self, assignments: Mapping[TopicPartitionReplica, str]
+    ) -> dict[TopicPartitionReplica, KafkaException | None]:
+        """Move replicas to other log dirs of their brokers (AlterReplicaLogDirs, sent to each
+        broker). Each replica's outcome: None when started, else the broker's error
+        (REPLICA_NOT_AVAILABLE: the broker has no replica yet and will create it there)."""
+        return await alter_replica_log_dirs(self.cluster, assignments)
 
     # --- groups ------------------------------------------------------------------------------
 

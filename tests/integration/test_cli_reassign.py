@@ -1,8 +1,9 @@
 """`moldau cluster reassign ...` as an operator runs kafka-reassign-partitions.sh, against one
-cluster of three processes for the whole module: generate → execute with a throttle → verify
-until complete moves every replica off a broker with no record lost; a reassignment held back by
-a low throttle is listed, reported in progress, and cancelled; bad files and targets are one
-error line each."""
+cluster of three processes with two log dirs each for the whole module: generate → execute with
+a throttle → verify until complete moves every replica off a broker with no record lost; a
+reassignment held back by a low throttle is listed, reported in progress, and cancelled; a
+reassignment naming log dirs puts the replicas there (kafka-log-dirs.sh's `moldau cluster
+log-dirs describe` shows them); bad files, targets and dirs are one error line each."""
 
 from __future__ import annotations
 
@@ -35,14 +36,24 @@ RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.ra
 def cluster(
     module_server_factory: ServerFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    """Three combined nodes; small replica fetches so that a throttle holds a catch-up back.
-    The module's server factory stops every node (by PID) when the module ends."""
+    """Three combined nodes with two log dirs each (`node-N`, `node-N-b`); small replica
+    fetches so that a throttle holds a catch-up back. The module's server factory stops every
+    node (by PID) when the module ends."""
+    base = tmp_path_factory.mktemp("reassign")
     yield build_cluster(
         module_server_factory,
-        tmp_path_factory.mktemp("reassign"),
+        base,
         roles=[COMBINED] * 3,
         extra={**FAST, "replica.fetch.max.bytes": "65536"},
+        per_node={
+            n: {"log.dirs": f"{base / f'node-{n}'},{base / f'node-{n}-b'}"} for n in (1, 2, 3)
+        },
     )
+
+
+def _log_dirs(cluster: Cluster, broker: int) -> list[Path]:
+    data_dir = cluster.nodes[broker].data_dir
+    return [data_dir, data_dir.with_name(f"{data_dir.name}-b")]
 
 
 def _reassign(cluster: Cluster, *arguments: str, expect: int | None = 0) -> CliResult:
@@ -82,6 +93,15 @@ def _broker_rates(cluster: Cluster, broker: int) -> dict[str, str]:
         for c in data["configs"]
         if c["name"] in RATES and c["source"] == "broker"
     }
+
+
+def _one_replica_topic(cluster: Cluster, prefix: str) -> tuple[str, int, int]:
+    """A new topic of one partition and one replica: its name, the replica's broker and
+    another broker (1 or 2)."""
+    topic = unique_topic(prefix)
+    moldau("topic", "create", topic, "-p", "1", "-r", "1", bootstrap=cluster.bootstrap)
+    [source] = _replicas(cluster, topic)[0]
+    return topic, source, 1 if source != 1 else 2
 
 
 def _produce(cluster: Cluster, topic: str, count: int, size: int) -> list[bytes]:
@@ -189,7 +209,13 @@ def test_generate_execute_verify_moves_every_replica_off_a_broker(
     for broker in (1, 2, 3):
         assert _broker_rates(cluster, broker) == {}
     wait_for(
-        lambda: not any((cluster.nodes[1].data_dir / f"{topic}-{p}").exists() for p in range(3)),
+        lambda: (
+            not any(
+                (log_dir / f"{topic}-{p}").exists()
+                for log_dir in _log_dirs(cluster, 1)
+                for p in range(3)
+            )
+        ),
         timeout_s=20,
         what="broker 1's logs of the topic deleted",
     )
@@ -205,10 +231,7 @@ def test_generate_execute_verify_moves_every_replica_off_a_broker(
 def test_a_throttled_reassignment_is_listed_in_progress_and_cancelled(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    topic = unique_topic("held")
-    moldau("topic", "create", topic, "-p", "1", "-r", "1", bootstrap=cluster.bootstrap)
-    [source] = _replicas(cluster, topic)[0]
-    joining = 1 if source != 1 else 2
+    topic, source, joining = _one_replica_topic(cluster, "held")
     _produce(cluster, topic, 1000, 1000)  # ~1 MB: 64 KiB fetches at 1 KB/s take minutes
     plan = tmp_path / "held.json"
     plan.write_text(
@@ -278,6 +301,28 @@ def test_bad_files_and_targets_are_one_line_errors(cluster: Cluster, tmp_path: P
     topic = unique_topic("refused")
     moldau("topic", "create", topic, "-p", "1", "-r", "1", bootstrap=cluster.bootstrap)
     [current] = _replicas(cluster, topic).values()
+    assert "not in the cluster" in _one_line_error(
+        moldau(
+            "cluster",
+            "log-dirs",
+            "describe",
+            "--broker-list",
+            "1,9",
+            bootstrap=cluster.bootstrap,
+            expect=1,
+        ).stderr
+    )
+    assert "broker ids separated by commas" in _one_line_error(
+        moldau(
+            "cluster",
+            "log-dirs",
+            "describe",
+            "--broker-list",
+            "x",
+            bootstrap=cluster.bootstrap,
+            expect=2,
+        ).stderr
+    )
 
     def execute(data: object, expect: int) -> str:
         path = tmp_path / "plan.json"
@@ -290,7 +335,10 @@ def test_bad_files_and_targets_are_one_line_errors(cluster: Cluster, tmp_path: P
 
     assert "not valid JSON" in execute('{"version":1,"partitions":[', 2)
     assert "duplicate replicas" in execute(entry(replicas=[1, 2, 1]), 2)
-    assert "AlterReplicaLogDirs" in execute(entry(replicas=[1], log_dirs=["/data/x"]), 2)
+    assert "must be an absolute path" in execute(entry(replicas=[1], log_dirs=["data/x"]), 2)
+    line = execute(entry(replicas=[current[0]], log_dirs=["/data/x"]), 1)
+    known = ", ".join(str(d) for d in _log_dirs(cluster, current[0]))
+    assert f"broker {current[0]} has no log dir /data/x (its log dirs: {known})" in line
     missing = unique_topic("missing")
     line = execute({"partitions": [{"topic": missing, "partition": 0, "replicas": [1]}]}, 1)
     assert f"topic '{missing}' does not exist" in line
@@ -321,3 +369,109 @@ def test_bad_files_and_targets_are_one_line_errors(cluster: Cluster, tmp_path: P
         ).stderr
     )
     assert "broker 7 is not in the cluster" in line
+
+
+def _describe_log_dirs(cluster: Cluster, *arguments: str) -> list[dict]:
+    return moldau(
+        "cluster",
+        "log-dirs",
+        "describe",
+        *arguments,
+        "--format",
+        "json",
+        bootstrap=cluster.bootstrap,
+    ).json()
+
+
+def test_a_reassignment_naming_log_dirs_moves_the_replicas_into_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    topic, source, joining = _one_replica_topic(cluster, "placed")
+    _produce(cluster, topic, 300, 1000)
+
+    [described] = _describe_log_dirs(cluster, "--broker-list", str(source), "--topic-list", topic)
+    assert described["broker"] == source
+    assert [d["log_dir"] for d in described["log_dirs"]] == [
+        str(d) for d in _log_dirs(cluster, source)
+    ]
+    [(current_dir, replica)] = [
+        (d["log_dir"], r) for d in described["log_dirs"] for r in d["replicas"]
+    ]
+    assert replica["topic"] == topic and replica["size"] > 300 * 1000
+    assert not replica["is_future"]
+    [other_dir] = [str(d) for d in _log_dirs(cluster, source) if str(d) != current_dir]
+    joining_dir = str(_log_dirs(cluster, joining)[1])
+
+    plan = tmp_path / "placed.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {
+                        "topic": topic,
+                        "partition": 0,
+                        "replicas": [source, joining],
+                        "log_dirs": [other_dir, joining_dir],
+                    }
+                ],
+            }
+        )
+    )
+    # the joining broker has no replica at first: its move starts once the reassignment made it
+    executed = _reassign(
+        cluster, "execute", "--reassignment-json-file", str(plan), "--timeout", "30000"
+    ).text.splitlines()
+    assert executed[-3] == f"Successfully started partition reassignments for {topic}-0"
+    assert sorted(executed[-2:]) == sorted(
+        f"Successfully started moving log directory to {log_dir} for replica {topic}-0 "
+        f"with broker {broker}"
+        for broker, log_dir in ((source, other_dir), (joining, joining_dir))
+    )
+
+    def verified() -> CliResult | None:
+        result = _reassign(cluster, "verify", "--reassignment-json-file", str(plan), expect=None)
+        assert result.code in (0, 4), result.text + result.stderr
+        return result if result.code == 0 else None
+
+    result = wait_for(verified, timeout_s=60, what="the replicas in their log dirs")
+    assert isinstance(result, CliResult)
+    lines = result.text.splitlines()
+    assert lines[:2] == [
+        "Status of partition reassignment:",
+        f"Reassignment of partition {topic}-0 is completed.",
+    ]
+    assert lines[2:4] == [
+        f"Reassignment of replica {topic}-0 on broker {b} completed successfully."
+        for b in sorted((source, joining))
+    ]
+
+    # on disk: each replica in the dir the file named, none left in the other
+    for broker, log_dir in ((source, other_dir), (joining, joining_dir)):
+        assert (Path(log_dir) / f"{topic}-0").is_dir()
+        for elsewhere in _log_dirs(cluster, broker):
+            if str(elsewhere) != log_dir:
+                assert not (elsewhere / f"{topic}-0").exists()
+
+    # kafka-log-dirs.sh's lines: every broker, both dirs each, the replicas and their sizes
+    text = moldau(
+        "cluster", "log-dirs", "describe", "--topic-list", topic, bootstrap=cluster.bootstrap
+    ).text.splitlines()
+    assert text[:2] == [
+        "Querying brokers for log directories information",
+        "Received log directory information from brokers 1,2,3",
+    ]
+    kafka = json.loads(text[2])
+    assert kafka["version"] == 1
+    placed = {
+        (broker["broker"], log_dir["logDir"]): log_dir["partitions"]
+        for broker in kafka["brokers"]
+        for log_dir in broker["logDirs"]
+    }
+    assert set(placed) == {(b, str(d)) for b in (1, 2, 3) for d in _log_dirs(cluster, b)}
+    assert all(log_dir["error"] is None for b in kafka["brokers"] for log_dir in b["logDirs"])
+    for broker, log_dir in ((source, other_dir), (joining, joining_dir)):
+        [partition] = placed.pop((broker, log_dir))
+        assert partition["partition"] == f"{topic}-0" and not partition["isFuture"]
+        assert partition["size"] > 300 * 1000
+    assert not any(placed.values())

@@ -14,6 +14,7 @@ from moldau.cli.reassignment_plan import (
     PlanError,
     assign_replicas,
     brokers_involved,
+    move_progress,
     parse_broker_list,
     parse_reassignment,
     parse_topics_to_move,
@@ -22,7 +23,10 @@ from moldau.cli.reassignment_plan import (
     rack_alternated,
     reassignment_json,
     throttled_replicas,
+    unknown_log_dirs,
 )
+from moldau.client.log_dirs import ReplicaLogDirInfo
+from moldau.client.log_dirs import TopicPartitionReplica as Replica
 from moldau.types import TopicPartition as TP
 
 
@@ -31,14 +35,25 @@ def test_kafkas_reassignment_json_reads_back_what_is_written() -> None:
         '{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[3,1],'
         '"log_dirs":["any","any"]},{"topic":"t","partition":0,"replicas":[2,3]}]}'
     )
-    targets = parse_reassignment(text)
+    plan = parse_reassignment(text)
+    targets = plan.replicas
     assert targets == {TP("t", 1): (3, 1), TP("t", 0): (2, 3)}
+    assert plan.log_dirs == {}
     assert reassignment_json(targets) == (
         '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3],'
         '"log_dirs":["any","any"]},{"topic":"t","partition":1,"replicas":[3,1],'
         '"log_dirs":["any","any"]}]}'
     )
-    assert parse_reassignment(reassignment_json(targets)) == dict(sorted(targets.items()))
+    assert parse_reassignment(reassignment_json(targets)).replicas == dict(sorted(targets.items()))
+
+
+def test_log_dirs_other_than_any_name_the_dir_of_that_replica() -> None:
+    plan = parse_reassignment(
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[3,1,2],'
+        '"log_dirs":["/data/b","any","/data/a/"]}]}'
+    )
+    assert plan.replicas == {TP("t", 0): (3, 1, 2)}
+    assert plan.log_dirs == {Replica("t", 0, 3): "/data/b", Replica("t", 0, 2): "/data/a/"}
 
 
 @pytest.mark.parametrize(
@@ -64,8 +79,16 @@ def test_kafkas_reassignment_json_reads_back_what_is_written() -> None:
             "1 entries for 2 replicas",
         ),
         (
-            '{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["/data/a"]}]}',
-            "AlterReplicaLogDirs",
+            '{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["data/a"]}]}',
+            "t-0 on broker 1: log dir 'data/a' must be an absolute path",
+        ),
+        (
+            '{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":[""]}]}',
+            "list of paths",
+        ),
+        (
+            '{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":"/data/a"}]}',
+            "list of paths",
         ),
     ],
 )
@@ -167,3 +190,42 @@ def test_written_json_is_kafkas_shape() -> None:
             {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}
         ],
     }
+
+
+def test_verify_verdicts_of_log_dir_moves() -> None:
+    replica = Replica("t", 0, 2)
+
+    def verdict(info: ReplicaLogDirInfo, *, reassigning: bool = False) -> tuple[str, str]:
+        return move_progress(replica, "/data/b", info, reassigning=reassigning)
+
+    assert verdict(ReplicaLogDirInfo(current_log_dir="/data/b/")) == (
+        COMPLETE,
+        "Reassignment of replica t-0 on broker 2 completed successfully.",
+    )
+    moving = ReplicaLogDirInfo(current_log_dir="/data/a", future_log_dir="/data/b")
+    assert verdict(moving) == (
+        IN_PROGRESS,
+        "Reassignment of replica t-0 on broker 2 is still in progress.",
+    )
+    elsewhere = ReplicaLogDirInfo(current_log_dir="/data/a", future_log_dir="/data/c")
+    assert verdict(elsewhere) == (
+        IN_PROGRESS,
+        "Partition t-0 on broker 2 is being moved to log dir /data/c instead of /data/b.",
+    )
+    assert verdict(ReplicaLogDirInfo(current_log_dir="/data/a")) == (
+        FAILED,
+        "Partition t-0 on broker 2 is not being moved from log dir /data/a to /data/b.",
+    )
+    # not created yet on a broker the partition is being reassigned to
+    assert verdict(ReplicaLogDirInfo(), reassigning=True)[0] == IN_PROGRESS
+    status, line = verdict(ReplicaLogDirInfo())
+    assert status == FAILED and "not found in any live log dir on broker 2" in line
+
+
+def test_unknown_log_dirs_compare_normalized_paths_per_broker() -> None:
+    wanted = {Replica("t", 0, 1): "/a/", Replica("t", 0, 2): "/a", Replica("t", 1, 3): "/c"}
+    known = {1: ["/a", "/b"], 2: ["/b"]}
+    assert unknown_log_dirs(wanted, known) == [
+        (Replica("t", 0, 2), "/a"),
+        (Replica("t", 1, 3), "/c"),
+    ]
