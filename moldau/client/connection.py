@@ -392,5 +392,6 @@ class BrokerConnection:
         transport, stream = self._transport, self._stream
         if transport is not None and stream is not None:
             transport.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(stream.lost), _CLOSE_WAIT_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_CLOSE_WAIT_S):
+                    await asyncio.shield(stream.lost)
