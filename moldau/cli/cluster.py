@@ -17,6 +17,7 @@ import typer
 
 from moldau.cli import cluster_up, controllers, log_dirs, reassign
 from moldau.cli.common import (
+    BootstrapControllerOption,
     BootstrapOption,
     FormatOption,
     OutputFormat,
@@ -39,17 +40,6 @@ cluster_app.command("remove-controller")(controllers.remove_controller_command)
 cluster_app.add_typer(reassign.app, name="reassign")
 cluster_app.add_typer(log_dirs.app, name="log-dirs")
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
-
-
-BootstrapControllerOption = Annotated[
-    str | None,
-    typer.Option(
-        "--bootstrap-controller",
-        help="Ask the controllers instead of brokers, host:port[,host:port] of their "
-        "controller listeners (KIP-919): the quorum and features only.",
-        show_default=False,
-    ),
-]
 
 
 @cluster_app.command("info")

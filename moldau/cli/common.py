@@ -70,6 +70,15 @@ BootstrapOption = Annotated[
         show_default=False,
     ),
 ]
+BootstrapControllerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-controller",
+        help="Ask the controllers instead of brokers, host:port[,host:port] of their "
+        "controller listeners (KIP-919).",
+        show_default=False,
+    ),
+]
 SettingsOption = Annotated[
     list[str] | None,
     typer.Option("-X", help="A client setting key=value (repeatable), e.g. -X linger.ms=50."),

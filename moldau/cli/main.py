@@ -25,7 +25,17 @@ def root() -> None:
 
 
 # Each module defines `register(app)`; a module not written yet is skipped.
-_COMMAND_MODULES = ("server", "storage", "topic", "produce", "consume", "group", "cluster", "perf")
+_COMMAND_MODULES = (
+    "server",
+    "storage",
+    "topic",
+    "produce",
+    "consume",
+    "group",
+    "cluster",
+    "feature",
+    "perf",
+)
 
 
 @app.command("version")

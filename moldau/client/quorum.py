@@ -36,6 +36,7 @@ __all__ = [
     "describe_quorum",
     "remove_controller",
     "update_features",
+    "update_features_on_controllers",
 ]
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -201,7 +202,8 @@ async def _ask_quorum_leader(
     config: ClientConfig, bootstrap_controllers: str, api_key: int, body: dict[str, Any]
 ) -> Any:
     """Send a request to the quorum's leader, found again while it answers
-    NOT_LEADER_OR_FOLLOWER (an election in between)."""
+    NOT_LEADER_OR_FOLLOWER or NOT_CONTROLLER (an election in between, or a leader not yet
+    active)."""
     for attempt in range(10):
         _, leader, _ = await _find_quorum_leader(config, bootstrap_controllers)
         connection = await _open(config, leader.host, leader.port)
@@ -209,7 +211,9 @@ async def _ask_quorum_leader(
             response = await connection.request(api_key, body)
         finally:
             await connection.close()
-        if int(response.error_code) == ErrorCode.not_leader_or_follower and attempt < 9:
+        code = int(response.error_code)
+        if code in (ErrorCode.not_leader_or_follower, ErrorCode.not_controller) and attempt < 9:
+            await asyncio.sleep(0.1 * attempt)
             continue
         check_error(response.error_code, response.error_message, context=ApiKey(api_key).name)
         return response
@@ -307,6 +311,28 @@ async def update_features(
     validate_only: bool = False,
 ) -> None:
     """Finalize `levels` (all or nothing); raises KafkaException with the controller's reason."""
+    body = _update_features_request(levels, upgrade_type, validate_only)
+    _check_update_features(await cluster.request(ApiKey.UPDATE_FEATURES, body))
+
+
+async def update_features_on_controllers(
+    config: ClientConfig,
+    bootstrap_controllers: str,
+    levels: Mapping[str, int],
+    *,
+    upgrade_type: int = UPGRADE,
+    validate_only: bool = False,
+) -> None:
+    """`update_features` through the quorum's leader, found on controller listeners (KIP-919,
+    `kafka-features --bootstrap-controller`)."""
+    body = _update_features_request(levels, upgrade_type, validate_only)
+    response = await _ask_quorum_leader(config, bootstrap_controllers, ApiKey.UPDATE_FEATURES, body)
+    _check_update_features(response)
+
+
+def _update_features_request(
+    levels: Mapping[str, int], upgrade_type: int, validate_only: bool
+) -> dict[str, Any]:
     updates: Sequence[dict[str, Any]] = [
         {
             "feature": name,
@@ -316,10 +342,10 @@ async def update_features(
         }
         for name, level in levels.items()
     ]
-    response = await cluster.request(
-        ApiKey.UPDATE_FEATURES,
-        {"timeout": 60000, "feature_updates": updates, "validate_only": validate_only},
-    )
+    return {"timeout": 60000, "feature_updates": updates, "validate_only": validate_only}
+
+
+def _check_update_features(response: Any) -> None:
     check_error(response.error_code, response.error_message, context="UpdateFeatures")
     for result in getattr(response, "results", ()):
         check_error(result.error_code, result.error_message, context=result.feature)

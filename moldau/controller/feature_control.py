@@ -6,7 +6,7 @@ claimed):
 | feature | levels | meaning |
 | --- | --- | --- |
 | `metadata.version` | 25 | Kafka 4.0-IV3, the level Moldau's metadata log is written at; no other |
-| `kraft.version` | 0-1 | 0: static voters (`controller.quorum.voters`); 1: dynamic voters (KIP-853), chosen when the controllers are formatted (`--standalone`, `--initial-controllers`) |
+| `kraft.version` | 0-1 | 0: static voters (`controller.quorum.voters`); 1: dynamic voters (KIP-853), chosen when the controllers are formatted (`--standalone`, `--initial-controllers`) or upgraded to with UpdateFeatures |
 | `transaction.version` | 0-1 | 1: flexible `__transaction_state` records; 2 (KIP-890 part 2: a partition leader adds partitions to a transaction itself) is not implemented |
 | `group.version` | 0-1 | 1: the consumer group protocol (KIP-848, ConsumerGroupHeartbeat) |
 
@@ -14,7 +14,12 @@ A new cluster finalizes the highest of each (`BOOTSTRAP_LEVELS`); a cluster form
 finalized only `metadata.version` and can finalize the others with UpdateFeatures. Level 0
 means "not finalized": such features are absent from the image and from ApiVersions'
 finalized list (as in Kafka). kraft.version is the quorum's, not a metadata record: the Raft
-log's KRaftVersionRecord sets it at format time, and UpdateFeatures does not change it.
+log's KRaftVersionRecord sets it, written at format time or by the upgrade from 0 to 1 that
+UpdateFeatures asks of the quorum's leader (KIP-853; `QuorumController.update_features`). Here
+it is checked as Kafka's FeatureControlManager does (its level is the quorum's, given as
+`kraft_version`): no downgrade, whatever the upgrade type, and an upgrade only when every voter
+has registered as a controller supporting the level (KIP-919's ControllerRegistration); the
+leader checks the rest (`moldau/raft/reconfiguration.py`).
 
 UpdateFeatures is all or nothing (KIP-1022): `update_features` returns the records of every
 update, or none and the first update's error (INVALID_UPDATE_VERSION with Kafka's messages).
@@ -112,8 +117,16 @@ def unsupported_levels(
 
 
 def update_features(
-    image: MetadataImage, updates: Sequence[FeatureUpdate], *, validate_only: bool = False
+    image: MetadataImage,
+    updates: Sequence[FeatureUpdate],
+    *,
+    validate_only: bool = False,
+    kraft_version: int = 0,
+    voter_ids: Sequence[int] = (),
 ) -> tuple[list[MetadataRecord], FeatureUpdateResult]:
+    """The records of every update, or none and why not. `kraft_version` is the quorum's
+    level and `voter_ids` its voters: a kraft.version update yields no record (the caller asks
+    the quorum's leader for it)."""
     records: list[MetadataRecord] = []
     seen: set[str] = set()
     for update in updates:
@@ -123,7 +136,10 @@ def update_features(
                 error_message=f"Feature {update.feature} appears more than once in the request.",
             )
         seen.add(update.feature)
-        error = _check(image, update)
+        if update.feature == KRAFT_VERSION:
+            error = _check_kraft_version(image, update, kraft_version, voter_ids)
+        else:
+            error = _check(image, update)
         if error is not None:
             return [], FeatureUpdateResult(
                 error_code=ErrorCode.invalid_update_version,
@@ -132,15 +148,50 @@ def update_features(
                     f"{update.feature}. {error}"
                 ),
             )
-        if update.max_version_level != image.features.get(update.feature, 0):
+        if update.feature != KRAFT_VERSION and update.max_version_level != image.features.get(
+            update.feature, 0
+        ):
             records.append(
                 FeatureLevelRecord(name=update.feature, feature_level=update.max_version_level)
             )
     return ([] if validate_only else records), FeatureUpdateResult()
 
 
-def _check(image: MetadataImage, update: FeatureUpdate) -> str | None:
-    """Why `update` cannot be made (Kafka's wording where Kafka has a case), or None."""
+def _check_kraft_version(
+    image: MetadataImage, update: FeatureUpdate, current: int, voter_ids: Sequence[int]
+) -> str | None:
+    """Why kraft.version cannot go to `update`'s level now, or None (Kafka's
+    FeatureControlManager.updateFeature for kraft.version)."""
+    error = _check_level(update)
+    if error is not None:
+        return error
+    level = update.max_version_level
+    if level < current:
+        if update.upgrade_type == UPGRADE:
+            return _DOWNGRADE_NEEDS_TYPE
+        return "Can't downgrade the version of this feature."
+    if level > current:
+        if update.upgrade_type != UPGRADE:
+            return "Can't downgrade to a newer version."
+        for voter_id in voter_ids:
+            controller = image.controllers.get(voter_id)
+            if controller is None:
+                return f"controller {voter_id} has not registered, and may not support this feature"
+            low, high = controller.features.get(KRAFT_VERSION, (0, 0))
+            if not low <= level <= high:
+                return f"Controller {voter_id} only supports versions {low}-{high}."
+    return None
+
+
+_DOWNGRADE_NEEDS_TYPE = (
+    "Can't downgrade the version of this feature without setting the upgrade type to either "
+    "safe or unsafe downgrade."
+)
+
+
+def _check_level(update: FeatureUpdate) -> str | None:
+    """The checks every feature's update passes first: a known upgrade type, a level this
+    controller supports."""
     if update.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
         return "The controller does not support the given upgrade type."
     level = update.max_version_level
@@ -150,20 +201,21 @@ def _check(image: MetadataImage, update: FeatureUpdate) -> str | None:
     if supported is None:
         return "The controller does not support this feature."
     low, high = supported
-    if update.feature == KRAFT_VERSION and 0 < level <= high:
-        return (
-            "Moldau sets kraft.version when the controllers are formatted (moldau storage "
-            "format --standalone or --initial-controllers for 1), not with UpdateFeatures."
-        )
     if not low <= level <= high:
         return f"The controller only supports versions {low}-{high} of this feature."
+    return None
+
+
+def _check(image: MetadataImage, update: FeatureUpdate) -> str | None:
+    """Why `update` cannot be made (Kafka's wording where Kafka has a case), or None."""
+    error = _check_level(update)
+    if error is not None:
+        return error
+    level = update.max_version_level
     current = image.features.get(update.feature, 0)
     if level < current:
         if update.upgrade_type == UPGRADE:
-            return (
-                "Can't downgrade the version of this feature without setting the upgrade "
-                "type to either safe or unsafe downgrade."
-            )
+            return _DOWNGRADE_NEEDS_TYPE
         return "Moldau does not support downgrading this feature."
     if level > current and update.upgrade_type != UPGRADE:
         return "Can't downgrade to a newer version."

@@ -109,7 +109,7 @@ from moldau.raft.quorum_config import PROPERTY_NAMES as QUORUM_PROPERTY_NAMES
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import FileQuorumStateStore
 from moldau.raft.snapshots import SnapshotStore
-from moldau.raft.voter_set import VoterNode
+from moldau.raft.voter_set import Endpoint, VoterNode
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,17 @@ FENCE_CHECK_INTERVAL_S = 0.25
 # How long stopping waits for a write in flight to commit (one a quorum without its majority
 # never commits); the write's caller then gets an error.
 STOP_COMMIT_WAIT_S = 5.0
+
+
+def static_voter_endpoints(layout: ClusterLayout) -> dict[int, tuple[Endpoint, ...]]:
+    """Where controller.quorum.voters says each static voter listens, under the first of
+    controller.listener.names (what Kafka's static voter set holds)."""
+    names = layout.controller_listener_names
+    name = names[0] if names else "CONTROLLER"
+    return {
+        voter.node_id: (Endpoint(name=name, host=voter.host, port=voter.port),)
+        for voter in layout.voters
+    }
 
 
 class QuorumController:
@@ -171,6 +182,7 @@ class QuorumController:
                 snapshots=snapshots,
                 directory_id=directory_id,
                 bootstrap_ids=bootstrap_ids,
+                voter_endpoints=static_voter_endpoints(self.layout),
             ),
             log=log,
             quorum_state_store=quorum_state_store,
@@ -252,7 +264,7 @@ class QuorumController:
             metadata_reserve.release_if_full(directory, needed=METADATA_RESERVE_BYTES)
             return (
                 cluster_id,
-                properties.directory_id if properties else None,
+                (properties.directory_id or None) if properties else None,
                 FileReplicatedLog(directory),
                 FileSnapshotStore(directory),
             )
@@ -276,7 +288,7 @@ class QuorumController:
             layout=layout,
             transport=transport,
             snapshots=snapshots,
-            directory_id=directory_id if layout.dynamic else None,
+            directory_id=directory_id,
             bootstrap_ids=bootstrap_ids,
         )
         if start:
@@ -495,12 +507,51 @@ class QuorumController:
     async def update_features(
         self, updates: Sequence[FeatureUpdate], *, validate_only: bool = False
     ) -> FeatureUpdateResult:
-        """UpdateFeatures, all or nothing (`feature_control`)."""
-        return await self._run(
-            lambda: feature_control.update_features(
-                self._core.image, updates, validate_only=validate_only
+        """UpdateFeatures, all or nothing (`feature_control`). kraft.version goes to the
+        quorum's leader (this node, as the active controller): its control entry is appended
+        before the other features' records and the answer waits for it to commit (Kafka's
+        FeatureControlManager with its KRaftVersionAccessor)."""
+        upgrade: list[asyncio.Future[int]] = []
+
+        def decide() -> tuple[list[MetadataRecord], FeatureUpdateResult]:
+            raft = self._driver.node
+            records, result = feature_control.update_features(
+                self._core.image,
+                updates,
+                validate_only=validate_only,
+                kraft_version=raft.kraft_version,
+                voter_ids=raft.voters,
             )
-        )
+            level = next(
+                (
+                    u.max_version_level
+                    for u in updates
+                    if u.feature == feature_control.KRAFT_VERSION
+                    and u.upgrade_type == feature_control.UPGRADE
+                ),
+                0,
+            )
+            if result.error_code != ErrorCode.none or level <= 0:
+                return records, result
+            try:
+                upgrade.append(
+                    self._driver.upgrade_kraft_version(level, validate_only=validate_only)
+                )
+            except NotLeaderError as exc:
+                raise KafkaError(ErrorCode.not_controller, str(exc)) from None
+            except KafkaError as refusal:
+                return [], FeatureUpdateResult(
+                    error_code=refusal.code, error_message=refusal.message
+                )
+            return records, result
+
+        result = await self._run(decide)
+        if upgrade:
+            try:
+                await asyncio.shield(upgrade[0])
+            except NotLeaderError as exc:
+                raise KafkaError(ErrorCode.not_controller, str(exc)) from None
+        return result
 
     # The quorum's voters (KIP-853): Raft's own records, not metadata; only the quorum's leader
     # takes them.

@@ -55,6 +55,7 @@ from moldau.raft.events import (
     Tick,
     TruncateLog,
     UpdateVoter,
+    UpgradeKRaftVersion,
     WriteSnapshotChunk,
 )
 from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog, end_after_truncation
@@ -177,17 +178,38 @@ class RaftDriver:
         offset of the VotersRecord once it is committed (at once when nothing changes).
 
         Raises NotLeaderError, or KafkaError saying why the leader refuses the change now."""
+        return self._step_control(change, wait_for_log_end=False)
+
+    def upgrade_kraft_version(
+        self, version: int, *, validate_only: bool = False
+    ) -> asyncio.Future[int]:
+        """Raise kraft.version on the leader (KIP-853): the future resolves once the control
+        entry is committed; when the version is in the log already, once the log up to its end
+        is (an upgrade still in flight lands first); with `validate_only`, at once.
+
+        Raises NotLeaderError, or KafkaError saying why the leader refuses it now."""
+        event = UpgradeKRaftVersion(version=version, validate_only=validate_only)
+        return self._step_control(event, wait_for_log_end=not validate_only)
+
+    def _step_control(
+        self,
+        event: AddVoter | RemoveVoter | UpdateVoter | UpgradeKRaftVersion,
+        *,
+        wait_for_log_end: bool,
+    ) -> asyncio.Future[int]:
         if self._failure is not None:
             raise RuntimeError("the metadata log failed") from self._failure
         if self._loop is None:
             raise RuntimeError("RaftDriver.start() has not run")
         future: asyncio.Future[int] = self._loop.create_future()
         before = self.node.log_end_offset
-        self._step(change)
-        if self.node.log_end_offset == before:
-            future.set_result(before - 1)
+        self._step(event)
+        last_offset = self.node.log_end_offset - 1
+        appended = self.node.log_end_offset != before
+        if appended or (wait_for_log_end and last_offset >= self.node.high_watermark):
+            self._pending.append((last_offset, future))
         else:
-            self._pending.append((self.node.log_end_offset - 1, future))
+            future.set_result(last_offset)
         return future
 
     def snapshot_header_for(self, snapshot_id: OffsetAndEpoch) -> bytes:

@@ -59,6 +59,16 @@ class UpdateVoter:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpgradeKRaftVersion:
+    """Raise kraft.version to `version` (UpdateFeatures for kraft.version, KIP-853): from 0 to
+    1 the leader writes the static voters, with their directory ids and endpoints, into the
+    log. `validate_only`: run the checks, append nothing."""
+
+    version: int
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogFlushed:
     """Every record below `flushed_offset` is durable on this node."""
 
@@ -90,6 +100,7 @@ RaftEvent = (
     | AddVoter
     | RemoveVoter
     | UpdateVoter
+    | UpgradeKRaftVersion
     | LogFlushed
     | Tick
     | Resign

@@ -61,6 +61,7 @@ from moldau.raft.events import (
     Tick,
     TruncateLog,
     UpdateVoter,
+    UpgradeKRaftVersion,
     WriteSnapshotChunk,
 )
 from moldau.raft.leader_state import ReplicaProgress
@@ -115,6 +116,7 @@ __all__ = [
     "Tick",
     "TruncateLog",
     "UpdateVoter",
+    "UpgradeKRaftVersion",
     "VoterState",
     "WriteSnapshotChunk",
     "leader_change_payload",
@@ -149,6 +151,8 @@ class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
                 self._remove_voter(event, now, actions)
             case UpdateVoter():
                 self._update_voter(event, now, actions)
+            case UpgradeKRaftVersion():
+                self._upgrade_kraft_version(event, now, actions)
             case LogFlushed():
                 self._on_log_flushed(event, now, actions)
             case Tick():

@@ -10,7 +10,7 @@ flight (their answers will be dropped), and answers the fetches a leader was hol
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 
 from moldau.protocol.errors import ErrorCode
@@ -41,7 +41,7 @@ from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
 from moldau.raft.request_manager import RequestManager
 from moldau.raft.snapshots import SnapshotStore
-from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, VoterSet, VoterSetHistory
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, Endpoint, VoterSet, VoterSetHistory
 
 RequestBuilder = Callable[[int, int], RaftRequest]  # (destination id, correlation id)
 
@@ -85,6 +85,7 @@ class NodeState:
         snapshots: SnapshotStore | None = None,
         directory_id: str | None = None,
         bootstrap_ids: tuple[int, ...] = (),
+        voter_endpoints: Mapping[int, tuple[Endpoint, ...]] | None = None,
     ) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
@@ -96,6 +97,9 @@ class NodeState:
         if not self.static_voters and not bootstrap_ids and log is None:
             raise ValueError("a node needs its voters, or bootstrap servers and its log")
         self.bootstrap_ids = bootstrap_ids
+        # Where the static voters listen (controller.quorum.voters' host:port under the first
+        # of controller.listener.names): what the kraft.version upgrade writes for them.
+        self.static_voter_endpoints = dict(voter_endpoints or {})
         self._history = VoterSetHistory(
             VoterSet.of(self.static_voters) if self.static_voters else VoterSet()
         )

@@ -1,5 +1,8 @@
 """Voter changes on the leader (KIP-853; Kafka's AddVoterHandler, RemoveVoterHandler and
-UpdateVoterHandler): each appends a VotersRecord with the new voter set as a control entry.
+UpdateVoterHandler): each appends a VotersRecord with the new voter set as a control entry;
+and the kraft.version upgrade from static to dynamic voters (Kafka's
+LeaderState.maybeAppendUpgradedKRaftVersion), one control entry holding KRaftVersionRecord(1)
+and a VotersRecord of the static voters with their directory ids and endpoints.
 
 One change at a time, so that any majority of the old set and any majority of the new one
 share a voter: a change is refused while an earlier one is not committed, and until the leader
@@ -10,16 +13,31 @@ it), and the change is complete when it commits. A voter to add must be an obser
 fetched up to the leader's log end within the fetch timeout (its directory id as its fetches
 name it), or the new majority could stall waiting for it. A leader that removes itself leads on
 until the change commits, without counting itself, then resigns (`replication.py`).
+
+The upgrade (0 -> 1) needs what a VotersRecord holds for every voter: its directory id (the
+leader's own, the others' from the Fetch requests they sent it in this epoch, Fetch v17's
+ReplicaDirectoryId) and its endpoints (`static_voter_endpoints`, from controller.quorum.voters).
+Until it knows them all it refuses with INVALID_UPDATE_VERSION (Kafka refuses so while a voter
+has not told the leader about itself). Asking again for the version in the log, committed or
+not, changes nothing (Kafka's no-op); a lower one is a downgrade, refused. It counts as a voter
+change: a change is refused while it is uncommitted, and a truncated upgrade entry takes the
+node back to the static voters (`VoterSetHistory`). That every voter's software supports
+level 1 is checked above the core, from the controllers' registrations (KIP-919).
 """
 
 from __future__ import annotations
 
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.raft.control_records import voters_payload
-from moldau.raft.events import AddVoter, RaftAction, RemoveVoter, UpdateVoter
+from moldau.raft.control_records import kraft_version_payload, voters_payload
+from moldau.raft.events import AddVoter, RaftAction, RemoveVoter, UpdateVoter, UpgradeKRaftVersion
 from moldau.raft.leader_state import LeaderState
 from moldau.raft.node_state import NodeState, NotLeaderError, Role
-from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, VoterNode, VoterSet
+from moldau.raft.voter_set import (
+    KRAFT_VERSION_DYNAMIC,
+    KRAFT_VERSION_STATIC,
+    VoterNode,
+    VoterSet,
+)
 
 
 class ReconfigurationMixin(NodeState):
@@ -76,23 +94,83 @@ class ReconfigurationMixin(NodeState):
         if updated != current:
             self._append_voter_set(self.voter_set.updating(updated), now, actions)
 
-    def _ready_for_voter_change(self) -> LeaderState:
-        """The leader's state, if it may change the voters now; raises why not otherwise."""
+    def _upgrade_kraft_version(
+        self, event: UpgradeKRaftVersion, now: float, actions: list[RaftAction]
+    ) -> None:
+        leader = self._leading()
+        version = event.version
+        if not KRAFT_VERSION_STATIC <= version <= KRAFT_VERSION_DYNAMIC:
+            raise KafkaError(
+                ErrorCode.invalid_update_version,
+                f"kraft.version {version} is not supported (0-{KRAFT_VERSION_DYNAMIC})",
+            )
+        if version == self.kraft_version:
+            return  # in the log already (committed or not): nothing to do
+        if version < self.kraft_version:
+            raise KafkaError(
+                ErrorCode.invalid_update_version,
+                f"Invalid upgrade of kraft.version from version {self.kraft_version} to "
+                f"{version} because the new version is a downgrade",
+            )
+        self._check_epoch_committed()
+        voters = self._voters_with_directories(leader)
+        if not event.validate_only:
+            records = (kraft_version_payload(version), voters_payload(voters))
+            self._append_as_leader(records, actions, is_control=True, now=now)
+
+    def _voters_with_directories(self, leader: LeaderState) -> VoterSet:
+        """The static voters with the directory ids and endpoints a VotersRecord names; raises
+        INVALID_UPDATE_VERSION while one of them is unknown."""
+        nodes = []
+        for voter_id in self.voters:
+            if voter_id == self.node_id:
+                directory_id = self.directory_id
+            else:
+                progress = leader.voter_progress.get(voter_id)
+                directory_id = progress.directory_id if progress is not None else None
+            if directory_id is None:
+                raise KafkaError(
+                    ErrorCode.invalid_update_version,
+                    f"Invalid upgrade of kraft.version to {KRAFT_VERSION_DYNAMIC}: the directory "
+                    f"id of voter {voter_id} is not known yet (it has not fetched from the "
+                    "leader with it); retry once every voter follows the leader",
+                )
+            endpoints = self.static_voter_endpoints.get(voter_id, ())
+            if not endpoints:
+                raise KafkaError(
+                    ErrorCode.invalid_update_version,
+                    f"Invalid upgrade of kraft.version to {KRAFT_VERSION_DYNAMIC}: the "
+                    f"endpoint of voter {voter_id} is not known (controller.quorum.voters)",
+                )
+            nodes.append(
+                VoterNode(node_id=voter_id, directory_id=directory_id, endpoints=endpoints)
+            )
+        return VoterSet.of_nodes(nodes)
+
+    def _leading(self) -> LeaderState:
         leader = self._leader
         if self.role is not Role.LEADER or leader is None:
             raise NotLeaderError(self.leader_id, self.epoch)
-        if self.kraft_version < KRAFT_VERSION_DYNAMIC:
-            raise KafkaError(
-                ErrorCode.unsupported_version,
-                "the quorum's voters are static (controller.quorum.voters, kraft.version 0); "
-                "format the controllers with --standalone or --initial-controllers for "
-                "dynamic voters",
-            )
+        return leader
+
+    def _check_epoch_committed(self) -> None:
         if self.high_watermark <= self.epoch_start_offset:
             raise KafkaError(
                 ErrorCode.request_timed_out,
                 "the leader has not committed an entry of its epoch yet; retry",
             )
+
+    def _ready_for_voter_change(self) -> LeaderState:
+        """The leader's state, if it may change the voters now; raises why not otherwise."""
+        leader = self._leading()
+        if self.kraft_version < KRAFT_VERSION_DYNAMIC:
+            raise KafkaError(
+                ErrorCode.unsupported_version,
+                "the quorum's voters are static (controller.quorum.voters, kraft.version 0); "
+                "upgrade kraft.version to 1 (moldau feature upgrade --feature kraft.version=1) "
+                "or format the controllers with --standalone or --initial-controllers",
+            )
+        self._check_epoch_committed()
         if self._history.last_change_offset >= self.high_watermark:
             raise KafkaError(
                 ErrorCode.request_timed_out,

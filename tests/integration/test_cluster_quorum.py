@@ -4,6 +4,7 @@ of the active controller under a loop of topic creations."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -16,11 +17,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.client.config import ClientConfig
+from moldau.client.quorum import QuorumInfo, describe_controllers
 from moldau.metadata.records import RegisterControllerRecord
 from moldau.metadata.serde import deserialize_record
 from moldau.raft.file_log import FileReplicatedLog
 
-from .cluster import BROKER, COMBINED, CONTROLLER, Cluster, build_cluster, wait_for
+from .cluster import BROKER, COMBINED, CONTROLLER, Cluster, ClusterNode, build_cluster, wait_for
 from .wire import Connection
 
 SESSION_MS = "3000"
@@ -278,6 +281,122 @@ def test_controllers_and_brokers_on_separate_nodes(start_server, tmp_path: Path)
     assert {r.controller_id for r in registrations} == {1, 2, 3}
     incarnations = [str(r.incarnation_id) for r in registrations if r.controller_id == 2]
     assert incarnations == [before, after], incarnations
+
+    _upgrade_to_dynamic_voters(cluster, controllers)
+
+
+def _moldau(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "moldau", *arguments], capture_output=True, text=True, timeout=120
+    )
+
+
+def _directory_id(node: ClusterNode) -> str:
+    text = (node.data_dir / "meta.properties").read_text()
+    [line] = [x for x in text.splitlines() if x.startswith("directory.id=")]
+    return line.split("=", 1)[1]
+
+
+def _kraft_version_line(bootstrap_controller: str) -> str:
+    described = _moldau("feature", "describe", "--bootstrap-controller", bootstrap_controller)
+    assert described.returncode == 0, described.stderr
+    [line] = [x for x in described.stdout.splitlines() if x.startswith("Feature: kraft.version")]
+    return line
+
+
+def _controller_quorum(bootstrap_controller: str) -> QuorumInfo:
+    async def ask() -> QuorumInfo:
+        return (await describe_controllers(ClientConfig({}), bootstrap_controller)).quorum
+
+    return asyncio.run(ask())
+
+
+def _voters(bootstrap_controller: str) -> dict[int, str | None]:
+    return {v.replica_id: v.directory_id for v in _controller_quorum(bootstrap_controller).voters}
+
+
+def _retried(*arguments: str, what: str) -> None:
+    """Run a `moldau` command until it succeeds (the leader refuses, exit 1, until it can)."""
+
+    def attempt() -> bool:
+        result = _moldau(*arguments)
+        if result.returncode != 0:
+            raise AssertionError(result.stdout + result.stderr)  # (kept as the last error)
+        return True
+
+    wait_for(attempt, timeout_s=30, what=what)
+
+
+def _upgrade_to_dynamic_voters(cluster: Cluster, controllers: dict[int, ClusterNode]) -> None:
+    """The static quorum (controller.quorum.voters) upgraded to kraft.version 1 with the CLI;
+    then a voter removed and added back, and a restart that keeps the dynamic voter set."""
+    bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in controllers.values())
+    assert "FinalizedVersionLevel: 0" in _kraft_version_line(bootstrap)
+    upgrade = ("feature", "upgrade", "--bootstrap-controller", bootstrap)
+    _retried(*upgrade, "--feature", "kraft.version=1", "--dry-run", what="a dry run that passes")
+    assert "FinalizedVersionLevel: 0" in _kraft_version_line(bootstrap)
+    _retried(
+        "feature",
+        "upgrade",
+        "--bootstrap-controller",
+        bootstrap,
+        "--feature",
+        "kraft.version=1",
+        what="the kraft.version upgrade taken (every voter's directory id known)",
+    )
+    directory_ids = {i: _directory_id(n) for i, n in controllers.items()}
+    assert _voters(bootstrap) == directory_ids
+    assert "FinalizedVersionLevel: 1" in _kraft_version_line(bootstrap)
+    downgrade = _moldau(
+        "feature", "downgrade", "--bootstrap-controller", bootstrap, "--feature", "kraft.version=0"
+    )
+    assert downgrade.returncode == 1 and "downgrade" in downgrade.stderr, downgrade.stderr
+
+    removed = controllers[3]
+    _retried(
+        "cluster",
+        "remove-controller",
+        "--bootstrap-controller",
+        bootstrap,
+        "--controller-id",
+        "3",
+        "--controller-directory-id",
+        directory_ids[3],
+        what="controller 3 removed",
+    )
+    wait_for(
+        lambda: sorted(_voters(bootstrap)) == [1, 2],
+        timeout_s=20,
+        what="voters 1 and 2 only",
+    )
+    # Restarted with controller.quorum.voters still naming it, the removed controller follows
+    # the log's voter set: an observer, whose own view is kraft.version 1.
+    cluster.stop(3)
+    cluster.launch([3])
+    own = f"127.0.0.1:{removed.controller_port}"
+    wait_for(
+        lambda: 3 in {o.replica_id for o in _controller_quorum(bootstrap).observers},
+        timeout_s=20,
+        what="the restarted controller 3 fetching as an observer",
+    )
+    assert sorted(_voters(bootstrap)) == [1, 2]
+    assert "FinalizedVersionLevel: 1" in _kraft_version_line(own)
+    options = []
+    for key, value in removed.overrides.items():
+        options += ["--override", f"{key}={value}"]
+    _retried(
+        "cluster",
+        "add-controller",
+        "--bootstrap-controller",
+        bootstrap,
+        *options,
+        what="controller 3 added back once caught up",
+    )
+    wait_for(
+        lambda: _voters(bootstrap) == directory_ids,
+        timeout_s=20,
+        what="voters 1, 2 and 3 with their directory ids again",
+    )
 
 
 def test_a_controller_that_is_not_a_voter_stops_with_one_line(start_server, tmp_path) -> None:

@@ -43,6 +43,7 @@ from moldau.raft.events import (
     Start,
     Tick,
     TruncateLog,
+    UpgradeKRaftVersion,
     WriteSnapshotChunk,
 )
 from moldau.raft.log import LogEntry, MemoryReplicatedLog, OffsetAndEpoch
@@ -51,7 +52,7 @@ from moldau.raft.node import NotLeaderError, RaftNode, Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import MemoryQuorumStateStore
 from moldau.raft.snapshots import MemorySnapshotStore
-from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, VoterNode, VoterSet
+from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, Endpoint, VoterNode, VoterSet
 from tests.simulation.invariants import InvariantChecker
 
 REQUEST_TYPES = tuple(RaftRequest.__args__)  # type: ignore[attr-defined]
@@ -205,9 +206,14 @@ class SimulatedCluster:
             node.applied = decode_snapshot(node.snapshots.load(latest))
             node.applied_offset = latest.offset
         node.high_watermark = node.disk.log_start.offset
-        extra: dict[str, object] = {}
+        # Every node knows its directory id (meta.properties); static voters are configured
+        # with their endpoints (controller.quorum.voters), which the kraft.version upgrade
+        # writes into the log.
+        extra: dict[str, object] = {"directory_id": node.directory_id}
         if self.dynamic:
-            extra = {"directory_id": node.directory_id, "bootstrap_ids": self.bootstrap}
+            extra["bootstrap_ids"] = self.bootstrap
+        else:
+            extra["voter_endpoints"] = {i: static_endpoints(i) for i in self.voters}
         node.raft = self.node_factory(
             node_id=node_id,
             voters=() if self.dynamic else self.voters,
@@ -459,6 +465,21 @@ class SimulatedCluster:
         self.note(f"voter change {change} appended by {leader_id}")
         return True
 
+    def upgrade_kraft_version(self, *, validate_only: bool = False) -> bool:
+        """Offer the kraft.version upgrade to the current leader; True if it took it (appended
+        the entry, or found the version in its log already)."""
+        leader_id = self.leader_id()
+        if leader_id is None:
+            return False
+        event = UpgradeKRaftVersion(version=KRAFT_VERSION_DYNAMIC, validate_only=validate_only)
+        try:
+            self.step(self.nodes[leader_id], event)
+        except (NotLeaderError, KafkaError) as refusal:
+            self.note(f"kraft.version upgrade refused: {refusal}")
+            return False
+        self.note(f"kraft.version upgrade taken by {leader_id}")
+        return True
+
     def add_voter(self, node_id: int) -> bool:
         node = self.nodes[node_id]
         return self.change_voters(
@@ -500,6 +521,11 @@ class SimulatedCluster:
                 f"{raft.high_watermark}"
             )
         return "\n".join(lines)
+
+
+def static_endpoints(node_id: int) -> tuple[Endpoint, ...]:
+    """Where a simulated static voter listens, as controller.quorum.voters names it."""
+    return (Endpoint(name="CONTROLLER", host=f"node-{node_id}", port=9093),)
 
 
 def encode_snapshot(entries: list[LogEntry]) -> bytes:

@@ -13,7 +13,8 @@ Safety (any breach raises `InvariantViolation` at once):
   zero) and never passes its log end;
 - the node and its log agree on the log end and last epoch; no timer is left in the past;
 - dynamic voters (KIP-853): each committed voter set differs from the previous committed one
-  by one voter at most, and a leader's log holds one uncommitted voter change at most.
+  by one voter at most (the first one a static quorum commits, by its kraft.version upgrade,
+  names the static voters), and a leader's log holds one uncommitted voter change at most.
 
 Liveness (`assert_converged`, at the end of a run): every live node has applied every
 committed entry, in order.
@@ -24,7 +25,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.raft.control_records import control_changes
-from moldau.raft.events import AddVoter, RaftAction, RaftEvent, RemoveVoter, Send
+from moldau.raft.events import (
+    AddVoter,
+    RaftAction,
+    RaftEvent,
+    RemoveVoter,
+    Send,
+    UpgradeKRaftVersion,
+)
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import VoteRequest, VoteResponse
 from moldau.raft.node import Role
@@ -47,7 +55,11 @@ class InvariantChecker:
         self.leaders: dict[int, int] = {}  # epoch -> the node that led it
         self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
         self.checked_leaders: set[tuple[int, int, int]] = set()  # (node, incarnation, epoch)
-        self.committed_voters: VoterSet | None = None  # the last voter set committed
+        # The last voter set committed; a static quorum's from the start, so the voters its
+        # kraft.version upgrade writes must be the same ones.
+        self.committed_voters: VoterSet | None = (
+            None if cluster.dynamic else VoterSet.of(cluster.voters)
+        )
 
     @property
     def committed_end(self) -> int:
@@ -200,7 +212,7 @@ class InvariantChecker:
         raft = node.raft
         if raft is None:
             return
-        if isinstance(event, AddVoter | RemoveVoter):
+        if isinstance(event, AddVoter | RemoveVoter | UpgradeKRaftVersion):
             self._check_pending_voter_changes(node)
         if raft.role is Role.LEADER:
             leader = self.leaders.setdefault(raft.epoch, node.node_id)

@@ -46,10 +46,13 @@ def run_with_faults(
     dynamic: bool = False,
     bootstrap: tuple[int, ...] = (),
     voter_changes: bool = False,
+    kraft_upgrade: bool = False,
 ) -> RunResult:
     """`dynamic`: `voters` are the initial voters of a quorum with dynamic voters (KIP-853)
     and `observers` join through `bootstrap`; `voter_changes`: an operator adds and removes
-    voters (the leader among them) throughout."""
+    voters (the leader among them) throughout; `kraft_upgrade`: an operator upgrades the static
+    quorum to kraft.version 1 at some point of the run (retrying until a leader takes it), and
+    after healing every node must hold the dynamic voter set."""
     conditions = random.Random(seed * 7919 + 1)
     network = NetworkConditions(
         loss=conditions.choice([0.0, 0.01, 0.05, 0.15]),
@@ -84,8 +87,12 @@ def run_with_faults(
     nemesis.schedule_faults(until=duration)
     if voter_changes:
         _keep_changing_voters(cluster, until=duration)
+    if kraft_upgrade:
+        _upgrade_kraft_version(cluster, until=duration)
     cluster.run_until(duration)
     recovery_time = recover(cluster)
+    if kraft_upgrade:
+        upgrade_after_healing(cluster)
     cluster.checker.assert_converged()
     return RunResult(
         seed=seed,
@@ -145,6 +152,55 @@ def _keep_changing_voters(cluster: SimulatedCluster, *, until: float) -> None:
         cluster.schedule(cluster.random.uniform(0.1, 1.5), change)
 
     cluster.schedule(cluster.random.uniform(0.5, 1.5), change)
+
+
+def _upgrade_kraft_version(cluster: SimulatedCluster, *, until: float) -> None:
+    """From some point of the run an operator asks the leader for kraft.version 1, again and
+    again (the leader refuses until it knows every voter's directory id), until it holds."""
+
+    def upgrade() -> None:
+        if cluster.now >= until or _upgrade_committed(cluster):
+            return
+        cluster.upgrade_kraft_version(validate_only=cluster.random.random() < 0.2)
+        cluster.schedule(cluster.random.uniform(0.1, 1.0), upgrade)
+
+    cluster.schedule(cluster.random.uniform(0.5, until / 2), upgrade)
+
+
+def _upgrade_committed(cluster: SimulatedCluster) -> bool:
+    return any(
+        node.raft is not None and node.raft.kraft_version_at(node.raft.high_watermark - 1) >= 1
+        for node in cluster.live_nodes()
+    )
+
+
+def upgrade_after_healing(cluster: SimulatedCluster) -> None:
+    """Finish the upgrade if the faults kept it from committing, then check that every live
+    node holds the dynamic voter set: the leader's, with every voter's directory id."""
+    deadline = cluster.now + RECOVERY_BOUND
+    while not _upgrade_committed(cluster) and cluster.now < deadline:
+        cluster.upgrade_kraft_version()
+        cluster.run_for(0.2)
+    appended = None
+    while cluster.now < deadline:
+        if appended is None or not _still_possible(cluster, appended):
+            appended = cluster.client_append()
+        if appended is not None and _committed_everywhere(cluster, appended[2]):
+            break
+        cluster.run_for(0.05)
+    leader_id = cluster.leader_id()
+    assert leader_id is not None, cluster.describe_state()
+    voters = cluster.nodes[leader_id].raft.voter_set  # type: ignore[union-attr]
+    for node in cluster.live_nodes():
+        raft = node.raft
+        assert raft is not None
+        if raft.kraft_version != 1 or raft.voter_set != voters:
+            raise RecoveryFailure(
+                f"node {node.node_id} ends with kraft.version {raft.kraft_version} and voters "
+                f"{raft.voter_set}, the leader with {voters}\n{cluster.describe_state()}"
+            )
+    if any(voter.directory_id is None for voter in voters):
+        raise RecoveryFailure(f"the upgraded voter set lacks directory ids: {voters}")
 
 
 class Nemesis:

@@ -1,6 +1,8 @@
 """Finalized features: what a cluster starts with, UpdateFeatures' rules, and both on the wire
 (ApiVersions' feature fields, UpdateFeatures in every version)."""
 
+import uuid
+
 import pytest
 
 from moldau.broker.handlers.api_versions import handle_api_versions
@@ -9,13 +11,14 @@ from moldau.controller import feature_control
 from moldau.controller.feature_control import (
     SAFE_DOWNGRADE,
     UNSAFE_DOWNGRADE,
+    UPGRADE,
     FeatureUpdate,
     bootstrap_records,
     update_features,
 )
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.records import FeatureLevelRecord
+from moldau.metadata.records import FeatureLevelRecord, RegisterControllerRecord
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from tests.unit.controller.test_admin_handlers import Cluster
@@ -43,7 +46,7 @@ OLD_CLUSTER = image_with(metadata_version=25)  # formatted before the other feat
     ("update", "message"),
     [
         (FeatureUpdate(feature="transaction.version", max_version_level=2), "only supports"),
-        (FeatureUpdate(feature="kraft.version", max_version_level=1), "when the controllers"),
+        (FeatureUpdate(feature="kraft.version", max_version_level=1), "has not registered"),
         (FeatureUpdate(feature="kraft.version", max_version_level=2), "only supports"),
         (FeatureUpdate(feature="metadata.version", max_version_level=26), "only supports"),
         (FeatureUpdate(feature="share.version", max_version_level=1), "does not support this"),
@@ -59,7 +62,7 @@ OLD_CLUSTER = image_with(metadata_version=25)  # formatted before the other feat
     ],
 )
 def test_levels_this_software_does_not_have_are_refused(update, message):
-    records, result = update_features(OLD_CLUSTER, [update])
+    records, result = update_features(OLD_CLUSTER, [update], voter_ids=(1,))
     assert records == []
     assert result.error_code == E.invalid_update_version
     assert result.error_message.startswith(
@@ -109,6 +112,65 @@ def test_updates_are_all_or_nothing_and_validate_only_writes_nothing():
     assert update_features(
         OLD_CLUSTER, [FeatureUpdate(feature="metadata.version", max_version_level=25)]
     ) == (
+        [],
+        feature_control.FeatureUpdateResult(),
+    )
+
+
+def with_controllers(image, ranges):
+    """`image` with controllers registered supporting kraft.version in `ranges` (id -> range)."""
+    delta = MetadataDelta(image)
+    for controller_id, (low, high) in ranges.items():
+        delta.replay(
+            RegisterControllerRecord(
+                controller_id=controller_id,
+                incarnation_id=uuid.UUID(int=controller_id),
+                endpoints=(),
+                features=(("kraft.version", low, high),),
+            )
+        )
+    return delta.build_image()
+
+
+KRAFT_UPGRADE = FeatureUpdate(feature="kraft.version", max_version_level=1)
+
+
+def test_a_kraft_version_upgrade_needs_every_voter_registered_supporting_it():
+    voters = (1, 2, 3)
+    partly = with_controllers(OLD_CLUSTER, {1: (0, 1), 2: (0, 1)})
+    _, result = update_features(partly, [KRAFT_UPGRADE], voter_ids=voters)
+    assert result.error_code == E.invalid_update_version
+    assert "controller 3 has not registered, and may not support this feature" in (
+        result.error_message
+    )
+    old_software = with_controllers(partly, {3: (0, 0)})
+    _, result = update_features(old_software, [KRAFT_UPGRADE], voter_ids=voters)
+    assert result.error_code == E.invalid_update_version
+    assert "Controller 3 only supports versions 0-0" in result.error_message
+    everyone = with_controllers(partly, {3: (0, 1)})
+    # kraft.version is the quorum's: no metadata record, whatever the other updates write.
+    group = FeatureUpdate(feature="group.version", max_version_level=1)
+    records, result = update_features(everyone, [KRAFT_UPGRADE, group], voter_ids=voters)
+    assert result.error_code == E.none
+    assert records == [FeatureLevelRecord(name="group.version", feature_level=1)]
+
+
+@pytest.mark.parametrize("upgrade_type", [UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE])
+def test_a_kraft_version_downgrade_is_refused(upgrade_type):
+    downgrade = FeatureUpdate(
+        feature="kraft.version", max_version_level=0, upgrade_type=upgrade_type
+    )
+    _, result = update_features(OLD_CLUSTER, [downgrade], kraft_version=1)
+    assert result.error_code == E.invalid_update_version
+    expected = (
+        "without setting the upgrade type"
+        if upgrade_type == UPGRADE
+        else "Can't downgrade the version of this feature."
+    )
+    assert expected in result.error_message
+    # The level the quorum has: nothing to do.
+    same = FeatureUpdate(feature="kraft.version", max_version_level=1)
+    assert update_features(OLD_CLUSTER, [same], kraft_version=1) == (
         [],
         feature_control.FeatureUpdateResult(),
     )
