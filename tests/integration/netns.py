@@ -159,20 +159,17 @@ class Network:
     def tear_down(self) -> None:
         """Remove what this object created (veths first, so no node is left on the bridge);
         every removal is tried, and the first failure is raised after the others."""
-        failures = []
-        for link in reversed(self._created_links):
-            try:
-                ip("link", "delete", link)
-            except RuntimeError as error:
-                failures.append(error)
+        removals = [("link", "delete", link) for link in reversed(self._created_links)]
+        removals += [("netns", "delete", name) for name in reversed(self._created_namespaces)]
         self._created_links.clear()
-        for namespace in reversed(self._created_namespaces):
-            try:
-                ip("netns", "delete", namespace)
-            except RuntimeError as error:
-                failures.append(error)
         self._created_namespaces.clear()
         self.cuts.clear()
+        failures = []
+        for removal in removals:
+            try:
+                ip(*removal)
+            except RuntimeError as error:
+                failures.append(error)
         if failures:
             raise failures[0]
 
