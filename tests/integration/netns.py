@@ -14,10 +14,17 @@ blackhole route to B's address in A's namespace: A's packets to B are dropped (a
 connection stalls until its timeouts, a new one fails at once); a full partition is a cut in both
 directions. Teardown removes every namespace, veth and the bridge this object created, and only
 those, also after a failure halfway through setup.
+
+The subnet also gets an `unreachable` route in the root namespace (metric GUARD_METRIC, behind the
+bridge's own route while the bridge exists), kept until this process exits: a client the test
+left behind (the chaos job abandons a producer stuck in librdkafka) that still tries a node's
+address after teardown is answered "no route to host" here, instead of its connection going out
+through the default route to an address that is no node's.
 """
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import ipaddress
 import itertools
@@ -35,7 +42,9 @@ RANGE = ipaddress.ip_network("198.18.0.0/15")
 SUBNETS = list(RANGE.subnets(new_prefix=24))
 LOCK_PATH = Path("/tmp/moldau-netns.lock")  # subnet choice and bridge address, one at a time
 IFNAME_MAX = 15  # Linux's IFNAMSIZ - 1
+GUARD_METRIC = "4242"
 _sequence = itertools.count(1)
+_guarded: list[str] = []  # this process's guard routes, removed when it exits
 
 
 class NamespacesUnavailable(RuntimeError):
@@ -135,6 +144,7 @@ class Network:
     def _set_up(self) -> None:
         with _locked():
             self.subnet = _free_subnet(start=os.getpid() * 7 + int(self.tag.split("s")[1]))
+            _guard(str(self.subnet))
             ip("link", "add", self.bridge_name, "type", "bridge")
             self._created_links.append(self.bridge_name)
             ip("addr", "add", f"{self.subnet.network_address + 1}/24", "dev", self.bridge_name)
@@ -213,6 +223,23 @@ class Network:
             ip("-n", self.namespace(source), "route", "delete", "blackhole",
                f"{self.address(destination)}/32")  # fmt: skip
             self.cuts.discard((source, destination))
+
+
+def _guard(subnet: str) -> None:
+    """Route `subnet` nowhere, behind any other route to it, until this process exits."""
+    ip("route", "add", "unreachable", subnet, "metric", GUARD_METRIC)
+    if not _guarded:
+        atexit.register(_remove_guards)
+    _guarded.append(subnet)
+
+
+def _remove_guards() -> None:
+    for subnet in _guarded:
+        try:
+            ip("route", "delete", "unreachable", subnet, "metric", GUARD_METRIC)
+        except RuntimeError:
+            pass  # gone already: nothing of ours is left
+    _guarded.clear()
 
 
 @contextmanager

@@ -3,6 +3,8 @@ other, cuts that drop exactly the packets they name, heal, and a teardown that l
 
 from __future__ import annotations
 
+import errno
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -112,6 +114,17 @@ def test_teardown_removes_everything_it_created_also_after_a_failure() -> None:
         assert _leftovers(network)  # there while the network is up
         1 / 0  # noqa: B018
     assert _leftovers(network) == []
+
+
+def test_a_torn_down_address_is_unreachable_not_routed_elsewhere() -> None:
+    """A client left running after teardown gets "no route to host" at once; its connection
+    never leaves the machine through the default route."""
+    require_namespaces()
+    with Network([1]) as network:
+        address = network.address(1)
+    with pytest.raises(OSError) as refused, socket.create_connection((address, PORT), timeout=5):
+        pass
+    assert refused.value.errno == errno.EHOSTUNREACH
 
 
 def test_parallel_networks_get_different_names_and_subnets() -> None:
