@@ -235,7 +235,7 @@ def _run(
                     break
             _wait_for_acknowledgements(history, 100)
             if scenario.transactions:
-                _wait_for_progress(history, problems, workloads)
+                _wait_for_progress(history, problems, workloads, nodes.bootstrap())
             for workload in workloads:
                 patience = 90
                 workload.stop(patience)
@@ -333,7 +333,9 @@ def _stack_of(thread: threading.Thread) -> str:
     return "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
 
 
-def _wait_for_progress(history: History, problems: list[str], workloads: list[Workload]) -> None:
+def _wait_for_progress(
+    history: History, problems: list[str], workloads: list[Workload], bootstrap: str
+) -> None:
     """Liveness after healing: the job commits a transaction and the group commits offsets
     (the job may first give up a producer stuck in librdkafka for 30 s, RELIABILITY.md)."""
     healed_at = history.now()
@@ -351,7 +353,31 @@ def _wait_for_progress(history: History, problems: list[str], workloads: list[Wo
             )
         except TimeoutError as error:
             stacks = "".join(f"\n{w.name} is at:\n{_stack_of(w)}" for w in workloads)
-            problems.append(f"{error}{stacks}")
+            problems.append(f"{error}{stacks}\n{_groups_and_ends(bootstrap)}")
+
+
+def _groups_and_ends(bootstrap: str) -> str:
+    """What a stalled pipeline is waiting on, as the cluster tells it: each group's state,
+    members and assignments, and each sink partition's high watermark and last stable offset."""
+    lines = []
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGS})
+        for name, future in admin.describe_consumer_groups(["readers", "transformers"]).items():
+            group = future.result(10)
+            lines.append(f"group {name}: {group.state} coordinator {group.coordinator.id}")
+            for member in group.members:
+                assigned = sorted(
+                    (tp.topic, tp.partition) for tp in member.assignment.topic_partitions
+                )
+                lines.append(f"  member {member.member_id} on {member.host}: {assigned}")
+        for partition in range(PARTITIONS):
+            tp = TopicPartition(SINK, partition)
+            high = _watermark(bootstrap, "read_uncommitted", tp)
+            stable = _watermark(bootstrap, "read_committed", tp)
+            lines.append(f"{SINK}-{partition}: high watermark {high}, last stable offset {stable}")
+    except Exception as error:  # a diagnosis only: say what could not be asked
+        lines.append(f"(asking the cluster failed: {error!r})")
+    return "\n".join(lines)
 
 
 def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> None:
