@@ -16,7 +16,7 @@ directions. Teardown removes every namespace, veth and the bridge this object cr
 those, also after a failure halfway through setup.
 
 The subnet also gets an `unreachable` route in the root namespace (metric GUARD_METRIC, behind the
-bridge's own route while the bridge exists), kept until this process exits: a client the test
+bridge's own route while the bridge exists), kept until this process has exited: a client the test
 left behind (the chaos job abandons a producer stuck in librdkafka) that still tries a node's
 address after teardown is answered "no route to host" here, instead of its connection going out
 through the default route to an address that is no node's.
@@ -234,11 +234,19 @@ def _guard(subnet: str) -> None:
 
 
 def _remove_guards() -> None:
-    for subnet in _guarded:
-        try:
-            ip("route", "delete", "unreachable", subnet, "metric", GUARD_METRIC)
-        except RuntimeError:
-            pass  # gone already: nothing of ours is left
+    """At exit: the guards go once this process has gone, not before, as librdkafka threads of
+    clients it never closed still run while the interpreter exits (a detached watcher waits for
+    the PID to end, then deletes them)."""
+    removals = "; ".join(
+        f"ip route delete unreachable {subnet} metric {GUARD_METRIC}" for subnet in _guarded
+    )
+    subprocess.Popen(
+        ["sh", "-c", f"tail --pid={os.getpid()} -f /dev/null; {removals}"],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _guarded.clear()
 
 
