@@ -517,6 +517,7 @@ def describe_violation(history: list[Operation], report: Report, *, limit: int =
         lines.append(
             f"  t={fault['start']:.2f}-{fault['end']:.2f} {fault['fault']} {fault.get('phase', '')}"
             f" nodes={fault.get('nodes')}"
+            + (f" cuts={fault['cuts']}" if fault.get("cuts") else "")  # (source, destination)
         )
     lines.append(f"summary: {report.summary()}")
     lines.append("anomalies:")

@@ -1,6 +1,7 @@
 """Process faults on a cluster of real `moldau server` processes (tests/integration/cluster.py),
 and what the nemesis needs to aim them: the leader and replicas of each partition, the active
-controller, whether the cluster has healed.
+controller, whether the cluster has healed. Network faults are cuts of the nodes' `Network`
+(tests/integration/netns.py), healed with the rest.
 
 Every signal goes to a PID this suite started (a node's `MoldauServer.process`), never by name.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.cluster import Cluster, ClusterNode
+from tests.integration.netns import Network
 from tests.integration.wire import Connection
 
 
@@ -28,10 +30,12 @@ class PartitionState:
 
 
 class Nodes:
-    """The nodes' process states as the nemesis left them: running, killed or paused."""
+    """The nodes' process states as the nemesis left them: running, killed or paused; and their
+    network's cuts, when they run in namespaces."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, network: Network | None = None) -> None:
         self.cluster = cluster
+        self.network = network
         self.killed: set[int] = set()
         self.paused: set[int] = set()
 
@@ -68,8 +72,10 @@ class Nodes:
         self.paused.discard(node_id)
 
     def heal(self) -> None:
-        """Every paused node resumed, every killed node started again (together: a cold start
-        needs a quorum of them before any is ready)."""
+        """Every cut healed, every paused node resumed, every killed node started again
+        (together: a cold start needs a quorum of them before any is ready)."""
+        if self.network is not None:
+            self.network.heal()
         for node_id in sorted(self.paused):
             self.resume(node_id)
         if self.killed:
@@ -105,7 +111,7 @@ def active_controller(nodes: Nodes) -> int:
         if not node.is_broker:
             continue
         try:
-            with Connection("127.0.0.1", int(node.bootstrap.split(":")[1]), timeout=5) as wire:
+            with Connection(node.host, int(node.bootstrap.split(":")[1]), timeout=5) as wire:
                 response = wire.request(
                     55,
                     0,
@@ -129,7 +135,7 @@ def active_controller(nodes: Nodes) -> int:
 def healed(nodes: Nodes, topics: list[str]) -> bool:
     """Every node runs and every partition of `topics` has a leader and its whole replica set in
     sync, as each broker sees it."""
-    if nodes.killed or nodes.paused:
+    if nodes.killed or nodes.paused or (nodes.network is not None and nodes.network.cuts):
         return False
     for node in nodes.cluster.brokers():
         for state in partition_states(node.bootstrap, topics):

@@ -1,5 +1,5 @@
 """One chaos run: a 3-node cluster (combined broker+controller nodes), the workloads, a seeded
-schedule of process faults, healing, the final logs read back, the checker.
+schedule of process or network faults, healing, the final logs read back, the checker.
 
 A scenario names the faults it draws from; a seed fixes the schedule (which fault, aimed at which
 partition's leader or follower, held how long, how far apart), so a failing seed replays the same
@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.cluster import COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
+from tests.integration.netns import Network
 
 from . import checker
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
@@ -57,6 +59,13 @@ KILL_CONTROLLER_AND_BROKER = "kill-controller-and-broker"
 KILL_ALL = "kill-all"
 PAUSE_LEADER = "pause-leader"  # longer than broker.session.timeout.ms
 PAUSE_FOLLOWER = "pause-follower"  # longer than replica.lag.time.max.ms, shorter than the session
+# Network faults (each node in its namespace, tests/integration/netns.py), all held longer than
+# broker.session.timeout.ms (and so the quorum's fetch timeout, 2 s); clients reach every node.
+PARTITION_LEADER = "partition-leader"  # a partition leader cut from the other nodes
+PARTITION_CONTROLLER = "partition-controller"  # the active controller cut from the other nodes
+ONE_WAY = "one-way"  # a leader's packets to the others dropped, or theirs to it
+BRIDGE = "bridge"  # a leader and one other node cut apart; the third node talks to both
+NETWORK_FAULTS = (PARTITION_LEADER, PARTITION_CONTROLLER, ONE_WAY, BRIDGE)
 FAULT_KINDS = (
     KILL_LEADER,
     KILL_FOLLOWER,
@@ -79,6 +88,10 @@ class Scenario:
     producers: int = 1
     tolerate: tuple[str, ...] = ()  # anomaly kinds the scenario's promise allows
 
+    @property
+    def needs_network(self) -> bool:
+        return any(fault in NETWORK_FAULTS for fault in self.faults)
+
 
 SCENARIOS = {
     scenario.name: scenario
@@ -91,6 +104,10 @@ SCENARIOS = {
         Scenario(name=PAUSE_LEADER, faults=(PAUSE_LEADER,)),
         Scenario(name=PAUSE_FOLLOWER, faults=(PAUSE_FOLLOWER,)),
         Scenario(name="mixed", faults=FAULT_KINDS, steps=4),
+        Scenario(name=PARTITION_LEADER, faults=(PARTITION_LEADER,)),
+        Scenario(name=PARTITION_CONTROLLER, faults=(PARTITION_CONTROLLER,)),
+        Scenario(name=ONE_WAY, faults=(ONE_WAY,)),
+        Scenario(name=BRIDGE, faults=(BRIDGE,)),
         # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
         # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
         Scenario(
@@ -125,7 +142,7 @@ def schedule(scenario: Scenario, seed: int) -> list[Step]:
     steps = []
     for _ in range(scenario.steps):
         fault = rng.choice(scenario.faults)
-        if fault == PAUSE_LEADER:
+        if fault == PAUSE_LEADER or fault in NETWORK_FAULTS:
             hold = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 3.0)
         elif fault == PAUSE_FOLLOWER:
             hold = REPLICA_LAG_MS / 1000 + rng.uniform(0.5, 1.5)
@@ -165,16 +182,28 @@ class RunResult:
 
 
 def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
-    """One run in `directory`: the history, each node's data and log (server-N/server.log)."""
+    """One run in `directory`: the history, each node's data and log (server-N/server.log).
+    A scenario with network faults runs each node in a namespace of its own, torn down after
+    the nodes stop."""
     directory.mkdir(parents=True, exist_ok=True)
-    servers = _server_factory(directory)
-    try:
-        return _run(scenario, seed, next(servers), directory)
-    finally:
-        servers.close()  # stops by PID every node still running, requiring clean exits
+    with ExitStack() as network_scope:
+        network = None
+        if scenario.needs_network:
+            network = network_scope.enter_context(Network(range(1, 4)))
+        servers = _server_factory(directory)
+        try:
+            return _run(scenario, seed, next(servers), directory, network)
+        finally:
+            servers.close()  # stops by PID every node still running, requiring clean exits
 
 
-def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: Path) -> RunResult:
+def _run(
+    scenario: Scenario,
+    seed: int,
+    start_server: ServerFactory,
+    directory: Path,
+    network: Network | None,
+) -> RunResult:
     steps = schedule(scenario, seed)
     history_path = directory / "history.jsonl"
     began = time.monotonic()
@@ -184,8 +213,10 @@ def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: 
             "meta", seed=seed, scenario=scenario.name, schedule=[s.as_dict() for s in steps],
             settings={**SETTINGS, "acks": scenario.acks, "min.insync.replicas": "2"},
         )  # fmt: skip
-        cluster = build_cluster(start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS)
-        nodes = Nodes(cluster)
+        cluster = build_cluster(
+            start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS, network=network
+        )
+        nodes = Nodes(cluster, network)
         workloads: list[Workload] = []
         try:
             topics = _create_topics(cluster, scenario)
@@ -204,7 +235,7 @@ def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: 
                     break
             _wait_for_acknowledgements(history, 100)
             if scenario.transactions:
-                _wait_for_progress(history, problems, workloads)
+                _wait_for_progress(history, problems, workloads, nodes.bootstrap())
             for workload in workloads:
                 patience = 90
                 workload.stop(patience)
@@ -223,7 +254,9 @@ def _run(scenario: Scenario, seed: int, start_server: ServerFactory, directory: 
                 workload.stopping.set()
             for node_id in sorted(nodes.paused):
                 nodes.resume(node_id)
-            _stop_cluster(cluster)
+            if network is not None:
+                network.heal()
+            cluster.stop_all()
     operations = read_history(history_path)
     report = checker.check(operations, tolerate=scenario.tolerate)
     return RunResult(
@@ -300,7 +333,9 @@ def _stack_of(thread: threading.Thread) -> str:
     return "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
 
 
-def _wait_for_progress(history: History, problems: list[str], workloads: list[Workload]) -> None:
+def _wait_for_progress(
+    history: History, problems: list[str], workloads: list[Workload], bootstrap: str
+) -> None:
     """Liveness after healing: the job commits a transaction and the group commits offsets
     (the job may first give up a producer stuck in librdkafka for 30 s, RELIABILITY.md)."""
     healed_at = history.now()
@@ -318,7 +353,31 @@ def _wait_for_progress(history: History, problems: list[str], workloads: list[Wo
             )
         except TimeoutError as error:
             stacks = "".join(f"\n{w.name} is at:\n{_stack_of(w)}" for w in workloads)
-            problems.append(f"{error}{stacks}")
+            problems.append(f"{error}{stacks}\n{_groups_and_ends(bootstrap)}")
+
+
+def _groups_and_ends(bootstrap: str) -> str:
+    """What a stalled pipeline is waiting on, as the cluster tells it: each group's state,
+    members and assignments, and each sink partition's high watermark and last stable offset."""
+    lines = []
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGS})
+        for name, future in admin.describe_consumer_groups(["readers", "transformers"]).items():
+            group = future.result(10)
+            lines.append(f"group {name}: {group.state} coordinator {group.coordinator.id}")
+            for member in group.members:
+                assigned = sorted(
+                    (tp.topic, tp.partition) for tp in member.assignment.topic_partitions
+                )
+                lines.append(f"  member {member.member_id} on {member.host}: {assigned}")
+        for partition in range(PARTITIONS):
+            tp = TopicPartition(SINK, partition)
+            high = _watermark(bootstrap, "read_uncommitted", tp)
+            stable = _watermark(bootstrap, "read_committed", tp)
+            lines.append(f"{SINK}-{partition}: high watermark {high}, last stable offset {stable}")
+    except Exception as error:  # a diagnosis only: say what could not be asked
+        lines.append(f"(asking the cluster failed: {error!r})")
+    return "\n".join(lines)
 
 
 def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> None:
@@ -326,12 +385,12 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
     states = [s for s in partition_states(nodes.bootstrap(), topics) if s.topic == SOURCE]
     aimed = states[int(step.target * len(states))]
     node_ids = sorted(nodes.cluster.nodes)
-    if step.fault in (KILL_LEADER, PAUSE_LEADER):
+    if step.fault in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER, ONE_WAY, BRIDGE):
         targets = [aimed.leader]
     elif step.fault in (KILL_FOLLOWER, PAUSE_FOLLOWER):
         followers = [r for r in aimed.replicas if r != aimed.leader]
         targets = [followers[int(step.target * 997) % len(followers)]]
-    elif step.fault == KILL_CONTROLLER:
+    elif step.fault in (KILL_CONTROLLER, PARTITION_CONTROLLER):
         targets = [active_controller(nodes)]
     elif step.fault == KILL_CONTROLLER_AND_BROKER:
         controller = active_controller(nodes)
@@ -340,19 +399,41 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         targets = [controller, broker]
     else:
         targets = node_ids
-    for node_id in targets:
-        if step.fault.startswith("pause"):
+    cuts: list[tuple[int, int]] = []
+    if step.fault in NETWORK_FAULTS:
+        assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
+        cuts = _cut(step, nodes.network, targets[0])
+    elif step.fault.startswith("pause"):
+        for node_id in targets:
             nodes.pause(node_id)
-        else:
+    else:
+        for node_id in targets:
             nodes.kill(node_id)
     history.record(
         "fault", fault=step.fault, nodes=targets, phase="start", start=start,
-        partition=[aimed.topic, aimed.partition],
+        partition=[aimed.topic, aimed.partition], cuts=cuts,
     )  # fmt: skip
     time.sleep(step.hold_s)  # the fault lasts this long (pacing, not syncing)
     start = history.now()
     nodes.heal()
     history.record("fault", fault=step.fault, nodes=targets, phase="stop", start=start)
+
+
+def _cut(step: Step, network: Network, node_id: int) -> list[tuple[int, int]]:
+    """Cut the links `step` names around `node_id`; the cuts as (source, destination) pairs."""
+    others = [n for n in network.node_ids if n != node_id]
+    pick = int(step.target * 997) % 2  # the seed's choice between two ways of one fault
+    if step.fault in (PARTITION_LEADER, PARTITION_CONTROLLER):
+        network.isolate(node_id)
+    elif step.fault == ONE_WAY:
+        for other in others:
+            if pick:  # it cannot hear from the others
+                network.one_way(other, node_id)
+            else:  # it cannot send to them
+                network.one_way(node_id, other)
+    else:  # BRIDGE: it and one other node cut apart, the third in the middle
+        network.bridge([node_id], others[pick], [others[1 - pick]])
+    return sorted(network.cuts)
 
 
 def _read_final_logs(
@@ -475,19 +556,6 @@ def _replica_digest(directory: Path, high_watermark: int) -> str:
             digest.update(data[position : position + 12 + length])
             position += 12 + length
     return digest.hexdigest()[:16]
-
-
-def _stop_cluster(cluster: Cluster) -> None:
-    """SIGTERM to every node at once, then a clean exit of each required."""
-    running = [
-        node.server
-        for node in cluster.nodes.values()
-        if node.server is not None and node.server.process is not None
-    ]
-    for server in running:
-        server.signal_stop()
-    for server in running:
-        server.wait_stopped()
 
 
 def discard(directory: Path) -> None:

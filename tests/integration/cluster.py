@@ -5,6 +5,11 @@ CLUSTER_ID` and the node's own settings (the shape of kafka-storage format + kaf
 Ports are picked free before the nodes start (the voters' controller addresses must be known to
 every node). Every node is a `MoldauServer` of the test's server factory, so the test stops each
 one by PID and requires a clean exit.
+
+With a `Network` (tests/integration/netns.py) each node runs in its own network namespace instead,
+listening on and advertising its namespace's address (fixed ports: the address is its own) for
+every listener and in `controller.quorum.voters`; clients stay in the root namespace and reach the
+nodes through the network's bridge.
 """
 
 from __future__ import annotations
@@ -13,20 +18,25 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .conftest import MoldauServer, ServerFactory
+from .netns import Network, require_namespaces
 
 COMBINED = "broker,controller"
 BROKER = "broker"
 CONTROLLER = "controller"
+LOOPBACK = "127.0.0.1"
+NAMESPACE_CLIENT_PORT = 9092  # a node in a namespace of its own has its address to itself
+NAMESPACE_CONTROLLER_PORT = 9093
 
 
 def free_port() -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((LOOPBACK, 0))
         return int(probe.getsockname()[1])
 
 
@@ -39,11 +49,13 @@ class ClusterNode:
     data_dir: Path
     overrides: dict[str, str]
     server: MoldauServer | None = None
+    host: str = LOOPBACK  # where its listeners are bound and advertised
+    namespace: str | None = None  # the network namespace its process runs in
 
     @property
     def bootstrap(self) -> str:
         assert self.client_port is not None, f"node {self.node_id} has no broker listener"
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def is_broker(self) -> bool:
@@ -78,7 +90,9 @@ class Cluster:
         chosen = [self.nodes[i] for i in (node_ids or self.nodes)]
         for node in chosen:
             if node.server is None:
-                node.server = self.factory(launch_only=True, **_as_kwargs(node.overrides))
+                node.server = self.factory(
+                    launch_only=True, namespace=node.namespace, **_as_kwargs(node.overrides)
+                )
             else:
                 node.server.launch()
         for node in chosen:
@@ -98,6 +112,19 @@ class Cluster:
         assert server is not None
         server.stop()
 
+    def stop_all(self) -> None:
+        """SIGTERM to every running node at once, then a clean exit of each required (one after
+        the other, the last would wait for a quorum that has gone)."""
+        running = [
+            node.server
+            for node in self.nodes.values()
+            if node.server is not None and node.server.process is not None
+        ]
+        for server in running:
+            server.signal_stop()
+        for server in running:
+            server.wait_stopped()
+
 
 def _as_kwargs(overrides: dict[str, str]) -> dict[str, str]:
     return {key.replace(".", "_"): value for key, value in overrides.items()}
@@ -111,9 +138,11 @@ def build_cluster(
     extra: dict[str, str] | None = None,
     per_node: dict[int, dict[str, str]] | None = None,
     launch: bool = True,
+    network: Network | None = None,
 ) -> Cluster:
     """Nodes 1..n with the given roles; voters are the nodes with the controller role. `extra`
-    goes to every node, `per_node[n]` to node n only."""
+    goes to every node, `per_node[n]` to node n only. `network`: each node in its namespace of
+    that network (set up, with these node ids), on its address."""
     cluster_id = subprocess.run(
         [sys.executable, "-m", "moldau", "storage", "random-uuid"],
         check=True,
@@ -124,25 +153,32 @@ def build_cluster(
     for index, role in enumerate(roles, start=1):
         is_controller = CONTROLLER in role.split(",")
         is_broker = BROKER in role.split(",")
+        in_namespace = network is not None
         cluster.nodes[index] = ClusterNode(
             node_id=index,
             roles=role,
-            client_port=free_port() if is_broker else None,
-            controller_port=free_port() if is_controller else None,
+            client_port=(NAMESPACE_CLIENT_PORT if in_namespace else free_port())
+            if is_broker
+            else None,
+            controller_port=(NAMESPACE_CONTROLLER_PORT if in_namespace else free_port())
+            if is_controller
+            else None,
             data_dir=base / f"node-{index}",
             overrides={},
+            host=LOOPBACK if network is None else network.address(index),
+            namespace=None if network is None else network.namespace(index),
         )
     voters = ",".join(
-        f"{node.node_id}@127.0.0.1:{node.controller_port}"
+        f"{node.node_id}@{node.host}:{node.controller_port}"
         for node in cluster.nodes.values()
         if node.controller_port is not None
     )
     for node in cluster.nodes.values():
         listeners = []
         if node.client_port is not None:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            listeners.append(f"PLAINTEXT://{node.host}:{node.client_port}")
         if node.controller_port is not None:
-            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            listeners.append(f"CONTROLLER://{node.host}:{node.controller_port}")
         node.overrides = {
             "node.id": str(node.node_id),
             "process.roles": node.roles,
@@ -156,6 +192,27 @@ def build_cluster(
     if launch:
         cluster.launch()
     return cluster
+
+
+@contextmanager
+def cluster_in_namespaces(
+    start_server: ServerFactory,
+    base: Path,
+    *,
+    roles: list[str],
+    extra: dict[str, str] | None = None,
+) -> Iterator[tuple[Cluster, Network]]:
+    """A cluster of `build_cluster`, each node in its namespace of a new `Network`; on leaving,
+    the cuts healed, every node stopped (by PID, a clean exit required), then the network torn
+    down. Skips the test when namespaces cannot be created here."""
+    require_namespaces()
+    with Network(range(1, len(roles) + 1)) as network:
+        cluster = build_cluster(start_server, base, roles=roles, extra=extra, network=network)
+        try:
+            yield cluster, network
+        finally:
+            network.heal()
+            cluster.stop_all()
 
 
 def format_storage(cluster_id: str, overrides: dict[str, str]) -> None:

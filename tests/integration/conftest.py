@@ -43,10 +43,13 @@ class MoldauServer:
         working_dir: Path | None = None,
         isolated: bool = True,
         open_files_limit: int | None = None,
+        namespace: str | None = None,
     ) -> None:
         """`isolated`: listen on an ephemeral loopback port and keep data in `data_dir` (by
         overrides); without it the server runs on its own defaults or the given arguments.
-        `open_files_limit`: the server's RLIMIT_NOFILE (soft and hard)."""
+        `open_files_limit`: the server's RLIMIT_NOFILE (soft and hard). `namespace`: run in
+        that network namespace (`ip netns exec` execs the server: `process.pid` is still its
+        PID, and it keeps the environment, so PYTHONPATH and this interpreter)."""
         self.data_dir = data_dir
         self.log_path = log_path
         self.overrides = dict(overrides)
@@ -55,6 +58,7 @@ class MoldauServer:
         self.working_dir = working_dir
         self.isolated = isolated
         self.open_files_limit = open_files_limit
+        self.namespace = namespace
         self.process: subprocess.Popen[bytes] | None = None
         self.host = ""
         self.port = 0
@@ -68,7 +72,8 @@ class MoldauServer:
 
     def command(self) -> list[str]:
         # -X faulthandler: SIGABRT makes a hung server print every thread's stack before dying.
-        arguments = [sys.executable, "-X", "faulthandler", "-m", "moldau", "server"]
+        arguments = ["ip", "netns", "exec", self.namespace] if self.namespace else []
+        arguments += [sys.executable, "-X", "faulthandler", "-m", "moldau", "server"]
         arguments += self.arguments
         settings = dict(self.overrides)
         if self.isolated:
@@ -228,6 +233,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
         isolated: bool = True,
         launch_only: bool = False,
         open_files_limit: int | None = None,
+        namespace: str | None = None,
         **overrides: str,
     ) -> MoldauServer:
         index = len(servers)
@@ -242,6 +248,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
             working_dir=working_dir,
             isolated=isolated,
             open_files_limit=open_files_limit,
+            namespace=namespace,
         )
         servers.append(server)
         return server.launch() if launch_only else server.start()

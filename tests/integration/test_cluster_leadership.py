@@ -1,17 +1,19 @@
 """Partition leadership in a cluster of three combined nodes: when a broker is killed, the active
 controller fences it after its session and moves its leaderships to the rest of the ISR; when a
 broker stops cleanly, its leaderships move before it goes (controlled shutdown), and when it
-comes back and has caught up, the leader rebalance hands them back. What is checked is the
-Metadata answer (leader, leader epoch, ISR)."""
+comes back and has caught up, the leader rebalance hands them back; a leader cut off by a
+network partition is fenced the same way and rejoins once the network heals. What is checked is
+the Metadata answer (leader, leader epoch, ISR)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .cluster import COMBINED, Cluster, build_cluster, wait_for
+from .cluster import COMBINED, Cluster, build_cluster, cluster_in_namespaces, wait_for
 from .wire import Connection
 
 TOPIC = "replicated"
@@ -139,3 +141,49 @@ def test_a_broker_stopping_cleanly_hands_over_its_leaderships_before_it_goes(
 
     back = wait_for(rebalanced, timeout_s=60, what=f"broker {leaving} back in the lead")
     assert back[1][1] == after[1][1] + 1
+
+
+def test_an_isolated_leader_acknowledges_nothing_loses_its_leaderships_and_rejoins(
+    start_server, tmp_path: Path
+) -> None:
+    """A network partition, not a crash: the leader of partition 0 keeps running, cut from the
+    other nodes (clients still reach it). It cannot commit an acks=all write; the controller on
+    the majority side fences it after its session and moves its leaderships; once the network
+    heals it follows the new leaders and is back in every ISR."""
+    extra = {**QUICK, "broker.session.timeout.ms": "3000"}
+    with cluster_in_namespaces(start_server, tmp_path, roles=[COMBINED] * 3, extra=extra) as (
+        cluster,
+        network,
+    ):
+        before = _replicated_topic(cluster)
+        victim = before[0][0]
+        survivor = next(node for node in cluster.brokers() if node.node_id != victim)
+        network.isolate(victim)
+        outcomes: list[object] = []
+        producer = Producer(
+            {"bootstrap.servers": cluster.nodes[victim].bootstrap, "acks": "all",
+             "message.timeout.ms": 6000}
+        )  # fmt: skip
+        producer.produce(TOPIC, b"through the isolated leader", partition=0,
+                         on_delivery=lambda error, _: outcomes.append(error))  # fmt: skip
+        producer.flush(15)
+        assert len(outcomes) == 1 and outcomes[0] is not None, outcomes
+
+        def moved() -> dict | None:
+            after = _partitions(survivor.bootstrap)
+            if all(victim not in isr and leader != victim for leader, _, _, isr in after.values()):
+                return after
+            return None
+
+        wait_for(moved, timeout_s=30, what=f"isolated broker {victim}'s leaderships moving")
+        network.heal()
+
+        def rejoined() -> bool:
+            views = [_partitions(node.bootstrap) for node in cluster.brokers()]
+            return all(
+                leader >= 0 and sorted(isr) == [1, 2, 3]
+                for view in views
+                for leader, _, _, isr in view.values()
+            )
+
+        wait_for(rejoined, timeout_s=60, what=f"broker {victim} back in every ISR after healing")
