@@ -314,7 +314,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("transaction.state.log.replication.factor", INT, 3, read_only=True),
         _key("transaction.max.timeout.ms", INT, 900000),
         _key("transactional.id.expiration.ms", INT, 604800000),
-        _key("producer.id.expiration.ms", INT, 86400000),
+        _key(
+            "producer.id.expiration.ms",
+            INT,
+            86400000,
+            "How long a partition remembers an idle producer id (no open transaction, last batch"
+            " timestamp this old) for duplicate detection.",
+            minimum=1,
+        ),
+        _key(
+            "producer.id.expiration.check.interval.ms",
+            INT,
+            600000,
+            "How often partitions forget producer ids idle for producer.id.expiration.ms.",
+            read_only=True,
+            minimum=1,
+        ),
         _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000),
         _key("ssl.keystore.location", S, None),
         _key("ssl.keystore.password", P, None, sensitive=True),
