@@ -426,6 +426,17 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
         result = self.coordinator_for(group_id).delete_offsets(group_id=group_id, topics=topics)
         return await self._immediate(group_id, result)
 
+    def on_topics_deleted(self, topics: set[str]) -> None:
+        """Deleted topics: every partition led here drops their committed offsets (and the
+        groups left with neither members nor offsets), written in the background."""
+        for partition in list(self._partitions.values()):
+            result = partition.coordinator.on_topics_deleted(topics)
+            if result.records:
+                self._spawn(self._complete_quietly(partition, result))
+
+    async def _complete_quietly(self, partition: _Partition, result: CoordinatorResult) -> None:
+        await self._complete(partition, result)
+
     def describe_group(self, group_id: str) -> Response:
         return self.coordinator_for(group_id).describe_group(group_id)
 
