@@ -170,6 +170,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("min.insync.replicas", INT, 1, minimum=1),
         _key("auto.create.topics.enable", B, True),
         _key("delete.topic.enable", B, True),
+        _key(
+            "internal.topics.modification.enable",
+            B,
+            False,
+            "Let clients delete and produce to the internal topics (__consumer_offsets,"
+            " __transaction_state), which hold every group's offsets and every transaction's"
+            " state. Off by default: only an operator repairing a cluster should set it.",
+            read_only=True,
+        ),
         _key("message.max.bytes", INT, 1048588, minimum=0),
         _key("socket.request.max.bytes", INT, 104857600, read_only=True, minimum=1),
         _key("socket.send.buffer.bytes", INT, 102400, read_only=True),
