@@ -26,6 +26,7 @@ from moldau.coordinator.transaction_runtime import (
     TransactionCoordinatorRuntime,
 )
 from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
+from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import (
     ControlRecordType,
@@ -95,12 +96,26 @@ async def start(node: Node) -> None:
     if transactions is not None:
         await transactions.start(_led_partitions(node, TRANSACTION_STATE_TOPIC))
 
-    def follow(_previous: object, _image: object) -> None:
+    def follow(previous: MetadataImage | None, image: MetadataImage) -> None:
         runtime.follow_leadership(_led_partitions(node, OFFSETS_TOPIC))
         if transactions is not None:
             transactions.follow_leadership(_led_partitions(node, TRANSACTION_STATE_TOPIC))
+        deleted = _deleted_topics(previous, image)
+        if deleted:
+            runtime.on_topics_deleted(deleted)
 
     node.metadata_listeners.append(follow)
+
+
+def _deleted_topics(previous: MetadataImage | None, image: MetadataImage) -> set[str]:
+    """Names of the topics `image` no longer has (or has as a new topic of the same name)."""
+    if previous is None or previous.topics is image.topics:
+        return set()
+    return {
+        name
+        for name, topic in previous.topics.items()
+        if (current := image.topics.get(name)) is None or current.topic_id != topic.topic_id
+    }
 
 
 def _led_partitions(node: Node, topic_name: str) -> set[int]:

@@ -1,5 +1,6 @@
-"""Background jobs of a broker: retention, time-based flushes, the log cleaner and the re-check
-of full log dirs.
+"""Background jobs of a broker: retention, time-based flushes, the log cleaner, the re-check
+of full log dirs and the expiration of idle producer ids (`producer.id.expiration.ms`, checked
+every `producer.id.expiration.check.interval.ms`, as Kafka's LogManager does).
 
 Each job runs its blocking storage work in a worker thread (never on the event loop) and is
 owned by the node, which cancels and awaits it on shutdown.
@@ -49,6 +50,19 @@ def start(node: Node) -> list[asyncio.Task[None]]:
     tasks.append(
         asyncio.create_task(
             _every(recheck_interval_s, recheck, "log dir re-check"), name="log-dir-recheck"
+        )
+    )
+    expiration_check_s = int(node.config.get("producer.id.expiration.check.interval.ms")) / 1000.0
+
+    def expire_producers() -> None:
+        # (read each time: producer.id.expiration.ms is a dynamic broker config)
+        log_manager.producer_id_expiration_ms = int(node.config.get("producer.id.expiration.ms"))
+        log_manager.remove_expired_producers()
+
+    tasks.append(
+        asyncio.create_task(
+            _every(expiration_check_s, expire_producers, "producer id expiration"),
+            name="producer-id-expiration",
         )
     )
     if node.config.get("log.cleaner.enable"):

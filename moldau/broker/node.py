@@ -132,6 +132,7 @@ class Node:
                 clock=self.clock,
                 default_config=self.default_log_config(),
                 max_open_files=max_open_files,
+                producer_id_expiration_ms=int(self.config.get("producer.id.expiration.ms")),
             )
             loop = asyncio.get_running_loop()
             self.log_manager.failures.add_listener(

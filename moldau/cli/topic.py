@@ -102,21 +102,38 @@ def create(
 
 @app.command("list")
 def list_topics(
+    internal: Annotated[
+        bool,
+        typer.Option(
+            "--internal",
+            "-i",
+            help="Include the internal topics (__consumer_offsets, __transaction_state).",
+        ),
+    ] = False,
     exclude_internal: Annotated[
-        bool, typer.Option("--exclude-internal", help="Leave out internal topics.")
+        bool,
+        typer.Option(
+            "--exclude-internal",
+            help="Leave out internal topics (the default; kept for kafka-topics.sh habits).",
+        ),
     ] = False,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """List topic names, one per line (as kafka-topics.sh --list)."""
+    """List topic names, one per line (as kafka-topics.sh --list); internal topics only with
+    --internal (as rpk)."""
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
         async with AdminClient(client) as admin:
             metadata = await admin.list_topics()
         topics = sorted(
-            (t for t in metadata.topics.values() if not (exclude_internal and t.is_internal)),
+            (
+                t
+                for t in metadata.topics.values()
+                if not t.is_internal or (internal and not exclude_internal)
+            ),
             key=lambda t: t.name,
         )
         data = [

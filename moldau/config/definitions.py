@@ -170,6 +170,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("min.insync.replicas", INT, 1, minimum=1),
         _key("auto.create.topics.enable", B, True),
         _key("delete.topic.enable", B, True),
+        _key(
+            "internal.topics.modification.enable",
+            B,
+            False,
+            "Let clients delete and produce to the internal topics (__consumer_offsets,"
+            " __transaction_state), which hold every group's offsets and every transaction's"
+            " state. Off by default: only an operator repairing a cluster should set it.",
+            read_only=True,
+        ),
         _key("message.max.bytes", INT, 1048588, minimum=0),
         _key("socket.request.max.bytes", INT, 104857600, read_only=True, minimum=1),
         _key("socket.send.buffer.bytes", INT, 102400, read_only=True),
@@ -314,7 +323,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("transaction.state.log.replication.factor", INT, 3, read_only=True),
         _key("transaction.max.timeout.ms", INT, 900000),
         _key("transactional.id.expiration.ms", INT, 604800000),
-        _key("producer.id.expiration.ms", INT, 86400000),
+        _key(
+            "producer.id.expiration.ms",
+            INT,
+            86400000,
+            "How long a partition remembers an idle producer id (no open transaction, last batch"
+            " timestamp this old) for duplicate detection.",
+            minimum=1,
+        ),
+        _key(
+            "producer.id.expiration.check.interval.ms",
+            INT,
+            600000,
+            "How often partitions forget producer ids idle for producer.id.expiration.ms.",
+            read_only=True,
+            minimum=1,
+        ),
         _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000),
         _key("ssl.keystore.location", S, None),
         _key("ssl.keystore.password", P, None, sensitive=True),

@@ -56,7 +56,13 @@ from moldau.controller.partition_limits import (
     PartitionBudget,
     requested_total,
 )
-from moldau.controller.topic_names import find_collision, validate_topic_name
+from moldau.controller.topic_names import (
+    INTERNAL_TOPICS,
+    INTERNAL_TOPICS_MODIFICATION,
+    find_collision,
+    refuse_internal_topic_change,
+    validate_topic_name,
+)
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.metadata.records import (
@@ -264,6 +270,7 @@ class ControllerCore:
         counts = Counter(topics)
         deleted: set[uuid.UUID] = set()
         enabled = bool(self.config.get("delete.topic.enable"))
+        internal_allowed = bool(self.config.get(INTERNAL_TOPICS_MODIFICATION))
         for reference in topics:
             try:
                 topic = self._find_topic(reference)
@@ -278,6 +285,8 @@ class ControllerCore:
                     raise KafkaError(
                         ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
                     )
+                if topic.name in INTERNAL_TOPICS and not internal_allowed:
+                    raise refuse_internal_topic_change(topic.name, "delete")
             except KafkaError as error:
                 results.append(
                     DeleteTopicResult(

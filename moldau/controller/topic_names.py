@@ -15,6 +15,22 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS_MODIFICATION = "internal.topics.modification.enable"
+
+
+def refuse_internal_topic_change(
+    name: str, action: str, code: ErrorCode = ErrorCode.invalid_request
+) -> KafkaError:
+    """The refusal to `action` ("delete", "append to") an internal topic, saying why and what
+    an operator who means it sets."""
+    holds = "every consumer group's committed offsets"
+    if name == "__transaction_state":
+        holds = "every transactional producer's state"
+    return KafkaError(
+        code,
+        f"Cannot {action} internal topic {name}: it holds {holds}. An operator who means it"
+        f" can allow it with {INTERNAL_TOPICS_MODIFICATION}=true on the servers.",
+    )
 
 
 def validate_topic_name(name: str) -> None:

@@ -283,6 +283,20 @@ class GroupCoordinator:
         result.response = {"results": answers}
         return result
 
+    def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult:
+        """Topics were deleted: their committed offsets go (tombstones), and so does a group
+        they leave with neither members nor offsets, as Kafka's coordinator does."""
+        result = CoordinatorResult()
+        if self.loading or not topics:
+            return result
+        records, emptied = self._offsets.delete_offsets_of_topics(topics)
+        for record in records:
+            self.replay(record)
+        result.records.extend(records)
+        for group_id in sorted(emptied):
+            self._delete_group(group_id, result)  # (refused, and so kept, while it has members)
+        return result
+
     def _delete_group(self, group_id: str, result: CoordinatorResult) -> ErrorCode:
         group = self._store.groups.get(group_id)
         if group is None:

@@ -5,7 +5,9 @@ A commit is validated against the group (generation and member for classic group
 for KIP-848 groups; simple consumers commit with generation -1 and no member id to a group with
 no members), then written as OffsetCommit records. Offsets of an empty group expire
 `offsets.retention.minutes` after the later of the commit and the moment the group became empty
-(KIP-211); a classic group left with neither members nor offsets is then deleted.
+(KIP-211); a classic group left with neither members nor offsets is then deleted. The offsets
+of a deleted topic are deleted with it (`delete_offsets_of_topics`, Kafka's
+`onPartitionsDeleted`).
 """
 
 from __future__ import annotations
@@ -287,6 +289,25 @@ class OffsetManager:
             self._store.replay(record, now)
         result.response = {"error_code": ErrorCode.none, "topics": answers}
         return result
+
+    def delete_offsets_of_topics(
+        self, topics: set[str]
+    ) -> tuple[list[CoordinatorRecord], set[str]]:
+        """Tombstones for every committed offset of `topics` (deleted topics, Kafka's
+        `onPartitionsDeleted`), and the groups they leave with no offset at all."""
+        records = []
+        emptied = set()
+        for group_id, committed in self._store.offsets.items():
+            doomed = [where for where in committed if where.topic in topics]
+            records.extend(
+                CoordinatorRecord(
+                    OffsetCommitKey(group_id=group_id, topic=where.topic, partition=where.partition)
+                )
+                for where in doomed
+            )
+            if doomed and len(doomed) == len(committed):
+                emptied.add(group_id)
+        return records, emptied
 
     def delete_all_offsets_records(self, group_id: str) -> list[CoordinatorRecord]:
         return [

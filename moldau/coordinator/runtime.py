@@ -75,6 +75,9 @@ class _Partition:
     timer: asyncio.TimerHandle | None = None
     timer_deadline: int | None = None
     parked: set[asyncio.Future[Response]] = field(default_factory=set)
+    # The waiter of the newest queued write: an answer computed from the core's state waits for
+    # it, since that state may include records not yet durable (or that will never be).
+    last_write: asyncio.Future[None] | None = None
 
 
 class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
@@ -192,6 +195,11 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
                 continue
             try:
                 await self._write_in_order(topic_partition, [write for write, _ in batch])
+            except asyncio.CancelledError:  # unloaded mid-write: nobody waits for ever
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(KafkaError(ErrorCode.not_coordinator))
+                raise
             except Exception as exc:  # the log refused: state is ahead of it, so reload
                 logger.warning("append to %s failed: %r; reloading", topic_partition, exc)
                 code = append_error_code(exc)
@@ -243,14 +251,22 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
     async def _enqueue(self, partition: _Partition, write: Write) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         partition.pending.append((write, waiter))
+        partition.last_write = waiter
         partition.wakeup.set()
-        await waiter
+        await asyncio.shield(waiter)  # (a caller that goes away must not cancel it for others)
 
     async def _complete(self, partition: _Partition, result: CoordinatorResult) -> Response | None:
-        """Make the records durable, then answer everybody the operation answered."""
+        """Make the records durable, then answer everybody the operation answered.
+
+        An operation that writes nothing still waits for the writes queued before it, as
+        Kafka's CoordinatorRuntime holds such a response until the last written offset
+        commits: a follower's SyncGroup that finds the group Stable must not get an assignment
+        whose write is still in flight (and fails with it if the write fails)."""
         self._reschedule(partition)
         if result.records:
             await self._write(partition, result.records, result.producer)
+        elif partition.last_write is not None and not partition.last_write.done():
+            await asyncio.shield(partition.last_write)
         for respond, response in result.deliveries:
             respond(response)
         return result.response
@@ -409,6 +425,17 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
     ) -> Response:
         result = self.coordinator_for(group_id).delete_offsets(group_id=group_id, topics=topics)
         return await self._immediate(group_id, result)
+
+    def on_topics_deleted(self, topics: set[str]) -> None:
+        """Deleted topics: every partition led here drops their committed offsets (and the
+        groups left with neither members nor offsets), written in the background."""
+        for partition in list(self._partitions.values()):
+            result = partition.coordinator.on_topics_deleted(topics)
+            if result.records:
+                self._spawn(self._complete_quietly(partition, result))
+
+    async def _complete_quietly(self, partition: _Partition, result: CoordinatorResult) -> None:
+        await self._complete(partition, result)
 
     def describe_group(self, group_id: str) -> Response:
         return self.coordinator_for(group_id).describe_group(group_id)

@@ -210,6 +210,14 @@ class LogMaintenance:
         self.high_watermark = self.recovery_point = offset
         return offset
 
+    # -- producer ids --
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idle producers (`producer.id.expiration.ms`, Kafka's
+        `removeExpiredProducers`); the next producer snapshot no longer holds them."""
+        with self._lock:
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
+
     def _after_truncation(self, end: int) -> None:
         from moldau.storage.log_loader import rebuild_producer_state
 

@@ -59,6 +59,8 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms: one day
+
 # The KRaft metadata log may share a log dir; Kafka's LogManager skips it too.
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -73,8 +75,12 @@ class LogManager(LogDirMoves):
         default_config: LogConfig | None = None,
         recovery_threads: int = 4,
         max_open_files: int | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
-        """`max_open_files`: keep at most that many segment files open (`CachingFileSystem`)."""
+        """`max_open_files`: keep at most that many segment files open (`CachingFileSystem`).
+        `producer_id_expiration_ms`: idle producers are forgotten after it (a log opened drops
+        those already expired, as Kafka's snapshot load does; `remove_expired_producers` the
+        rest)."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         self.log_dirs = [d.rstrip("/") or "/" for d in log_dirs]
@@ -85,6 +91,7 @@ class LogManager(LogDirMoves):
         self.clock = clock
         self.default_config = default_config or LogConfig()
         self.recovery_threads = recovery_threads
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._unopened: dict[TopicPartition, str] = {}  # found at start-up, failed to open
@@ -189,6 +196,7 @@ class LogManager(LogDirMoves):
     def _register(self, tp: TopicPartition, partition_log: PartitionLog, log_dir: str) -> None:
         """Under `_lock`: a log of this manager, reporting its I/O errors for `log_dir`."""
         partition_log.io_error_handler = functools.partial(self.failures.report, log_dir)
+        partition_log.remove_expired_producers(self.clock.now_ms(), self.producer_id_expiration_ms)
         self._logs[tp] = partition_log
         self._log_dir_of[tp] = log_dir
         self._unopened.pop(tp, None)
@@ -383,6 +391,16 @@ class LogManager(LogDirMoves):
                 logger.warning("removing %s failed: %s", path, error)
         self.checkpoint_all()
         return deleted
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """One pass of Kafka's producer expiration check over every log, leaders and followers
+        alike (each applies the same rule to the same batch timestamps); returns how many
+        producer ids were forgotten."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        return sum(
+            partition_log.remove_expired_producers(now, self.producer_id_expiration_ms)
+            for partition_log in self.logs()
+        )
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Flush logs due by `flush.ms` or `flush.messages`; returns how many were flushed."""

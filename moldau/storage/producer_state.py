@@ -222,6 +222,19 @@ class ProducerStateManager:
             last_stable_offset=header.base_offset + 1 if unstable is None else unstable,
         )
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for `expiration_ms` (`producer.id.expiration.ms`): Kafka's
+        rule, a producer with no open transaction whose last batch's timestamp is that old.
+        Returns how many were removed."""
+        expired = [
+            producer_id
+            for producer_id, entry in self.producers.items()
+            if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
     def reset(self) -> None:
         self.producers.clear()
         self.ongoing.clear()

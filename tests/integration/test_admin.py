@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 
 from . import rdkafka
 from .support import DEADLINE_S, Record, assert_same_records, now_ms, unique_topic, wait_until
+from .test_cli_support import moldau
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +275,59 @@ def test_describe_cluster_names_this_broker_and_a_cluster_id(admin, server):
     assert (node.host, node.port) == ("127.0.0.1", server.port)
     assert cluster.cluster_id
     assert cluster.controller is not None
+
+
+def _produce_to(server, topic: str) -> tuple[int, str | None]:
+    from moldau.protocol.records import NewRecord, build_batch
+
+    from .wire import Connection
+
+    with Connection(server.host, server.port) as connection:
+        answer = connection.request(
+            0,
+            9,
+            {
+                "acks": -1,
+                "timeout": 10_000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [
+                            {"index": 0, "records": build_batch([NewRecord(key=b"k", value=b"x")])}
+                        ],
+                    }
+                ],
+            },
+        )
+    partition = answer.responses[0].partition_responses[0]
+    return int(partition.error_code), partition.error_message
+
+
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
+def test_internal_topics_cannot_be_deleted_or_written_by_clients(admin, server, internal):
+    """Kafka 4 without an authorizer lets any client delete them (and every group's offsets
+    with them); Moldau refuses, saying why and which setting an operator who means it sets.
+    Produce is refused with Kafka's own code (INVALID_TOPIC_EXCEPTION)."""
+    assert internal in listed_topics(admin)
+    error = error_of(admin.delete_topics([internal], operation_timeout=DEADLINE_S)[internal])
+    assert error.code() == KafkaError.INVALID_REQUEST  # (librdkafka asks v4: no message)
+    refused = moldau("topic", "delete", internal, bootstrap=server.bootstrap_servers, expect=1)
+    assert f"Cannot delete internal topic {internal}: it holds " in refused.stderr
+    assert "internal.topics.modification.enable=true on the servers" in refused.stderr
+    code, message = _produce_to(server, internal)
+    assert code == KafkaError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION (17)
+    assert message is not None and f"Cannot append to internal topic {internal}" in message
+    assert internal in listed_topics(admin)
+
+
+def test_an_operator_may_allow_changing_the_internal_topics(start_server):
+    server = start_server(internal_topics_modification_enable="true")
+    admin = rdkafka.admin_client(server.bootstrap_servers)
+    assert _produce_to(server, "__transaction_state")[0] == 0
+    admin.delete_topics(["__transaction_state"], operation_timeout=DEADLINE_S)[
+        "__transaction_state"
+    ].result(timeout=DEADLINE_S)
+    wait_until(
+        lambda: "__transaction_state" not in listed_topics(admin),
+        message="__transaction_state still listed",
+    )

@@ -18,9 +18,13 @@ def test_topic_lifecycle_in_text_and_json(server) -> None:  # type: ignore[no-un
     created = moldau("topic", "create", topic, "-p", "3", "-c", "retention.ms=60000", bootstrap=b)
     assert created.text == f"Created topic {topic}.\n"
 
-    assert topic in moldau("topic", "list", bootstrap=b).text.splitlines()
+    names = moldau("topic", "list", bootstrap=b).text.splitlines()
+    assert topic in names
+    assert "__consumer_offsets" not in names  # internal topics only when asked for (as rpk)
+    assert "__consumer_offsets" in moldau("topic", "list", "--internal", bootstrap=b).text
     listed = moldau("topic", "list", "--format", "json", bootstrap=b).json()
     assert {"name": topic, "partitions": 3, "replication_factor": 1, "internal": False} in listed
+    assert not any(t["internal"] for t in listed)
 
     text = moldau("topic", "describe", topic, bootstrap=b).text
     first = text.splitlines()[0]

@@ -206,3 +206,82 @@ def test_idempotent_producer_writes_each_record_once(server):
 
     consumed = rdkafka.consume_all(server.bootstrap_servers, topic, sent, partitions=PARTITIONS)
     assert_same_records(sent, consumed)
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_reading_past_the_log_end_applies_auto_offset_reset(server, reset):
+    """OFFSET_OUT_OF_RANGE comes with an empty record set, never a null one: librdkafka 2.0
+    refuses a whole Fetch response with a null one, and its auto.offset.reset then never fires.
+    Every Fetch version librdkafka may pick is covered by its own negotiation."""
+    topic = unique_topic(f"rdkafka-reset-{reset}")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=1)
+    rdkafka.produce(
+        server.bootstrap_servers,
+        topic,
+        [Record(key=None, value=b"old-%d" % i, timestamp_ms=now_ms()) for i in range(3)],
+    )
+    consumer = rdkafka.consumer(server.bootstrap_servers, **{"auto.offset.reset": reset})
+    consumer.assign([TopicPartition(topic, 0, 1000)])  # far past the log end (3)
+    producer = Producer({"bootstrap.servers": server.bootstrap_servers})
+    first = None
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while first is None and time.monotonic() < deadline:
+            if reset == "latest":  # something new to read once the reset moved to the end
+                producer.produce(topic, value=b"new", partition=0)
+                producer.flush(DEADLINE_S)
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                first = (message.offset(), message.value())
+    finally:
+        consumer.close()
+    assert first is not None, f"auto.offset.reset={reset} never applied"
+    assert first == ((0, b"old-0") if reset == "earliest" else (first[0], b"new"))
+    assert first[0] >= (0 if reset == "earliest" else 3)
+
+
+def test_every_fetch_version_answers_errors_with_an_empty_record_set(server):
+    """On the wire, for each Fetch version served: a partition past its log end
+    (OFFSET_OUT_OF_RANGE) and one of an unknown topic carry records of length 0, not null."""
+    import uuid
+
+    from .wire import Connection
+
+    topic = unique_topic("fetch-errors")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=1)
+    with Connection(server.host, server.port) as connection:
+        metadata = connection.request(
+            3,
+            12,
+            {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False},
+        )
+        topic_id = metadata.topics[0].topic_id
+        for version in range(4, 18):
+            by_id = version >= 13
+            answer = connection.request(
+                1,
+                version,
+                {
+                    "max_wait": 0,
+                    "min_bytes": 1,
+                    "max_bytes": 1 << 20,
+                    "topics": [
+                        {
+                            "topic": name,
+                            "topic_id": ident,
+                            "partitions": [
+                                {"partition": 0, "fetch_offset": 1000, "partition_max_bytes": 1024}
+                            ],
+                        }
+                        for name, ident in ((topic, topic_id), ("no-such-topic", uuid.uuid4()))
+                    ],
+                },
+            )
+            [past_end], [unknown] = (t.partitions for t in answer.responses)
+            assert past_end.error_code == KafkaError.OFFSET_OUT_OF_RANGE, version
+            assert unknown.error_code == (
+                KafkaError.UNKNOWN_TOPIC_ID if by_id else KafkaError.UNKNOWN_TOPIC_OR_PART
+            ), version
+            for partition in (past_end, unknown):
+                assert partition.records is not None and len(partition.records) == 0, version

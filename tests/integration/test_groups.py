@@ -591,3 +591,50 @@ def test_consumer_protocol_regex_subscription(group_server: MoldauServer) -> Non
     expected = {(f"{prefix}-{s}", p) for s in ("a", "b") for p in (0, 1)}
     wait_until(lambda: assigned() == expected, timeout=30, message="both matching topics")
     consumer.close()
+
+
+# ------------------------------------------------------------------------ deleted topics
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets_and_groups_left_without_any(
+    group_server: MoldauServer,
+) -> None:
+    """As Kafka: the offsets of a deleted topic's partitions go with it, and a group left with
+    neither members nor offsets disappears; a group with offsets of other topics keeps those."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    bootstrap = group_server.bootstrap_servers
+    doomed, kept = unique("groups-doomed"), unique("groups-kept")
+    only_doomed, both = unique("only-doomed"), unique("both")
+    create_topic(bootstrap, doomed, partitions=2)
+    create_topic(bootstrap, kept, partitions=1)
+    for group_id, topics in ((only_doomed, [doomed]), (both, [doomed, kept])):
+        consumer = group_consumer(bootstrap, group_id)
+        offsets = [TopicPartition(t, p, 5) for t in topics for p in range(2 if t == doomed else 1)]
+        consumer.commit(offsets=offsets, asynchronous=False)
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # outlives its futures
+
+    def group_ids() -> set[str]:
+        return {group.group_id for group in admin.list_consumer_groups().result(20).valid}
+
+    def committed(group_id: str) -> dict[tuple[str, int], int]:
+        request = ConsumerGroupTopicPartitions(group_id)
+        answer = admin.list_consumer_group_offsets([request])[group_id].result(20)
+        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+
+    assert {only_doomed, both} <= group_ids()
+    assert committed(both) == {(doomed, 0): 5, (doomed, 1): 5, (kept, 0): 5}
+    admin.delete_topics([doomed], operation_timeout=20)[doomed].result(20)
+    wait_until(
+        lambda: only_doomed not in group_ids(),
+        timeout=30,
+        message="a group whose only offsets were of the deleted topic is still listed",
+    )
+    assert both in group_ids()
+    assert committed(both) == {(kept, 0): 5}
+    create_topic(bootstrap, doomed, partitions=2)  # a new topic of that name starts afresh
+    fresh = group_consumer(bootstrap, both)
+    answer = fresh.committed([TopicPartition(doomed, 0), TopicPartition(doomed, 1)], timeout=20)
+    assert [tp.offset for tp in answer] == [-1001, -1001]
+    fresh.close()

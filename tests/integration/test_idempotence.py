@@ -1,6 +1,7 @@
 """Idempotent producers: retries after lost responses write nothing twice and keep the order
-(confluent-kafka through a proxy that drops Produce responses), and the producer state that
-detects duplicates survives a restart of the server."""
+(confluent-kafka through a proxy that drops Produce responses), the producer state that
+detects duplicates survives a restart of the server, and idle producer ids expire
+(`producer.id.expiration.ms`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Producer
 from moldau.protocol.records import NewRecord, build_batch
 
 from .rdkafka import consume, create_topic
-from .support import DEADLINE_S, unique_topic
+from .support import DEADLINE_S, now_ms, unique_topic, wait_until
 from .wire import Connection, produce
 
 PRODUCE = 0
@@ -193,6 +194,7 @@ def test_duplicate_detection_survives_a_restart(start_server: Any) -> None:
             producer_id=4242,
             producer_epoch=0,
             base_sequence=sequence * 3,
+            timestamp=now_ms(),  # (a producer whose last batch is from 1970 expires at once)
         )
         for sequence in range(4)
     ]
@@ -211,3 +213,42 @@ def test_duplicate_detection_survives_a_restart(start_server: Any) -> None:
             [NewRecord(value=b"y")], producer_id=4242, producer_epoch=0, base_sequence=12
         )
         assert produce(connection, topic, 0, following).base_offset == 12
+
+
+def test_idle_producer_ids_expire_and_may_write_again(start_server: Any) -> None:
+    """Kafka's rule: a producer with no open transaction whose last batch is
+    producer.id.expiration.ms old is forgotten at the next check; DescribeProducers lists it
+    no more, and its next batch, whatever its sequence, is taken as a new producer's."""
+    server = start_server(
+        producer_id_expiration_ms="3000", producer_id_expiration_check_interval_ms="100"
+    )
+    topic = unique_topic("idempotent-expiry")
+    create_topic(server.bootstrap_servers, topic, partitions=1)
+
+    def active_producers(connection: Connection) -> list[int]:
+        answer = connection.request(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        partition = answer.topics[0].partitions[0]
+        assert partition.error_code == 0
+        return [p.producer_id for p in partition.active_producers]
+
+    def idempotent(sequence: int) -> bytes:
+        return build_batch(
+            [NewRecord(value=b"s%d" % sequence)],
+            producer_id=777,
+            producer_epoch=0,
+            base_sequence=sequence,
+            timestamp=now_ms(),
+        )
+
+    with Connection(server.host, server.port) as connection:
+        assert produce(connection, topic, 0, idempotent(0)).error_code == 0
+        assert active_producers(connection) == [777]
+        assert produce(connection, topic, 0, idempotent(5)).error_code == 45  # a gap: known
+        wait_until(
+            lambda: active_producers(connection) == [],
+            timeout=30,
+            message="producer 777 still remembered after producer.id.expiration.ms",
+        )
+        again = produce(connection, topic, 0, idempotent(5))
+        assert (again.error_code, again.base_offset) == (0, 1)
+        assert active_producers(connection) == [777]

@@ -29,7 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
-from moldau.controller.topic_names import INTERNAL_TOPICS
+from moldau.controller.topic_names import (
+    INTERNAL_TOPICS,
+    INTERNAL_TOPICS_MODIFICATION,
+    refuse_internal_topic_change,
+)
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
@@ -89,9 +93,10 @@ def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferr
             try:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.corrupt_message, "no record batch")
-                if name in INTERNAL_TOPICS:  # the coordinators' logs: theirs alone, as in Kafka
-                    raise KafkaError(
-                        ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}"
+                if name in INTERNAL_TOPICS and not node.config.get(INTERNAL_TOPICS_MODIFICATION):
+                    # the coordinators' logs: theirs alone, with Kafka's code
+                    raise refuse_internal_topic_change(
+                        name, "append to", ErrorCode.invalid_topic_exception
                     )
                 node.authorize_write(ctx, tp, transactional_id)
                 if transactional_id is not None:

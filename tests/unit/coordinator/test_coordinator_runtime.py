@@ -253,3 +253,102 @@ def test_a_record_no_coordinator_wrote_is_skipped_when_loading() -> None:
             assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 7
 
     asyncio.run(scenario())
+
+
+class GatedLog(MemoryLog):
+    """Appends wait at a gate: `close()` holds them, `open()` lets them land, `fail_with` makes
+    the held ones fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.fail_with: Exception | None = None
+
+    async def append(
+        self, tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]
+    ) -> int:
+        await self.gate.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+        return await super().append(tp, pairs)
+
+
+async def _two_members_joined(runtime: GroupCoordinatorRuntime) -> tuple[dict, dict]:
+    first_a, first_b = await asyncio.gather(
+        runtime.join_group(join_request()), runtime.join_group(join_request())
+    )
+    return await asyncio.gather(
+        runtime.join_group(join_request(first_a["member_id"])),
+        runtime.join_group(join_request(first_b["member_id"])),
+    )
+
+
+def _sync(runtime: GroupCoordinatorRuntime, joined: dict, assignments: dict) -> object:
+    return runtime.sync_group(
+        group_id="g",
+        generation_id=joined["generation_id"],
+        member_id=joined["member_id"],
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=assignments,
+    )
+
+
+async def _follower_syncing_during_the_leaders_write(
+    log: GatedLog, runtime: GroupCoordinatorRuntime
+) -> tuple[asyncio.Task, asyncio.Task]:
+    """The leader's SyncGroup applied (the group Stable) with its write held at the gate, then
+    a follower's SyncGroup: both tasks, neither answered yet."""
+    a, b = await _two_members_joined(runtime)
+    assert a["generation_id"] == b["generation_id"]
+    leader, follower = (a, b) if a["member_id"] == a["leader"] else (b, a)
+    log.gate.clear()
+    leader_sync = asyncio.ensure_future(
+        _sync(runtime, leader, {leader["member_id"]: b"L", follower["member_id"]: b"F"})
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert runtime.describe_group("g")["group_state"] == "Stable"  # applied, not yet durable
+    follower_sync = asyncio.ensure_future(_sync(runtime, follower, {}))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not leader_sync.done() and not follower_sync.done()
+    return leader_sync, follower_sync
+
+
+def test_a_followers_sync_is_answered_only_once_the_leaders_assignment_is_durable() -> None:
+    log = GatedLog()
+
+    async def scenario() -> None:
+        async with make_runtime(log) as runtime:
+            leader_sync, follower_sync = await _follower_syncing_during_the_leaders_write(
+                log, runtime
+            )
+            log.gate.set()
+            assert (await leader_sync)["assignment"] == b"L"
+            assert (await follower_sync)["assignment"] == b"F"
+
+    asyncio.run(scenario())
+
+
+def test_a_followers_sync_fails_when_the_leaders_assignment_cannot_be_written() -> None:
+    log = GatedLog()
+
+    async def scenario() -> None:
+        async with make_runtime(log) as runtime:
+            leader_sync, follower_sync = await _follower_syncing_during_the_leaders_write(
+                log, runtime
+            )
+            log.fail_with = KafkaError(ErrorCode.kafka_storage_error, "disk failed")
+            log.gate.set()
+            for task in (leader_sync, follower_sync):
+                try:
+                    await task
+                except KafkaError as error:
+                    assert error.code == ErrorCode.coordinator_not_available
+                else:
+                    raise AssertionError("an assignment that was never written was answered")
+
+    asyncio.run(scenario())

@@ -179,3 +179,18 @@ def test_simple_group_offsets_age_from_their_commit_even_after_reload() -> None:
     harness.reload()  # loading must not restart the retention period
     harness.advance(21_000)
     assert fetched(harness, "simple") == {}
+
+
+def test_deleted_topics_lose_their_offsets_and_groups_left_with_none_are_deleted() -> None:
+    harness = Harness()
+    commit(harness, "only-gone", {("gone", 0): 5, ("gone", 1): 6})
+    commit(harness, "mixed", {("gone", 0): 1, ("kept", 0): 2})
+    member = stable_member(harness, "active")
+    commit(harness, "active", {("gone", 0): 3}, generation=1, member_id=member)
+    harness.run(harness.coordinator.on_topics_deleted({"gone"}))
+    for _ in ("now", "after a reload from the log"):
+        groups = {g["group_id"] for g in harness.coordinator.list_groups()["groups"]}
+        assert groups == {"mixed", "active"}  # "active" has a member: kept, without offsets
+        assert fetched(harness, "mixed") == {("kept", 0): 2}
+        assert fetched(harness, "active") == {}
+        harness.reload()

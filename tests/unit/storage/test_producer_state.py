@@ -176,3 +176,57 @@ def test_a_marker_that_bumps_the_epoch_restarts_sequences_at_zero(filesystem, cl
     with pytest.raises(KafkaError) as caught:
         log.append_as_leader(idempotent(5, b"gap", epoch=1), leader_epoch=0)
     assert caught.value.code is ErrorCode.out_of_order_sequence_number
+
+
+def test_idle_producers_expire_but_not_those_with_an_open_transaction(filesystem, clock) -> None:
+    """Kafka's rule: no open transaction and a last batch timestamp `producer.id.expiration.ms`
+    old. A forgotten producer may write again (an unknown producer id starts anywhere)."""
+    log = open_log(filesystem, clock)
+    log.append_as_leader(idempotent(0, b"idle", producer_id=1), leader_epoch=0)
+    log.append_as_leader(idempotent(0, b"open", producer_id=2, transactional=True), leader_epoch=0)
+    log.append_as_leader(
+        idempotent(0, b"recent", producer_id=3, base_timestamp=1_700_000_050_000), leader_epoch=0
+    )
+    now = 1_700_000_000_000 + 60_000  # the first two batches are a minute old
+    assert log.remove_expired_producers(now - 1, 60_000) == 0
+    assert log.remove_expired_producers(now, 60_000) == 1
+    assert set(log.producer_state.producers) == {2, 3}
+    log.update_high_watermark(3)
+    assert log.last_stable_offset == 1  # the open transaction is still there
+    assert log.append_as_leader(idempotent(7, b"back", producer_id=1), leader_epoch=0).first_offset
+
+
+def test_a_log_opened_forgets_producers_already_expired() -> None:
+    from moldau.clock import ManualClock
+    from moldau.storage.log_manager import LogManager
+    from moldau.storage.memory_filesystem import MemoryFileSystem
+    from moldau.types import TopicPartition
+
+    filesystem, clock = MemoryFileSystem(), ManualClock(1_700_000_000_000)
+    tp = TopicPartition("t", 0)
+
+    def manager() -> LogManager:
+        return LogManager(["/d"], fs=filesystem, clock=clock, producer_id_expiration_ms=60_000)
+
+    logs = manager()
+    logs.startup()
+    log = logs.get_or_create_log(tp)
+    log.append_as_leader(idempotent(0, b"a", producer_id=1), leader_epoch=0)
+    log.append_as_leader(
+        idempotent(0, b"b", producer_id=2, base_timestamp=1_700_000_030_000), leader_epoch=0
+    )
+    log.roll()  # a producer snapshot holding both
+    logs.shutdown()
+    clock.advance(45_000)
+    again = manager()
+    again.startup()
+    assert set(again.get_log(tp).producer_state.producers) == {1, 2}
+    again.shutdown()
+    clock.advance(15_000)  # producer 1's last batch is now a minute old
+    third = manager()
+    third.startup()
+    assert set(third.get_log(tp).producer_state.producers) == {2}
+    clock.advance(30_000)
+    assert third.remove_expired_producers() == 1
+    assert third.get_log(tp).producer_state.producers == {}
+    third.shutdown()
