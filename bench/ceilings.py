@@ -7,6 +7,10 @@
 - fsync latency: write 1 KB + fsync, percentiles (what one group commit costs);
 - loopback TCP: `sendall` of 1 MiB buffers to a `recv_into` loop in another thread;
 - sendfile: `os.sendfile` of a page-cached file to the same receiver (the zero-copy fetch bound);
+- replicated append: the data movement of acks=all with three replicas and nothing else — a
+  leader writes and fsyncs each 1 MiB, sends it with `os.sendfile` to two follower processes,
+  which write and fsync it and acknowledge; up to 8 MiB in flight (the bound of a replicated
+  cluster on this machine, as "fsync every 1 MiB" bounds one node);
 - load generator: records/s that confluent-kafka can enqueue with no broker to send to.
 
 Every benchmark script imports these functions and prints its figures next to them.
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -143,6 +149,96 @@ def sendfile_scratch(directory: str, megabytes: int = 1024) -> float:
         os.unlink(path)
 
 
+_ACK = struct.Struct(">q")
+
+
+def _follower(address: tuple[str, int], path: str, total: int) -> None:
+    """Receive `total` bytes in 1 MiB chunks; write, fsync and acknowledge each."""
+    buffer = bytearray(MIB)
+    view = memoryview(buffer)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with socket.create_connection(address) as connection:
+            received = 0
+            while received < total:
+                filled = 0
+                while filled < MIB:
+                    count = connection.recv_into(view[filled:])
+                    if not count:
+                        return
+                    filled += count
+                os.write(fd, view)
+                os.fsync(fd)
+                received += MIB
+                connection.sendall(_ACK.pack(received))
+    finally:
+        os.close(fd)
+
+
+def replicated_append(directory: str, megabytes: int = 512, *, window_mib: int = 8) -> float:
+    """MB/s acknowledged by both followers of a leader that writes, fsyncs and sendfiles 1 MiB
+    chunks (see the module's docstring); the followers are processes of their own."""
+    total = megabytes * MIB
+    chunk = os.urandom(MIB)
+    context = multiprocessing.get_context("fork")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        followers = [
+            context.Process(
+                target=_follower,
+                args=(server.getsockname(), os.path.join(directory, f"follower-{i}.bin"), total),
+            )
+            for i in range(2)
+        ]
+        for follower in followers:
+            follower.start()
+        connections = [server.accept()[0] for _ in followers]
+    acknowledged = [0] * len(connections)
+    progress = threading.Condition()
+
+    def read_acks(index: int) -> None:
+        with connections[index].makefile("rb") as acks:
+            while acknowledged[index] < total:
+                data = acks.read(_ACK.size)
+                if len(data) < _ACK.size:
+                    return
+                with progress:
+                    acknowledged[index] = _ACK.unpack(data)[0]
+                    progress.notify_all()
+
+    readers = [threading.Thread(target=read_acks, args=(i,)) for i in range(len(connections))]
+    for reader in readers:
+        reader.start()
+    path = os.path.join(directory, f"leader-{os.getpid()}.bin")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = time.perf_counter()
+        for position in range(0, total, MIB):
+            with progress:
+                progress.wait_for(lambda p=position: min(acknowledged) >= p - window_mib * MIB)
+            os.write(fd, chunk)
+            os.fsync(fd)
+            for connection in connections:
+                sent = 0
+                while sent < MIB:
+                    sent += os.sendfile(connection.fileno(), fd, position + sent, MIB - sent)
+        with progress:
+            progress.wait_for(lambda: min(acknowledged) >= total)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        os.unlink(path)
+        for connection in connections:
+            connection.close()
+        for reader in readers:
+            reader.join()
+        for follower in followers:
+            follower.join()
+        for i in range(2):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, f"follower-{i}.bin"))
+    return total / elapsed / 1e6
+
+
 def producer_ceiling(records: int, size: int) -> float:
     """Records/s that one confluent-kafka producer can enqueue, with nowhere to send them."""
     with socket.create_server(("127.0.0.1", 0)) as closed:
@@ -169,6 +265,9 @@ def main() -> None:
         fsync = best_of(3, lambda: raw_append(directory, args.megabytes // 2, fsync=True))
         print(f"raw append (1 MiB writes)      {append:9,.0f} MB/s   (best of 3)")
         print(f"fsync every 1 MiB              {fsync:9,.0f} MB/s   (best of 3)")
+        replicated = best_of(3, lambda: replicated_append(directory, args.megabytes // 2))
+        print(f"replicated append, 3 replicas  {replicated:9,.0f} MB/s   (best of 3; "
+              f"{replicated / fsync:.2f} of fsync every 1 MiB)")  # fmt: skip
         p50, p99, p999 = fsync_latency(directory)
         print(f"1 KB write + fsync latency     p50 {p50:.2f} ms  p99 {p99:.2f} ms  "
               f"p99.9 {p999:.2f} ms")  # fmt: skip

@@ -1,11 +1,16 @@
 """A replicated cluster against one node, in the same run on this machine.
 
     .venv/bin/python bench/cluster.py [--records N] [--size BYTES] [--rounds R] [--failovers K]
+                                      [--partitions P] [--override KEY=VALUE ...]
 
 Throughput: one partition, 1 KB records, acks=all, produced by confluent-kafka (`_producer.py`,
 linger.ms=5); first on a single node, then on three combined nodes with replication factor 3
 and min.insync.replicas 2 (every acknowledged batch fsynced on all three), rounds interleaved.
-Prints records/s of each and the ratio cluster / single node, with the CPU of every broker.
+Prints records/s of each and the ratio cluster / single node, with the CPU of every broker, and
+then the machine's own bound of that ratio (`ceilings.replicated_append` against an fsync every
+1 MiB: three fsynced copies and two loopback streams against one fsynced copy, no broker).
+`--partitions P` spreads the records over P partitions (on both); `--override` sets a property
+on every cluster node (e.g. replica.fetch.max.bytes=4194304).
 
 Failover (`--failovers K`): a producer writes acks=all records back to back; the partition
 leader is SIGKILLed (or, with `--controlled`, sent SIGTERM: a controlled shutdown hands its
@@ -33,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ceilings
 from _harness import Broker, cpu_seconds, create_topic, run_child
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -192,6 +198,16 @@ def throughput(
             f"{replicated:18,.0f} {cluster_cores:6.2f} | {replicated / single:5.2f}"
         )
     print(f"median ratio {statistics.median(ratios):.2f}")
+    with tempfile.TemporaryDirectory() as directory:
+        single_ceiling = ceilings.best_of(
+            3, lambda: ceilings.raw_append(directory, 512, fsync=True)
+        )
+        replicated_ceiling = ceilings.best_of(3, lambda: ceilings.replicated_append(directory, 512))
+    print(
+        f"this machine's ceilings: fsync every 1 MiB {single_ceiling:,.0f} MB/s, replicated "
+        f"append to 3 replicas {replicated_ceiling:,.0f} MB/s: ratio "
+        f"{replicated_ceiling / single_ceiling:.2f} (the bound of the ratio above)"
+    )
 
 
 def failovers(count: int, *, controlled: bool = False) -> None:
