@@ -20,7 +20,8 @@ Roles and transitions (Kafka's names; e is the epoch, L a leader):
 A restarted node resumes from its quorum-state file: as a follower of the leader it knew, as
 unattached (with its vote) otherwise, and resigned if it led that epoch. A node that is not a
 voter is an observer: only ever unattached or a follower, it fetches (from the leader when it
-knows it, from any voter otherwise) and never votes nor stands.
+knows it, from any voter otherwise) and never stands. It still answers a candidate that counts
+it as a voter, on the logs (its log may not hold the change that made it one yet, KIP-853).
 
 Invariants:
 - the election state (epoch, vote, leader) is persisted (`PersistElectionState`) before any
@@ -226,8 +227,6 @@ class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
                 f"the voters in the quorum-state file {stored.voters} differ from the "
                 f"configured {self.voters}: fix controller.quorum.voters or remove the file"
             )
-        if static and stored is not None and stored.voted_id is not None and not self.is_voter:
-            raise ValueError(f"node {self.node_id} voted once but is not one of {self.voters}")
         self.epoch = stored_epoch
         if stored is None or stored_epoch < event.last_epoch:
             self._become_unattached(max(stored_epoch, event.last_epoch), now, actions)

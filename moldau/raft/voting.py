@@ -4,11 +4,11 @@ EndQuorumEpoch, both as sender and receiver, as Kafka's KafkaRaftClient handles 
 A vote is granted only to a candidate whose log (last epoch, then end offset) is at least as up
 to date as ours, once per epoch, and persisted before the response leaves. A pre-vote is
 granted on the log alone and changes nothing, except that a follower that hears from its
-leader refuses it. Requests from another cluster get INCONSISTENT_CLUSTER_ID; from or to a node
-that is not a voter, INCONSISTENT_VOTER_SET (with static voters only: with dynamic voters a
-node's set may lag the sender's, KIP-853), and so do requests naming another directory id for
-the receiver than its own (its metadata log was lost and it must not vote as the voter that had
-it); from an older epoch, FENCED_LEADER_EPOCH.
+leader refuses it. Requests from another cluster get INCONSISTENT_CLUSTER_ID; addressed to
+another node id, or naming another directory id for the receiver than its own (its metadata log
+was lost and it must not vote as the voter that had it), INCONSISTENT_VOTER_SET; from an older
+epoch, FENCED_LEADER_EPOCH. Whether the sender or the receiver is in the receiver's voter set is
+not checked, whatever its kraft.version (KIP-853): that set may lag the sender's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from moldau.raft.messages import (
     VoteResponse,
 )
 from moldau.raft.node_state import NodeState, Role
-from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 
 AnyElectionResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
 
@@ -98,13 +97,11 @@ class VotingMixin(NodeState):
             # The sender counts a voter whose metadata log was in another directory: this one
             # lost that log (a replaced disk), and its vote must not count (KIP-853).
             return ErrorCode.inconsistent_voter_set
-        if self.kraft_version >= KRAFT_VERSION_DYNAMIC:
-            # With dynamic voters this node's voter set may lag the sender's (a voter added or
-            # removed in entries it has not fetched yet): it answers, and the sender counts
-            # only the answers of voters in its own set (KIP-853).
-            return None
-        if remote_id not in self.voter_set or not self.is_voter:
-            return ErrorCode.inconsistent_voter_set
+        # Neither the sender nor this node need be in this node's voter set: that set may lag
+        # the sender's (a voter added or removed in entries not fetched yet, the kraft.version
+        # upgrade itself), and a voter that does not know it is one may hold the vote a
+        # leader needs to be elected and to tell it so. The sender counts only the answers
+        # of voters in its own set (KIP-853, Kafka's validateVoterOnlyRequest).
         return None
 
     def _handle_vote_request(

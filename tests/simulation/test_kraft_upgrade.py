@@ -1,7 +1,8 @@
 """A static quorum upgraded to dynamic voters (KIP-853's kraft.version 0 -> 1) in the simulated
 quorum: the leader's checks and answers, the control entry that switches the voter set at its
-offset (undone with a truncated tail), voter changes afterwards, restarts that keep the dynamic
-voters although the static ones are still configured, and seeded runs under faults."""
+offset (undone with a truncated tail), voter changes afterwards (one that needs the vote of a
+voter whose log is still at kraft.version 0), restarts that keep the dynamic voters although
+the static ones are still configured, and seeded runs under faults."""
 
 from __future__ import annotations
 
@@ -183,6 +184,49 @@ def test_voters_change_after_the_upgrade_and_restarts_keep_the_dynamic_voter_set
     assert leader in expected
     commit_everywhere(cluster, 2)
     assert not raft(cluster, 1).is_voter and raft(cluster, 1).role is Role.FOLLOWER
+
+
+def test_a_voter_added_before_it_fetched_the_upgrade_answers_the_votes_of_the_new_set():
+    """What seed 599 of the runs under faults reached, step by step: observer 4 caught up, was
+    cut off, missed the upgrade and was added as a voter (it had caught up within the fetch
+    timeout; Kafka asks less); two removals then leave the leader and 4, the second cannot
+    commit without 4, and the leader resigns (check-quorum). Once healed, 4's log still says
+    kraft.version 0 with the static voters 1, 2, 3: 4 does not know it is a voter, yet the
+    leader can win only with its vote. It answers (pre-)votes whatever its own voter set, as
+    Kafka since KIP-853, and learns it is a voter by fetching from the leader it elected."""
+    cluster = static_quorum(seed=28, observers=(4,))
+    leader_id = cluster.leader_id()
+    assert leader_id is not None
+    removed = [n for n in STATIC if n != leader_id]
+    assert cluster.run_for(5.0, stop=lambda: observer_caught_up(cluster, leader_id, 4))
+    cluster.isolate(4)
+    assert cluster.upgrade_kraft_version()
+    commit_everywhere_but(cluster, 4)
+    assert cluster.add_voter(4)  # it fetched the leader's log end within the fetch timeout
+    commit_everywhere_but(cluster, 4)
+    assert cluster.remove_voter(removed[0])
+    commit_everywhere_but(cluster, 4)
+    assert cluster.remove_voter(removed[1])  # (leader, 4): commits only with 4
+    stranded = raft(cluster, 4)
+    assert stranded.kraft_version == 0 and not stranded.is_voter
+    assert cluster.run_for(5.0, stop=lambda: cluster.leader_id() is None)  # check-quorum
+    cluster.heal()
+    elect(cluster, within=30.0)
+    commit_everywhere(cluster, 2)
+    expected = (leader_id, 4)
+    for node_id in (*STATIC, 4):
+        node = raft(cluster, node_id)
+        assert node.kraft_version == 1 and node.voters == tuple(sorted(expected))
+    assert raft(cluster, 4).is_voter and cluster.leader_id() in expected
+
+
+def observer_caught_up(cluster: SimulatedCluster, leader_id: int, observer_id: int) -> bool:
+    """The leader has seen `observer_id` fetch from its log end."""
+    leader = raft(cluster, leader_id)
+    return any(
+        o.replica_id == observer_id and o.log_end_offset == leader.log_end_offset
+        for o in leader.describe().observers
+    )
 
 
 def test_a_static_quorum_upgraded_under_faults_then_changing_voters():

@@ -139,25 +139,46 @@ def test_a_request_from_an_older_epoch_is_fenced():
     assert harness.node.role is Role.UNATTACHED and harness.node.epoch == 5
 
 
-def test_another_cluster_and_non_voters_are_refused():
+def test_another_cluster_and_a_request_for_another_node_are_refused():
     harness = started()
     other_cluster = only_sent(harness.receive(2, vote_request(cluster_id="other")), VoteResponse)
     assert other_cluster.error_code == ErrorCode.inconsistent_cluster_id
-    non_voter = only_sent(harness.receive(9, vote_request(candidate=9)), VoteResponse)
-    assert non_voter.partition_error_code == ErrorCode.inconsistent_voter_set
     wrong_receiver = only_sent(harness.receive(2, vote_request(receiver=3)), VoteResponse)
     assert wrong_receiver.partition_error_code == ErrorCode.inconsistent_voter_set
     assert harness.node.voted_id is None and harness.node.epoch == 0
 
 
-def test_an_observer_never_votes():
+def test_a_candidate_outside_the_static_voters_is_answered():
+    """The receiver's voter set may lag the candidate's (a voter added after the kraft.version
+    upgrade, in entries it has not fetched yet): it answers on the logs, as Kafka since
+    KIP-853; the candidate counts only the votes of its own voter set."""
+    harness = started()
+    response = only_sent(harness.receive(9, vote_request(candidate=9)), VoteResponse)
+    assert response.partition_error_code == 0 and response.vote_granted
+    assert harness.node.voted_id == 9 and harness.node.epoch == 1
+
+
+def test_a_node_outside_its_static_voters_votes_but_never_stands():
+    """Node 4's log (kraft.version 0) names the static voters 1, 2, 3; the quorum may have been
+    upgraded and have added 4 in entries 4 has not fetched, and a leader may need its vote to
+    be elected at all. It votes, on the logs, and keeps its vote across a restart; it does
+    not stand while its own log does not name it."""
     harness = started(node_id=4)
+    pre_vote = vote_request(receiver=4, epoch=0, pre_vote=True)
+    assert only_sent(harness.receive(2, pre_vote), VoteResponse).vote_granted
     response = only_sent(harness.receive(2, vote_request(receiver=4)), VoteResponse)
-    assert response.partition_error_code == ErrorCode.inconsistent_voter_set
+    assert response.partition_error_code == 0 and response.vote_granted
+    assert harness.store.read() == ElectionState(
+        epoch=1, leader_id=None, voted_id=2, voters=(1, 2, 3)
+    )
+    restarted = Harness(node_id=4, state=harness.store.read())
+    restarted.start()
+    assert restarted.node.voted_id == 2 and restarted.node.epoch == 1
+    refused = only_sent(restarted.receive(3, vote_request(candidate=3, receiver=4)), VoteResponse)
+    assert not refused.vote_granted  # one vote per epoch, as any voter
     for _ in range(5):
-        actions = harness.tick_to_deadline()
-        assert not sent(actions, VoteRequest)
-    assert harness.node.role is Role.UNATTACHED
+        assert not sent(restarted.step(Tick(), at=restarted.now + 5.0), VoteRequest)
+    assert restarted.node.role is Role.UNATTACHED
 
 
 def test_the_election_timeout_is_the_configured_one_plus_a_jitter_below_it():
