@@ -245,7 +245,8 @@ def failovers(count: int, *, controlled: bool = False) -> None:
             f"\nfailover ({how} of the leader: longest wait for an acknowledgement), {count} times:"
         )
         print(f"p50 {statistics.median(times):.2f} s, max {max(times):.2f} s "
-              f"(broker.session.timeout.ms={SESSION_MS})")  # fmt: skip
+              f"(broker.session.timeout.ms={SESSION_MS}); each, sorted: "
+              + " ".join(f"{t:.2f}" for t in sorted(times)))  # fmt: skip
 
 
 def _longest_gap(signalled_at: float, acked: list[float]) -> float:

@@ -13,6 +13,12 @@ and the epoch of its last batch, and apply the answer:
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: the metadata has news;
   wait for it (the partition moves to another fetcher, or stops being followed).
 
+A round whose only errors were UNKNOWN_LEADER_EPOCH (the source has not yet applied the
+metadata that made it leader) is tried again after `SOURCE_BEHIND_BACKOFF_S`, doubling while it lasts, up to
+`replica.fetch.backoff.ms` (where Kafka's fetcher waits at once): the source catches up within
+milliseconds, and until this follower fetches, the new leader's high watermark (and every
+acks=all write) waits.
+
 A replica out of the ISR under a follower replication throttle (`throttle.py`) is left out of
 the fetch while the quota is exceeded.
 
@@ -38,6 +44,7 @@ from moldau.types import TopicPartition
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # topic names, last fetched epoch, diverging epoch, replica id in the request
+SOURCE_BEHIND_BACKOFF_S = 0.02
 _WAIT_FOR_METADATA = {
     int(ErrorCode.not_leader_or_follower),
     int(ErrorCode.fenced_leader_epoch),
@@ -141,6 +148,8 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._connection: Any = None
         self._wakeup = asyncio.Event()
+        self._source_behind = False  # the last round's only errors were UNKNOWN_LEADER_EPOCH
+        self._behind_backoff_s = SOURCE_BEHIND_BACKOFF_S
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -172,11 +181,17 @@ class ReplicaFetcher:
             except Exception as exc:
                 log.info("fetching from broker %d failed: %s", self.leader, exc)
                 await self._disconnect()
-                progressed = False
-            if not progressed:
+                progressed = self._source_behind = False
+            if progressed:
+                self._behind_backoff_s = SOURCE_BEHIND_BACKOFF_S
+            else:
                 self._wakeup.clear()
+                backoff = config.backoff_ms / 1000
+                if self._source_behind:
+                    backoff = min(self._behind_backoff_s, backoff)
+                    self._behind_backoff_s *= 2
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), config.backoff_ms / 1000)
+                    await asyncio.wait_for(self._wakeup.wait(), backoff)
         await self._disconnect()
 
     async def _round(self) -> bool:
@@ -231,14 +246,17 @@ class ReplicaFetcher:
         if int(getattr(response, "error_code", 0)):
             raise KafkaError(ErrorCode(int(response.error_code)), "fetch refused")
         progressed = False
+        codes = set()
         for topic in response.responses:
             for answer in topic.partitions:
                 tp = TopicPartition(topic.topic, int(answer.partition_index))
                 partition = fetching.get(tp)
                 if partition is None or self.partitions.get(tp) is not partition:
                     continue  # no longer followed from here (or the replica was replaced)
+                codes.add(int(answer.error_code))
                 if self._apply(tp, partition, answer):
                     progressed = True
+        self._source_behind = codes == {int(ErrorCode.unknown_leader_epoch)}
         return progressed
 
     def _apply(self, tp: TopicPartition, partition: Partition, answer: Any) -> bool:

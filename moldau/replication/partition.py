@@ -37,10 +37,13 @@ class Partition:
         return self.leader_id == self.local_node_id
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
-        """Raise the error a client should see if this replica may not serve as leader."""
+        """Raise the error a client should see if this replica may not serve as leader. The
+        epoch comes first, as in Kafka: a request naming a newer epoch than this replica knows
+        gets UNKNOWN_LEADER_EPOCH (this broker has not caught up with the metadata yet: retry
+        soon), even where this replica is not leader yet."""
+        self.check_epoch(current_leader_epoch)
         if not self.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower)
-        self.check_epoch(current_leader_epoch)
 
     def check_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch >= 0:
