@@ -148,8 +148,8 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._connection: Any = None
         self._wakeup = asyncio.Event()
-        self._source_behind = False  # the last round's only errors were UNKNOWN_LEADER_EPOCH
-        self._behind_backoff_s = SOURCE_BEHIND_BACKOFF_S
+        # Rounds in a row whose every answer was UNKNOWN_LEADER_EPOCH (the source behind us).
+        self._behind_rounds = 0
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -181,15 +181,12 @@ class ReplicaFetcher:
             except Exception as exc:
                 log.info("fetching from broker %d failed: %s", self.leader, exc)
                 await self._disconnect()
-                progressed = self._source_behind = False
-            if progressed:
-                self._behind_backoff_s = SOURCE_BEHIND_BACKOFF_S
-            else:
+                progressed, self._behind_rounds = False, 0
+            if not progressed:
                 self._wakeup.clear()
                 backoff = config.backoff_ms / 1000
-                if self._source_behind:
-                    backoff = min(self._behind_backoff_s, backoff)
-                    self._behind_backoff_s *= 2
+                if self._behind_rounds:
+                    backoff = min(SOURCE_BEHIND_BACKOFF_S * 2 ** (self._behind_rounds - 1), backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), backoff)
         await self._disconnect()
@@ -256,7 +253,8 @@ class ReplicaFetcher:
                 codes.add(int(answer.error_code))
                 if self._apply(tp, partition, answer):
                     progressed = True
-        self._source_behind = codes == {int(ErrorCode.unknown_leader_epoch)}
+        behind = codes == {int(ErrorCode.unknown_leader_epoch)}
+        self._behind_rounds = self._behind_rounds + 1 if behind else 0
         return progressed
 
     def _apply(self, tp: TopicPartition, partition: Partition, answer: Any) -> bool:
