@@ -51,6 +51,7 @@ class ClusterNode:
     server: MoldauServer | None = None
     host: str = LOOPBACK  # where its listeners are bound and advertised
     namespace: str | None = None  # the network namespace its process runs in
+    environment: dict[str, str] = field(default_factory=dict)  # added to the process's, at launch
 
     @property
     def bootstrap(self) -> str:
@@ -91,7 +92,10 @@ class Cluster:
         for node in chosen:
             if node.server is None:
                 node.server = self.factory(
-                    launch_only=True, namespace=node.namespace, **_as_kwargs(node.overrides)
+                    launch_only=True,
+                    namespace=node.namespace,
+                    environment=node.environment,
+                    **_as_kwargs(node.overrides),
                 )
             else:
                 node.server.launch()
