@@ -1,5 +1,9 @@
-"""Background jobs of a broker: retention, time-based flushes, the log cleaner, the re-check
-of full log dirs and the expiration of idle producer ids (`producer.id.expiration.ms`, checked
+"""Background jobs of a broker: retention, time-based flushes, the checkpoint files (high
+watermarks every `replica.high.watermark.checkpoint.interval.ms`, recovery points and log start
+offsets every `log.flush.offset.checkpoint.interval.ms` and
+`log.flush.start.offset.checkpoint.interval.ms`, as Kafka's; a file whose content did not change
+is not rewritten), the log cleaner, the re-check of full log dirs and the expiration of idle
+producer ids (`producer.id.expiration.ms`, checked
 every `producer.id.expiration.check.interval.ms`, as Kafka's LogManager does).
 
 Each job runs its blocking storage work in a worker thread (never on the event loop) and is
@@ -41,6 +45,16 @@ def start(node: Node) -> list[asyncio.Task[None]]:
                 name="flush",
             )
         )
+    for key, checkpoint, name in (
+        ("replica.high.watermark.checkpoint.interval.ms", log_manager.checkpoint_high_watermarks,
+         "high-watermark-checkpoint"),
+        ("log.flush.offset.checkpoint.interval.ms", log_manager.checkpoint_recovery_points,
+         "recovery-point-checkpoint"),
+        ("log.flush.start.offset.checkpoint.interval.ms", log_manager.checkpoint_log_start_offsets,
+         "log-start-offset-checkpoint"),
+    ):  # fmt: skip
+        interval_s = int(node.config.get(key)) / 1000.0
+        tasks.append(asyncio.create_task(_every(interval_s, checkpoint, name), name=name))
     recheck_interval_s = int(node.config.get("log.dir.recheck.interval.ms")) / 1000.0
 
     def recheck() -> None:

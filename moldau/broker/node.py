@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import gc
 import logging
+import os
 import platform
 import resource
 import sys
@@ -59,7 +60,8 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
-from moldau.storage import LogConfig, LogManager
+from moldau.storage import LogConfig, LogManager, fault_injection
+from moldau.storage.filesystem import OsFileSystem
 from moldau.storage.log_dir_failures import LogDirState
 from moldau.types import TopicPartition
 
@@ -129,6 +131,7 @@ class Node:
         if layout.is_broker:
             self.log_manager = LogManager(
                 self.config.log_dirs,
+                fs=fault_injection.from_environment(OsFileSystem()),
                 clock=self.clock,
                 default_config=self.default_log_config(),
                 max_open_files=max_open_files,
@@ -539,8 +542,22 @@ class Node:
                 log_dir, f"log dir {log_dir} failed: {error}"
             )
             self._unload_coordinators(gone)
+            assert self.log_manager is not None
+            failures = self.log_manager.failures
+            if all(failures.state(d) is LogDirState.FAILED for d in self.log_manager.log_dirs):
+                self._halt(f"every log dir ({', '.join(self.log_manager.log_dirs)}) has failed")
         elif state is LogDirState.ONLINE and self._publisher is not None:
             self._publisher.retry_offline(log_dir)
+
+    def _halt(self, reason: str) -> None:
+        """Nothing left to serve from: a node that owns its process exits at once with status 1,
+        no controlled shutdown, nothing more written (Kafka's `Exit.halt` when all log dirs have
+        failed); the controller fences it after `broker.session.timeout.ms` and its partitions
+        fail over. Embedded in another process, the node only says so and serves what it can."""
+        log.critical("shutting down the process: %s", reason)
+        if self._tune_process:
+            logging.shutdown()
+            os._exit(1)
 
     def on_partition_hosted(self, tp: TopicPartition) -> None:
         """A log created late (it was offline) may be a coordinator partition to load."""

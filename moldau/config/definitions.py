@@ -230,6 +230,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("log.flush.interval.ms", L, None),
         _key("log.flush.scheduler.interval.ms", L, 9223372036854775807),
         _key(
+            "log.flush.offset.checkpoint.interval.ms",
+            INT,
+            60000,
+            "How often each log dir's recovery-point-offset-checkpoint is written.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key(
+            "log.flush.start.offset.checkpoint.interval.ms",
+            INT,
+            60000,
+            "How often each log dir's log-start-offset-checkpoint is written.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key(
             "log.message.timestamp.type",
             S,
             "CreateTime",
@@ -288,6 +304,14 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=0,
         ),
         _key("replica.lag.time.max.ms", L, 30000),
+        _key(
+            "replica.high.watermark.checkpoint.interval.ms",
+            L,
+            5000,
+            "How often each log dir's replication-offset-checkpoint (high watermarks) is written.",
+            read_only=True,
+            minimum=1,
+        ),
         _key(
             "replica.selector.class",
             ConfigType.CLASS,

@@ -173,6 +173,22 @@ class MoldauServer:
         )
         return code
 
+    def wait_exited(self, timeout_s: float) -> int:
+        """A process expected to exit by itself (a node that halts): its exit code, once it has
+        exited within `timeout_s` (else the test fails)."""
+        process = self.process
+        assert process is not None, "server is not running"
+        try:
+            code = process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"moldau server did not exit within {timeout_s:.0f}s; output:\n{self.output_tail()}"
+            )
+        if self._reader is not None:
+            self._reader.join(5)
+        self.process = None
+        return code
+
     def restart(self, **overrides: str) -> MoldauServer:
         """Stop cleanly and start again on the same data directory (the port may change)."""
         self.stop()
