@@ -9,6 +9,7 @@ segments are deleted) and the indexes are rebuilt.
 
 from __future__ import annotations
 
+import logging
 import posixpath
 
 from moldau.clock import SYSTEM_CLOCK, Clock
@@ -27,6 +28,8 @@ from moldau.storage.segment import (
     LogSegment,
 )
 from moldau.types import TopicPartition
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["load_partition_log", "parse_partition_directory"]
 
@@ -92,6 +95,12 @@ def load_partition_log(
         trusted = clean_shutdown or (next_base is not None and next_base <= recovery_point)
         if base_offset in swapped or not trusted or not segment.load():
             truncated = segment.recover()
+            if truncated:
+                logger.warning(
+                    "%s: invalid bytes at the end of segment %d (an unclean shutdown): "
+                    "truncated %d bytes, the log ends at offset %d",
+                    directory, base_offset, truncated, segment.next_offset,
+                )  # fmt: skip
             if first_recovered is None:
                 first_recovered = base_offset
             if segments and segment.size == 0 and segments[-1].next_offset > base_offset:

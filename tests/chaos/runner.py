@@ -28,7 +28,8 @@ from tests.integration.cluster import COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
 from tests.integration.netns import Network
 
-from . import checker
+from . import checker, disk
+from .disk import DISK_EIO, DISK_FAULTS, DISK_FULL, TORN_TAIL
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
 from .history import OK, History, Operation, read_history
 from .workloads import CLIENT_LOGS, GroupConsumer, ProducerWorkload, TransformJob, Workload
@@ -92,6 +93,11 @@ class Scenario:
     def needs_network(self) -> bool:
         return any(fault in NETWORK_FAULTS for fault in self.faults)
 
+    @property
+    def needs_disks(self) -> bool:
+        """Each node's data on a tmpfs of its own (disk-full fills it)."""
+        return DISK_FULL in self.faults
+
 
 SCENARIOS = {
     scenario.name: scenario
@@ -108,6 +114,9 @@ SCENARIOS = {
         Scenario(name=PARTITION_CONTROLLER, faults=(PARTITION_CONTROLLER,)),
         Scenario(name=ONE_WAY, faults=(ONE_WAY,)),
         Scenario(name=BRIDGE, faults=(BRIDGE,)),
+        Scenario(name=TORN_TAIL, faults=(TORN_TAIL,)),
+        Scenario(name=DISK_FULL, faults=(DISK_FULL,)),
+        Scenario(name=DISK_EIO, faults=(DISK_EIO,)),
         # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
         # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
         Scenario(
@@ -146,6 +155,8 @@ def schedule(scenario: Scenario, seed: int) -> list[Step]:
             hold = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 3.0)
         elif fault == PAUSE_FOLLOWER:
             hold = REPLICA_LAG_MS / 1000 + rng.uniform(0.5, 1.5)
+        elif fault == DISK_FULL:
+            hold = rng.uniform(2.0, 6.0)
         else:
             hold = rng.uniform(0.5, 4.0)
         steps.append(
@@ -190,6 +201,8 @@ def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
         network = None
         if scenario.needs_network:
             network = network_scope.enter_context(Network(range(1, 4)))
+        if scenario.needs_disks:  # (left after the servers stopped: they stop first)
+            network_scope.enter_context(disk.node_disks(directory, [1, 2, 3]))
         servers = _server_factory(directory)
         try:
             return _run(scenario, seed, next(servers), directory, network)
@@ -214,8 +227,16 @@ def _run(
             settings={**SETTINGS, "acks": scenario.acks, "min.insync.replicas": "2"},
         )  # fmt: skip
         cluster = build_cluster(
-            start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS, network=network
+            start_server,
+            directory,
+            roles=[COMBINED] * 3,
+            extra=SETTINGS,
+            network=network,
+            launch=False,
         )
+        if DISK_EIO in scenario.faults:
+            disk.inject_faults(cluster)
+        cluster.launch()
         nodes = Nodes(cluster, network)
         workloads: list[Workload] = []
         try:
@@ -387,6 +408,9 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
     node_ids = sorted(nodes.cluster.nodes)
     if step.fault in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER, ONE_WAY, BRIDGE):
         targets = [aimed.leader]
+    elif step.fault in DISK_FAULTS:  # the leader or a follower, as the seed chooses
+        ordered = [aimed.leader] + [r for r in aimed.replicas if r != aimed.leader]
+        targets = [ordered[int(step.target * 997) % len(ordered)]]
     elif step.fault in (KILL_FOLLOWER, PAUSE_FOLLOWER):
         followers = [r for r in aimed.replicas if r != aimed.leader]
         targets = [followers[int(step.target * 997) % len(followers)]]
@@ -400,9 +424,12 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
     else:
         targets = node_ids
     cuts: list[tuple[int, int]] = []
+    details: dict[str, Any] = {}
     if step.fault in NETWORK_FAULTS:
         assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
         cuts = _cut(step, nodes.network, targets[0])
+    elif step.fault in DISK_FAULTS:
+        details = _break_disk(step, nodes, targets[0])
     elif step.fault.startswith("pause"):
         for node_id in targets:
             nodes.pause(node_id)
@@ -411,12 +438,33 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
             nodes.kill(node_id)
     history.record(
         "fault", fault=step.fault, nodes=targets, phase="start", start=start,
-        partition=[aimed.topic, aimed.partition], cuts=cuts,
+        partition=[aimed.topic, aimed.partition], cuts=cuts, **details,
     )  # fmt: skip
     time.sleep(step.hold_s)  # the fault lasts this long (pacing, not syncing)
     start = history.now()
+    if step.fault == DISK_FULL:
+        disk.free(nodes.cluster.nodes[targets[0]].data_dir)
     nodes.heal()
     history.record("fault", fault=step.fault, nodes=targets, phase="stop", start=start)
+
+
+def _break_disk(step: Step, nodes: Nodes, node_id: int) -> dict[str, Any]:
+    """Start the disk fault `step` names on `node_id`; what it did, for the history."""
+    data_dir = nodes.cluster.nodes[node_id].data_dir
+    if step.fault == TORN_TAIL:
+        nodes.kill(node_id)
+        torn = disk.tear_tails(data_dir, random.Random(step.target))
+        return {"torn": [[name, before, after] for name, before, after in torn]}
+    if step.fault == DISK_FULL:
+        return {"filled_bytes": disk.fill(data_dir)}
+    operation = ("fsync", "write")[int(step.target * 997) % 2]
+    disk.fail_storage(nodes.cluster, node_id, operation)
+    try:
+        code = disk.wait_for_halt(nodes.cluster, node_id)
+    finally:
+        disk.clear_storage_faults(nodes.cluster, node_id)
+    nodes.killed.add(node_id)  # started again at healing
+    return {"failing": operation, "exit_code": code}
 
 
 def _cut(step: Step, network: Network, node_id: int) -> list[tuple[int, int]]:
