@@ -44,6 +44,7 @@ def test_no_acknowledged_record_is_lost_or_duplicated(
 
 
 CAMPAIGN_RUNS = int(os.environ.get("MOLDAU_CHAOS_RUNS", "0"))
+CAMPAIGN_STEPS = int(os.environ.get("MOLDAU_CHAOS_STEPS", "0"))  # faults a run, when set
 
 
 def _record_broken_run(out: Path, name: str, seed: int, error: BaseException) -> None:
@@ -67,8 +68,11 @@ def test_campaign(tmp_path: Path) -> None:
     for name in names.split(","):
         for seed in range(first_seed, first_seed + CAMPAIGN_RUNS):
             directory = out / f"{name}-{seed}"
+            scenario = runner.SCENARIOS[name]
+            if CAMPAIGN_STEPS:
+                scenario = dataclasses.replace(scenario, steps=CAMPAIGN_STEPS)
             try:
-                result = runner.run(runner.SCENARIOS[name], seed, directory)
+                result = runner.run(scenario, seed, directory)
             except (Exception, pytest.fail.Exception) as error:  # a node that would not stop
                 _record_broken_run(out, name, seed, error)
                 failures.append(f"{name} seed {seed}: {error!s:.2000}")
