@@ -15,8 +15,8 @@
 # One 3-node cluster at a time, at nice 10. Each run is bounded: a few faults, about 150 records
 # a second, a minute or two. Everything goes to chaos-artifacts/campaign-<time>/ (or
 # $MOLDAU_CHAOS_OUT): runs.jsonl (one line a run), and for each failing run its history, node
-# logs and data and violation.txt (the seed, the fault schedule, the records involved). Prints the table for RELIABILITY.md.
-# Exits non-zero if any run failed.
+# logs and data and violation.txt (the seed, the fault schedule, the records involved). Prints
+# the table for RELIABILITY.md. Exits non-zero if any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
