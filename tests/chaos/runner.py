@@ -28,7 +28,7 @@ from tests.integration.cluster import COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
 from tests.integration.netns import Network
 
-from . import checker
+from . import checker, clock
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
 from .history import OK, History, Operation, read_history
 from .workloads import CLIENT_LOGS, GroupConsumer, ProducerWorkload, TransformJob, Workload
@@ -92,6 +92,10 @@ class Scenario:
     def needs_network(self) -> bool:
         return any(fault in NETWORK_FAULTS for fault in self.faults)
 
+    @property
+    def needs_clock(self) -> bool:
+        return any(fault in clock.CLOCK_FAULTS for fault in self.faults)
+
 
 SCENARIOS = {
     scenario.name: scenario
@@ -108,6 +112,9 @@ SCENARIOS = {
         Scenario(name=PARTITION_CONTROLLER, faults=(PARTITION_CONTROLLER,)),
         Scenario(name=ONE_WAY, faults=(ONE_WAY,)),
         Scenario(name=BRIDGE, faults=(BRIDGE,)),
+        # Wall-clock jumps (tests/chaos/clock.py), each held 5-7 s, then set back.
+        Scenario(name=clock.CLOCK_JUMP, faults=(clock.CLOCK_JUMP,)),
+        Scenario(name=clock.CLOCK_JUMP_ALL, faults=(clock.CLOCK_JUMP_ALL,)),
         # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
         # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
         Scenario(
@@ -127,6 +134,7 @@ class Step:
     target: float  # which partition (or node) to aim at, as a fraction of the choices
     hold_s: float
     gap_s: float  # healthy time before the fault
+    offsets_s: tuple[int, ...] = ()  # a clock fault's jump of each target's wall clock
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +142,7 @@ class Step:
             "target": round(self.target, 3),
             "hold_s": self.hold_s,
             "gap_s": self.gap_s,
+            **({"offsets_s": list(self.offsets_s)} if self.offsets_s else {}),
         }
 
 
@@ -142,7 +151,7 @@ def schedule(scenario: Scenario, seed: int) -> list[Step]:
     steps = []
     for _ in range(scenario.steps):
         fault = rng.choice(scenario.faults)
-        if fault == PAUSE_LEADER or fault in NETWORK_FAULTS:
+        if fault == PAUSE_LEADER or fault in NETWORK_FAULTS or fault in clock.CLOCK_FAULTS:
             hold = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 3.0)
         elif fault == PAUSE_FOLLOWER:
             hold = REPLICA_LAG_MS / 1000 + rng.uniform(0.5, 1.5)
@@ -156,6 +165,8 @@ def schedule(scenario: Scenario, seed: int) -> list[Step]:
                 gap_s=round(rng.uniform(1.0, 3.0), 2),
             )
         )
+        if fault in clock.CLOCK_FAULTS:
+            steps[-1].offsets_s = clock.draw_offsets(rng, 3 if fault == clock.CLOCK_JUMP_ALL else 1)
     return steps
 
 
@@ -186,6 +197,8 @@ def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
     A scenario with network faults runs each node in a namespace of its own, torn down after
     the nodes stop."""
     directory.mkdir(parents=True, exist_ok=True)
+    if scenario.needs_clock:
+        clock.require_libfaketime()
     with ExitStack() as network_scope:
         network = None
         if scenario.needs_network:
@@ -214,9 +227,15 @@ def _run(
             settings={**SETTINGS, "acks": scenario.acks, "min.insync.replicas": "2"},
         )  # fmt: skip
         cluster = build_cluster(
-            start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS, network=network
-        )
+            start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS, network=network,
+            launch=not scenario.needs_clock,
+        )  # fmt: skip
         nodes = Nodes(cluster, network)
+        if scenario.needs_clock:
+            library = clock.libfaketime()
+            assert library is not None
+            nodes.clocks = clock.WallClocks(cluster, directory, library)
+            cluster.launch()
         workloads: list[Workload] = []
         try:
             topics = _create_topics(cluster, scenario)
@@ -392,6 +411,9 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         targets = [followers[int(step.target * 997) % len(followers)]]
     elif step.fault in (KILL_CONTROLLER, PARTITION_CONTROLLER):
         targets = [active_controller(nodes)]
+    elif step.fault == clock.CLOCK_JUMP:
+        followers = [r for r in aimed.replicas if r != aimed.leader]
+        targets = [clock.aim(step.target, aimed.leader, followers, active_controller(nodes))]
     elif step.fault == KILL_CONTROLLER_AND_BROKER:
         controller = active_controller(nodes)
         others = [n for n in node_ids if n != controller]
@@ -399,6 +421,10 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         targets = [controller, broker]
     else:
         targets = node_ids
+    if step.fault in clock.CLOCK_FAULTS:
+        partition = [aimed.topic, aimed.partition]
+        clock.jump_and_watch(step, targets, nodes, history, topics, partition=partition)
+        return
     cuts: list[tuple[int, int]] = []
     if step.fault in NETWORK_FAULTS:
         assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
