@@ -3,6 +3,7 @@
 # when its result is already in place.
 #   - .venv with Python 3.11 and `pip install -e '.[test,spark]'`
 #   - kcat (Debian package) if it is not on PATH
+#   - libfaketime (Debian package faketime) if it is not installed: the chaos suite's clock jumps
 #   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +52,18 @@ else
     log "kcat is installed"
 fi
 
-# 3. kafkajs for the Node.js integration tests.
+# 3. libfaketime, which the chaos suite's wall-clock jumps preload into each node.
+if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    log "installing faketime (libfaketime)"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q faketime
+else
+    log "libfaketime is installed"
+fi
+
+# 4. kafkajs for the Node.js integration tests.
 if ! command -v npm >/dev/null 2>&1; then
     echo "setup: npm (Node.js 20) is required for the kafkajs tests" >&2
     exit 1

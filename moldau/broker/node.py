@@ -147,7 +147,7 @@ class Node:
             self.replica_manager = ReplicaManager(
                 self.log_manager,
                 node_id=self.node_id,
-                now_ms=self.clock.now_ms,
+                clock=self.clock,
                 replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")),
             )
             if not layout.standalone:

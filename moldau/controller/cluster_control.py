@@ -65,7 +65,10 @@ class _Session:
 
 
 class BrokerHeartbeats:
-    """When each broker was last heard from, on the active controller only."""
+    """When each broker was last heard from, on the active controller only. Every `now_ms` here
+    is the controller's monotonic clock (`moldau.clock.monotonic_ms`), as Kafka's
+    BrokerHeartbeatManager uses `Time.nanoseconds`: a wall-clock step must neither fence every
+    broker at once nor keep a silent one unfenced."""
 
     def __init__(self, session_timeout_ms: int) -> None:
         self.session_timeout_ms = session_timeout_ms

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import feature_control, metadata_reserve
@@ -318,7 +318,7 @@ class QuorumController:
                 try:
                     self.registration = await self._run(
                         lambda: self._core.register_broker(
-                            registration, now_ms=self.clock.now_ms(), unfence=True
+                            registration, now_ms=monotonic_ms(self.clock), unfence=True
                         )
                     )
                 except KafkaError as error:
@@ -474,7 +474,7 @@ class QuorumController:
     ) -> BrokerRegistrationResult:
         return await self._run(
             lambda: self._core.register_broker(
-                registration, now_ms=self.clock.now_ms(), unfence=unfence
+                registration, now_ms=monotonic_ms(self.clock), unfence=unfence
             )
         )
 
@@ -485,7 +485,7 @@ class QuorumController:
 
     async def broker_heartbeat(self, heartbeat: BrokerHeartbeat) -> BrokerHeartbeatResult:
         return await self._run(
-            lambda: self._core.broker_heartbeat(heartbeat, now_ms=self.clock.now_ms())
+            lambda: self._core.broker_heartbeat(heartbeat, now_ms=monotonic_ms(self.clock))
         )
 
     async def alter_partition(
@@ -716,7 +716,7 @@ class QuorumController:
     def _activate(self) -> None:
         self._leading_epoch = None
         self._active = True
-        self._core.activate(now_ms=self.clock.now_ms())
+        self._core.activate(now_ms=monotonic_ms(self.clock))
         logger.info("node %d is the active controller", self.node_id)
         self.active_changed.set()
         if not self.layout.standalone:  # (alone, the node's own broker is the only one)
@@ -748,7 +748,7 @@ class QuorumController:
             await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
             try:
                 await self._run(
-                    lambda: self._core.fence_expired_brokers(now_ms=self.clock.now_ms())
+                    lambda: self._core.fence_expired_brokers(now_ms=monotonic_ms(self.clock))
                 )
             except KafkaError:
                 return  # no longer active: the next active controller takes over

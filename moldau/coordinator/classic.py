@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from moldau.clock import Clock
+from moldau.clock import Clock, monotonic_ms
 from moldau.coordinator.classic_group import ClassicGroup, ClassicGroupState, ClassicMember
 from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
@@ -120,7 +120,7 @@ class ClassicGroupProtocol:
             group.pending_members.add(new_member_id)
             self._store.timers.schedule(
                 heartbeat_timer(group.group_id, new_member_id),
-                self._clock.now_ms() + request.session_timeout_ms,
+                monotonic_ms(self._clock) + request.session_timeout_ms,
             )
             return _immediate(join_error(ErrorCode.member_id_required, new_member_id))
         return self._add_member_and_rebalance(group, new_member_id, request, respond)
@@ -189,7 +189,7 @@ class ClassicGroupProtocol:
         group.new_member_added = True
         self._store.timers.schedule(
             heartbeat_timer(group.group_id, member_id),
-            self._clock.now_ms() + request.session_timeout_ms,
+            monotonic_ms(self._clock) + request.session_timeout_ms,
         )
         if group.is_in(S.PREPARING_REBALANCE):
             return self._try_complete_join(group)
@@ -222,7 +222,7 @@ class ClassicGroupProtocol:
         protocols_changed = not member.same_protocols(request.protocols)
         self._store.timers.schedule(
             heartbeat_timer(group.group_id, new_member_id),
-            self._clock.now_ms() + request.session_timeout_ms,
+            monotonic_ms(self._clock) + request.session_timeout_ms,
         )
         if group.is_in(S.STABLE) and not protocols_changed:
             member.session_timeout_ms = request.session_timeout_ms
@@ -279,6 +279,7 @@ class ClassicGroupProtocol:
     def _prepare_rebalance(self, group: ClassicGroup) -> CoordinatorResult:
         result = CoordinatorResult()
         now = self._clock.now_ms()
+        timers_now = monotonic_ms(self._clock)
         if group.is_in(S.COMPLETING_REBALANCE):
             self._store.timers.cancel(("sync", group.group_id))
             for member in group.members.values():
@@ -293,10 +294,10 @@ class ClassicGroupProtocol:
             group.in_initial_delay = True
             group.new_member_added = False
             group.initial_delay_remaining_ms = max(rebalance_timeout - delay, 0)
-            self._store.timers.schedule(("join", group.group_id), now + delay)
+            self._store.timers.schedule(("join", group.group_id), timers_now + delay)
         else:
             group.in_initial_delay = False
-            self._store.timers.schedule(("join", group.group_id), now + rebalance_timeout)
+            self._store.timers.schedule(("join", group.group_id), timers_now + rebalance_timeout)
         group.transition_to(S.PREPARING_REBALANCE, now)
         result.merge(self._try_complete_join(group))
         return result
@@ -319,7 +320,9 @@ class ClassicGroupProtocol:
                 delay = min(self._config.group_initial_rebalance_delay_ms, remaining)
                 group.new_member_added = False
                 group.initial_delay_remaining_ms = remaining - delay
-                self._store.timers.schedule(("join", group.group_id), self._clock.now_ms() + delay)
+                self._store.timers.schedule(
+                    ("join", group.group_id), monotonic_ms(self._clock) + delay
+                )
                 return CoordinatorResult()
             group.in_initial_delay = False
         return self._complete_join(group)
@@ -327,6 +330,7 @@ class ClassicGroupProtocol:
     def _complete_join(self, group: ClassicGroup) -> CoordinatorResult:
         result = CoordinatorResult()
         now = self._clock.now_ms()
+        timers_now = monotonic_ms(self._clock)
         self._store.timers.cancel(("join", group.group_id))
         group.in_initial_delay = False
         for member in [m for m in group.members.values() if m.awaiting_join is None]:
@@ -342,14 +346,17 @@ class ClassicGroupProtocol:
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         group.transition_to(S.COMPLETING_REBALANCE, now)
-        self._store.timers.schedule(("sync", group.group_id), now + group.rebalance_timeout_ms())
+        self._store.timers.schedule(
+            ("sync", group.group_id), timers_now + group.rebalance_timeout_ms()
+        )
         for member in group.members.values():
             assert member.awaiting_join is not None
             result.deliveries.append((member.awaiting_join, self._join_response(group, member)))
             member.awaiting_join = None
             member.is_new = False
             self._store.timers.schedule(
-                heartbeat_timer(group.group_id, member.member_id), now + member.session_timeout_ms
+                heartbeat_timer(group.group_id, member.member_id),
+                timers_now + member.session_timeout_ms,
             )
         return result
 
@@ -417,9 +424,9 @@ class ClassicGroupProtocol:
         if group.is_in(S.PREPARING_REBALANCE):
             return _immediate(sync_response(ErrorCode.rebalance_in_progress, None))
         member = group.members[member_id]
-        now = self._clock.now_ms()
         self._store.timers.schedule(
-            heartbeat_timer(group_id, member_id), now + member.session_timeout_ms
+            heartbeat_timer(group_id, member_id),
+            monotonic_ms(self._clock) + member.session_timeout_ms,
         )
         if group.is_in(S.STABLE):
             return _immediate(sync_response(ErrorCode.none, group, member.assignment))
@@ -435,7 +442,7 @@ class ClassicGroupProtocol:
         for each in group.members.values():
             each.assignment = assignments.get(each.member_id, b"")
         self._store.timers.cancel(("sync", group_id))
-        group.transition_to(S.STABLE, now)
+        group.transition_to(S.STABLE, self._clock.now_ms())
         result.records.append(group_metadata_record(group))
         for each in group.members.values():
             if each.awaiting_sync is not None:
@@ -465,7 +472,7 @@ class ClassicGroupProtocol:
         member = group.members[member_id]
         self._store.timers.schedule(
             heartbeat_timer(group_id, member_id),
-            self._clock.now_ms() + member.session_timeout_ms,
+            monotonic_ms(self._clock) + member.session_timeout_ms,
         )
         if group.is_in(S.PREPARING_REBALANCE):
             return answer(ErrorCode.rebalance_in_progress)

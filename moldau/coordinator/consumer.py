@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
-from moldau.clock import Clock
+from moldau.clock import Clock, monotonic_ms
 from moldau.coordinator.assignors import (
     ASSIGNORS,
     DEFAULT_ASSIGNOR,
@@ -167,7 +167,7 @@ class ConsumerGroupProtocol:
         member = group.members[member.member_id]
         self._store.timers.schedule(
             ("consumer-session", group_id, member.member_id),
-            self._clock.now_ms() + self._config.group_consumer_session_timeout_ms,
+            monotonic_ms(self._clock) + self._config.group_consumer_session_timeout_ms,
         )
         send_assignment = (
             changed
@@ -407,7 +407,7 @@ class ConsumerGroupProtocol:
         if state == MemberState.UNREVOKED_PARTITIONS:
             if self._store.timers.deadline(revocation_timer) is None:
                 timeout = max(member.rebalance_timeout_ms, 0)
-                self._store.timers.schedule(revocation_timer, self._clock.now_ms() + timeout)
+                self._store.timers.schedule(revocation_timer, monotonic_ms(self._clock) + timeout)
         else:
             self._store.timers.cancel(revocation_timer)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from moldau.clock import Clock
+from moldau.clock import Clock, monotonic_ms
 from moldau.coordinator.assignors import TopicMetadata
 from moldau.coordinator.classic import (
     ClassicGroupProtocol,
@@ -61,7 +61,7 @@ class GroupCoordinator:
     def finish_loading(self) -> None:
         """Serve: start the retention check and give every loaded KIP-848 member a session."""
         self.loading = False
-        now = self._clock.now_ms()
+        now = monotonic_ms(self._clock)
         self._store.timers.schedule(
             RETENTION_TIMER, now + self.config.offsets_retention_check_interval_ms
         )
@@ -340,15 +340,21 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------------- timers
 
     def next_deadline(self) -> int | None:
-        """The wall-clock millisecond at which `tick` has work to do, if any."""
+        """The millisecond of `timers_now_ms` at which `tick` has work to do, if any."""
         return self._store.timers.next_deadline()
+
+    def timers_now_ms(self) -> int:
+        """The clock the timers run on: monotonic, as Kafka's timer wheel, so a wall-clock
+        step neither expires every member's session at once nor keeps a silent one in its
+        group (commit timestamps and offset retention stay on the wall clock, as Kafka's)."""
+        return monotonic_ms(self._clock)
 
     def tick(self) -> CoordinatorResult:
         """Fire every timer due at the clock's current time."""
         result = CoordinatorResult()
         if self.loading:
             return result
-        now = self._clock.now_ms()
+        now = monotonic_ms(self._clock)
         for key in self._store.timers.pop_expired(now):
             assert isinstance(key, tuple)
             kind = key[0]

@@ -59,6 +59,8 @@ logger = logging.getLogger(__name__)
 class _Core(Protocol):
     def next_deadline(self) -> int | None: ...
 
+    def timers_now_ms(self) -> int: ...
+
     def tick(self) -> Any: ...
 
 
@@ -141,7 +143,7 @@ class PartitionedRuntime(Generic[P]):
             if partition.timer_deadline <= deadline:
                 return
             partition.timer.cancel()
-        delay = max(deadline - self._clock.now_ms(), 0) / 1000
+        delay = max(deadline - partition.coordinator.timers_now_ms(), 0) / 1000
         partition.timer = asyncio.get_running_loop().call_later(delay, self._on_timer, partition)
         partition.timer_deadline = deadline
 

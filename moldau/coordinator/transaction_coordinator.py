@@ -333,6 +333,12 @@ class TransactionCoordinator:
     def next_deadline(self) -> int | None:
         return self._timers.next_deadline()
 
+    def timers_now_ms(self) -> int:
+        """The clock the timers run on: the wall clock, as Kafka measures transaction.timeout.ms
+        from the transaction's start timestamp (a forward step times out the transactions in
+        progress, a backward one holds them open longer)."""
+        return self._clock.now_ms()
+
     def tick(self) -> TransactionResult:
         """Abort transactions past `transaction.timeout.ms` (fencing their producer, as Kafka
         does) and remove ids idle for `transactional.id.expiration.ms`."""

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
+from moldau.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
@@ -49,10 +50,6 @@ INLINE_FLUSH_BACKOFF_S: Final = 5.0
 DurableCallback = Callable[[BaseException | None], None]
 """Told None once the offsets it waits for are fsynced, or the error the flush failed with."""
 IsrChangeHandler = Callable[[TopicPartition, Partition, IsrChange], None]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _flush_error(flush: asyncio.Future[int]) -> BaseException | None:
@@ -91,12 +88,15 @@ class ReplicaManager:
         log_manager: LogManager,
         *,
         node_id: int,
-        now_ms: Callable[[], int] = _now_ms,
+        clock: Clock = SYSTEM_CLOCK,
         replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self.log_manager = log_manager
         self.node_id = node_id
-        self.now_ms = now_ms
+        # Followers' fetch and caught-up times, against replica.lag.time.max.ms: monotonic, so
+        # a wall-clock step on the leader neither drops every follower from the ISR nor keeps
+        # a stalled one in it (Kafka reads its wall clock here).
+        self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         # Set by the node: the follower fetchers, and who sends proposed ISR changes on.
@@ -145,9 +145,9 @@ class ReplicaManager:
         if partition.is_leader:
             if new_epoch or not was_leader:
                 partition.log.assign_leader_epoch(state.leader_epoch, partition.log.log_end_offset)
-                partition.become_leader(now_ms=self.now_ms())
+                partition.become_leader(now_ms=monotonic_ms(self.clock))
             elif replicas_changed:  # a reassignment: the same leadership, other followers
-                partition.replicas_changed(now_ms=self.now_ms())
+                partition.replicas_changed(now_ms=monotonic_ms(self.clock))
             else:
                 partition.tracker.committed(state.isr)
             if self.fetchers is not None:
@@ -375,7 +375,7 @@ class ReplicaManager:
     ) -> None:
         """A follower's fetch reached the leader: its progress, the high watermark, its log
         start (for DeleteRecords), and an ISR expansion to propose if it caught up."""
-        now = self.now_ms()
+        now = monotonic_ms(self.clock)
         if partition.record_follower_fetch(
             replica_id,
             fetch_offset=fetch_offset,
@@ -511,7 +511,7 @@ class ReplicaManager:
     def check_isr(self) -> None:
         """Propose ISR changes for followers that fell behind (run periodically, as Kafka's
         isr-expiration task every replica.lag.time.max.ms / 2)."""
-        now = self.now_ms()
+        now = monotonic_ms(self.clock)
         for tp, partition in list(self.partitions.items()):
             if partition.is_leader and len(partition.replicas) > 1:
                 self._propose_isr_change(tp, partition, now)

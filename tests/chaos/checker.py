@@ -40,6 +40,8 @@ LOST_TRANSFORM = "lost_transform"  # an input below the committed offset never t
 COMMITTED_OFFSET_BACKWARDS = "committed_offset_backwards"  # a group's committed offset went back
 REPLICA_DIVERGENCE = "replica_divergence"  # replicas differ below the high watermark
 INCOMPLETE = "incomplete"  # a partition written to but never read back: nothing can be said
+# a leader, an ISR or the quorum leader changed while the only fault was a wall-clock jump
+SPURIOUS_CHANGE = "spurious_change"
 
 ANOMALY_KINDS = (
     LOST,
@@ -55,6 +57,7 @@ ANOMALY_KINDS = (
     COMMITTED_OFFSET_BACKWARDS,
     REPLICA_DIVERGENCE,
     INCOMPLETE,
+    SPURIOUS_CHANGE,
 )
 
 Key = tuple[str, int]  # (topic, partition)
@@ -144,6 +147,9 @@ def check(history: list[Operation], *, tolerate: Iterable[str] = ()) -> Report:
     _check_committed_offsets(history, report)
     _check_replicas(history, report)
     _check_duplicates(finals, report)
+    for disturbance in (op for op in history if op["f"] == "disturbance"):
+        detail = {key: disturbance[key] for key in ("fault", "nodes", "change", "start")}
+        report.anomalies.append(Anomaly(kind=SPURIOUS_CHANGE, detail=detail))
     report.unavailability = unavailability(history)
     tolerated = set(tolerate)
     if tolerated:
@@ -518,6 +524,7 @@ def describe_violation(history: list[Operation], report: Report, *, limit: int =
             f"  t={fault['start']:.2f}-{fault['end']:.2f} {fault['fault']} {fault.get('phase', '')}"
             f" nodes={fault.get('nodes')}"
             + (f" cuts={fault['cuts']}" if fault.get("cuts") else "")  # (source, destination)
+            + (f" offsets_s={fault['offsets_s']}" if fault.get("offsets_s") else "")
         )
     lines.append(f"summary: {report.summary()}")
     lines.append("anomalies:")

@@ -12,12 +12,16 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.cluster import Cluster, ClusterNode
 from tests.integration.netns import Network
 from tests.integration.wire import Connection
+
+if TYPE_CHECKING:
+    from .clock import WallClocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,7 @@ class Nodes:
         self.network = network
         self.killed: set[int] = set()
         self.paused: set[int] = set()
+        self.clocks: WallClocks | None = None  # each node's wall clock, under libfaketime
 
     def running(self) -> list[ClusterNode]:
         return [
@@ -72,10 +77,12 @@ class Nodes:
         self.paused.discard(node_id)
 
     def heal(self) -> None:
-        """Every cut healed, every paused node resumed, every killed node started again
-        (together: a cold start needs a quorum of them before any is ready)."""
+        """Every cut healed, every clock set right, every paused node resumed, every killed node
+        started again (together: a cold start needs a quorum of them before any is ready)."""
         if self.network is not None:
             self.network.heal()
+        if self.clocks is not None:
+            self.clocks.reset()
         for node_id in sorted(self.paused):
             self.resume(node_id)
         if self.killed:

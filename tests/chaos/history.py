@@ -10,7 +10,8 @@ Operation kinds (`f`), each with `client`, `start` and `end` (seconds since the 
 | `txn` | outcome, writes [[topic, partition, value]], reads [[topic, partition, offset, value]] | one transaction of a consume-transform-produce job |
 | `commit` | group, offsets [[topic, partition, offset]], outcome | a group offset commit |
 | `committed` | group, offsets [[topic, partition, offset]] | committed offsets read back (OffsetFetch) |
-| `fault` | fault, nodes, phase (start, stop) | the nemesis |
+| `fault` | fault, nodes, phase (start, stop), offsets_s (a clock jump's, per node) | the nemesis |
+| `disturbance` | fault, nodes, change | a leader, ISR or quorum leader change seen during a clock jump |
 | `final` | isolation, topic, partition, records [[offset, value]] | a partition read whole after healing |
 | `replicas` | topic, partition, high_watermark, digests {node: hex} | each replica's batches below the high watermark |
 | `meta` | seed, scenario, schedule, settings | the run's identity |

@@ -28,7 +28,7 @@ from tests.integration.cluster import COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
 from tests.integration.netns import Network
 
-from . import checker, disk
+from . import checker, clock, disk
 from .disk import DISK_EIO, DISK_FAULTS, DISK_FULL, TORN_TAIL
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
 from .history import OK, History, Operation, read_history
@@ -98,6 +98,10 @@ class Scenario:
         """Each node's data on a tmpfs of its own (disk-full fills it)."""
         return DISK_FULL in self.faults
 
+    @property
+    def needs_clock(self) -> bool:
+        return any(fault in clock.CLOCK_FAULTS for fault in self.faults)
+
 
 SCENARIOS = {
     scenario.name: scenario
@@ -117,6 +121,9 @@ SCENARIOS = {
         Scenario(name=TORN_TAIL, faults=(TORN_TAIL,)),
         Scenario(name=DISK_FULL, faults=(DISK_FULL,)),
         Scenario(name=DISK_EIO, faults=(DISK_EIO,)),
+        # Wall-clock jumps (tests/chaos/clock.py), each held 5-7 s, then set back.
+        Scenario(name=clock.CLOCK_JUMP, faults=(clock.CLOCK_JUMP,)),
+        Scenario(name=clock.CLOCK_JUMP_ALL, faults=(clock.CLOCK_JUMP_ALL,)),
         # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
         # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
         Scenario(
@@ -136,6 +143,7 @@ class Step:
     target: float  # which partition (or node) to aim at, as a fraction of the choices
     hold_s: float
     gap_s: float  # healthy time before the fault
+    offsets_s: tuple[int, ...] = ()  # a clock fault's jump of each target's wall clock
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -143,6 +151,7 @@ class Step:
             "target": round(self.target, 3),
             "hold_s": self.hold_s,
             "gap_s": self.gap_s,
+            **({"offsets_s": list(self.offsets_s)} if self.offsets_s else {}),
         }
 
 
@@ -151,7 +160,7 @@ def schedule(scenario: Scenario, seed: int) -> list[Step]:
     steps = []
     for _ in range(scenario.steps):
         fault = rng.choice(scenario.faults)
-        if fault == PAUSE_LEADER or fault in NETWORK_FAULTS:
+        if fault == PAUSE_LEADER or fault in NETWORK_FAULTS or fault in clock.CLOCK_FAULTS:
             hold = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 3.0)
         elif fault == PAUSE_FOLLOWER:
             hold = REPLICA_LAG_MS / 1000 + rng.uniform(0.5, 1.5)
@@ -167,6 +176,8 @@ def schedule(scenario: Scenario, seed: int) -> list[Step]:
                 gap_s=round(rng.uniform(1.0, 3.0), 2),
             )
         )
+        if fault in clock.CLOCK_FAULTS:
+            steps[-1].offsets_s = clock.draw_offsets(rng, 3 if fault == clock.CLOCK_JUMP_ALL else 1)
     return steps
 
 
@@ -197,6 +208,8 @@ def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
     A scenario with network faults runs each node in a namespace of its own, torn down after
     the nodes stop."""
     directory.mkdir(parents=True, exist_ok=True)
+    if scenario.needs_clock:
+        clock.require_libfaketime()
     with ExitStack() as network_scope:
         network = None
         if scenario.needs_network:
@@ -236,8 +249,12 @@ def _run(
         )
         if DISK_EIO in scenario.faults:
             disk.inject_faults(cluster)
-        cluster.launch()
         nodes = Nodes(cluster, network)
+        if scenario.needs_clock:
+            library = clock.libfaketime()
+            assert library is not None
+            nodes.clocks = clock.WallClocks(cluster, directory, library)
+        cluster.launch()
         workloads: list[Workload] = []
         try:
             topics = _create_topics(cluster, scenario)
@@ -416,6 +433,9 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         targets = [followers[int(step.target * 997) % len(followers)]]
     elif step.fault in (KILL_CONTROLLER, PARTITION_CONTROLLER):
         targets = [active_controller(nodes)]
+    elif step.fault == clock.CLOCK_JUMP:
+        followers = [r for r in aimed.replicas if r != aimed.leader]
+        targets = [clock.aim(step.target, aimed.leader, followers, active_controller(nodes))]
     elif step.fault == KILL_CONTROLLER_AND_BROKER:
         controller = active_controller(nodes)
         others = [n for n in node_ids if n != controller]
@@ -423,6 +443,10 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         targets = [controller, broker]
     else:
         targets = node_ids
+    if step.fault in clock.CLOCK_FAULTS:
+        partition = [aimed.topic, aimed.partition]
+        clock.jump_and_watch(step, targets, nodes, history, topics, partition=partition)
+        return
     cuts: list[tuple[int, int]] = []
     details: dict[str, Any] = {}
     if step.fault in NETWORK_FAULTS:

@@ -241,6 +241,15 @@ def test_replicas_differing_below_the_high_watermark() -> None:
     assert kinds(checker.check(history)) == [checker.REPLICA_DIVERGENCE]
 
 
+def test_a_leader_changed_under_a_clock_jump_is_a_spurious_change() -> None:
+    history = clean_history()
+    history.insert(-1, {"f": "disturbance", "fault": "clock-jump", "nodes": [2],
+                        "change": "t-0 leader 2 -> 1", "start": 5.0, "end": 5.0})  # fmt: skip
+    report = checker.check(history)
+    assert kinds(report) == [checker.SPURIOUS_CHANGE]
+    assert report.of_kind(checker.SPURIOUS_CHANGE)[0].detail["change"] == "t-0 leader 2 -> 1"
+
+
 def test_acks_1_tolerates_loss_but_not_duplicates() -> None:
     history = clean_history()
     history[-1] = final([(0, "a"), (1, "b")])

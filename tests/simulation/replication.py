@@ -121,7 +121,7 @@ class SimBroker:
         manager = ReplicaManager(
             logs,
             node_id=self.broker_id,
-            now_ms=self.sim.clock.now_ms,
+            clock=self.sim.clock,
             replica_lag_time_max_ms=LAG_MAX_MS,
         )
         manager.on_isr_change = self._propose

@@ -10,6 +10,7 @@ from moldau.controller import QuorumController, quorum_controller
 from moldau.controller.operations import (
     AlterableConfig,
     AlterConfigOp,
+    BrokerHeartbeat,
     BrokerRegistration,
     ConfigResource,
     IncrementalAlterConfigsResource,
@@ -271,5 +272,44 @@ def test_stop_waits_a_bounded_time_for_a_write_that_cannot_commit(tmp_path, monk
         await asyncio.wait_for(controller.stop(), timeout=5)
         with pytest.raises((KafkaError, RuntimeError)):
             await creating
+
+    asyncio.run(scenario())
+
+
+def other_broker(broker_id=2):
+    """A new incarnation of another broker (registered fenced, its session started)."""
+    return BrokerRegistration(
+        broker_id=broker_id,
+        incarnation_id=uuid.uuid4(),
+        endpoints=[BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9192)],
+    )
+
+
+@pytest.mark.parametrize("jump_ms", [3_600_000, -3_600_000])
+def test_broker_sessions_run_on_monotonic_time_not_the_wall_clock(tmp_path, jump_ms):
+    """A wall-clock step on the active controller neither ends a live broker's session (a second
+    incarnation is refused as a duplicate) nor keeps a silent one alive past its timeout."""
+
+    async def scenario():
+        clock = ManualClock()
+        config = config_for(tmp_path)
+        session_ms = int(config.get("broker.session.timeout.ms"))
+        async with await QuorumController.open(
+            config, clock, registration=registration()
+        ) as controller:
+            registered = await controller.register_broker(other_broker())
+            heartbeat = BrokerHeartbeat(
+                broker_id=2,
+                broker_epoch=registered.broker_epoch,
+                current_metadata_offset=controller.image.offset + 1,
+            )
+            assert not (await controller.broker_heartbeat(heartbeat)).is_fenced
+            clock.jump_wall(jump_ms)
+            with pytest.raises(KafkaError) as caught:
+                await controller.register_broker(other_broker())
+            assert caught.value.code == ErrorCode.duplicate_broker_registration
+            clock.advance(session_ms + 1)
+            result = await controller.register_broker(other_broker())
+            assert result.broker_id == 2
 
     asyncio.run(scenario())

@@ -60,6 +60,11 @@ class Harness:
         self.clock.advance(ms)
         return self.run(self.coordinator.tick())
 
+    def jump_wall(self, ms: int) -> CoordinatorResult:
+        """The wall clock steps (NTP, an operator); monotonic time does not move."""
+        self.clock.jump_wall(ms)
+        return self.run(self.coordinator.tick())
+
     def reload(self) -> GroupCoordinator:
         """A fresh coordinator that loaded this one's log (as after a restart)."""
         fresh = GroupCoordinator(self.config, self.clock)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator.harness import Harness, subscription
 
@@ -67,6 +69,18 @@ def test_session_timeout_removes_silent_member_and_rebalances() -> None:
     again = harness.join("g", leader)
     assert again.response["generation_id"] == 3
     assert [m["member_id"] for m in again.response["members"]] == [leader]
+
+
+@pytest.mark.parametrize("jump_ms", [7_200_000, -7_200_000])
+def test_session_timeouts_run_on_monotonic_time_not_the_wall_clock(jump_ms: int) -> None:
+    harness = Harness()
+    joined = harness.join_with_id("g", session_timeout_ms=10_000).response
+    member = joined["member_id"]
+    harness.sync("g", member, 1, {member: b"x"})
+    harness.jump_wall(jump_ms)  # neither expires the session nor pushes its deadline away
+    assert [m["member_id"] for m in harness.coordinator.describe_group("g")["members"]] == [member]
+    harness.advance(10_001)
+    assert harness.coordinator.describe_group("g")["members"] == []
 
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from moldau.coordinator.assignors import TopicMetadata
 from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest
 from moldau.protocol.errors import ErrorCode
@@ -91,6 +93,17 @@ def test_session_timeout_removes_member() -> None:
     assert [m["member_id"] for m in described["members"]] == ["b"]
     taken = heartbeat(harness, "b", 2, owned=[])
     assert partitions(taken) == set(range(6))
+
+
+@pytest.mark.parametrize("jump_ms", [7_200_000, -7_200_000])
+def test_session_timeouts_run_on_monotonic_time_not_the_wall_clock(jump_ms: int) -> None:
+    harness = Harness(group_consumer_session_timeout_ms=10_000)
+    heartbeat(harness, "a", 0)
+    harness.jump_wall(jump_ms)  # neither expires the session nor pushes its deadline away
+    described = harness.coordinator.consumer_group_describe("g", {})
+    assert [m["member_id"] for m in described["members"]] == ["a"]
+    harness.advance(10_001)
+    assert harness.coordinator.consumer_group_describe("g", {})["members"] == []
 
 
 def test_range_assignor_gives_contiguous_runs() -> None:
