@@ -24,11 +24,12 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.cluster import COMBINED, Cluster, build_cluster
+from tests.integration.cluster import BROKER, COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
 from tests.integration.netns import Network
 
 from . import checker
+from . import operations as under_load
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
 from .history import OK, History, Operation, read_history
 from .workloads import CLIENT_LOGS, GroupConsumer, ProducerWorkload, TransformJob, Workload
@@ -87,6 +88,7 @@ class Scenario:
     rate: float = 150.0  # records a second from each producer
     producers: int = 1
     tolerate: tuple[str, ...] = ()  # anomaly kinds the scenario's promise allows
+    brokers: int = 0  # broker-only nodes beyond the three combined ones
 
     @property
     def needs_network(self) -> bool:
@@ -108,6 +110,11 @@ SCENARIOS = {
         Scenario(name=PARTITION_CONTROLLER, faults=(PARTITION_CONTROLLER,)),
         Scenario(name=ONE_WAY, faults=(ONE_WAY,)),
         Scenario(name=BRIDGE, faults=(BRIDGE,)),
+        # Operations under load (operations.py): one step each, however long it takes.
+        Scenario(name=under_load.ROLLING_RESTART, faults=(under_load.ROLLING_RESTART,), steps=1),
+        Scenario(name=under_load.DELETE_TOPIC, faults=(under_load.DELETE_TOPIC,), steps=1),
+        Scenario(name=under_load.REASSIGN, faults=(under_load.REASSIGN,), steps=1, brokers=1),
+        Scenario(name=under_load.VOTERS, faults=(under_load.VOTERS,), steps=2),
         # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
         # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
         Scenario(
@@ -214,8 +221,9 @@ def _run(
             settings={**SETTINGS, "acks": scenario.acks, "min.insync.replicas": "2"},
         )  # fmt: skip
         cluster = build_cluster(
-            start_server, directory, roles=[COMBINED] * 3, extra=SETTINGS, network=network
-        )
+            start_server, directory, roles=[COMBINED] * 3 + [BROKER] * scenario.brokers,
+            extra=SETTINGS, network=network,
+        )  # fmt: skip
         nodes = Nodes(cluster, network)
         workloads: list[Workload] = []
         try:
@@ -224,7 +232,15 @@ def _run(
             _wait_for_acknowledgements(history, 100)
             for step in steps:
                 time.sleep(step.gap_s)  # healthy traffic between faults (pacing, not syncing)
-                _inject(step, nodes, history, topics)
+                if step.fault in under_load.OPERATIONS:
+                    under_load.perform(
+                        step.fault,
+                        under_load.Stage(nodes=nodes, history=history, topics=topics,
+                                         workloads=workloads, problems=problems,
+                                         target=step.target, partitions=PARTITIONS),
+                    )  # fmt: skip
+                else:
+                    _inject(step, nodes, history, topics)
                 try:
                     wait_until(
                         lambda: healed(nodes, topics), timeout_s=HEAL_TIMEOUT_S,
@@ -257,6 +273,8 @@ def _run(
             if network is not None:
                 network.heal()
             cluster.stop_all()
+    if any(fault in under_load.OPERATIONS for fault in scenario.faults):
+        problems.extend(under_load.tracebacks(directory))  # the nodes' logs, complete now
     operations = read_history(history_path)
     report = checker.check(operations, tolerate=scenario.tolerate)
     return RunResult(
@@ -266,7 +284,7 @@ def _run(
         history=operations,
         history_path=history_path,
         duration_s=round(time.monotonic() - began, 1),
-        faults=len(steps),
+        faults=sum(1 for op in operations if op["f"] == "fault" and op.get("phase") == "start"),
         problems=problems,
     )
 
@@ -469,6 +487,7 @@ def _read_final_logs(
                 history.record(
                     "final", isolation=isolation, topic=topic, partition=partition, records=records
                 )
+    replicas = {(s.topic, s.partition): s.replicas for s in partition_states(bootstrap, topics)}
     for topic in topics:
         for partition in range(PARTITIONS):
             high = ends.get((topic, partition))
@@ -483,7 +502,8 @@ def _read_final_logs(
                 digests: dict[str, str] = digests,
             ) -> bool:
                 digests.clear()
-                for node in cluster.nodes.values():
+                for node_id in replicas[(topic, partition)]:  # its current replica set
+                    node = cluster.nodes[node_id]
                     digests[str(node.node_id)] = _replica_digest(
                         node.data_dir / f"{topic}-{partition}", high
                     )
