@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ VOTERS = "voters"
 
 DOOMED = "doomed"  # the topic deleted and recreated under its producer
 DELETIONS = 3  # deletions (each followed by the recreation) in one delete-topic step
+ABSENCE_S = (1.0, 4.0)  # how long the topic stays deleted, as the seed picks
 HEAL_TIMEOUT_S = 90.0
 COMMAND_TIMEOUT_S = 120.0
 
@@ -89,7 +91,7 @@ def rolling_restart(stage: Stage) -> None:
 def delete_topic(stage: Stage) -> None:
     """A further producer writes to `doomed` (3 partitions, RF 3); the topic is deleted, gone
     from every broker's metadata, created again under the same name, and written to again;
-    `DELETIONS` times. The history's `topic` entries tell the checker which incarnation each
+    `DELETIONS` times, each time absent for 1-4 s. The history's `topic` entries tell the checker which incarnation each
     record was acknowledged by."""
     bootstrap = stage.nodes.bootstrap()
     _create(stage, bootstrap)
@@ -111,6 +113,8 @@ def delete_topic(stage: Stage) -> None:
             timeout_s=30,
             what=f"{DOOMED} gone from every broker's metadata",
         )
+        # Gone for a while (pacing, not syncing): the producer finds no such topic.
+        time.sleep(ABSENCE_S[0] + stage.target * (ABSENCE_S[1] - ABSENCE_S[0]))
         _create(stage, bootstrap)
         start = stage.history.now()
         stage.history.record("fault", fault=DELETE_TOPIC, nodes=[], phase="stop", start=start)

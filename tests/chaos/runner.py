@@ -44,6 +44,9 @@ SETTINGS = {
     "transaction.state.log.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+    # Every topic is created by the run (3 partitions, RF 3): a producer's metadata request must
+    # not create a deleted one again with the defaults (1 partition, RF 1) under its feet.
+    "auto.create.topics.enable": "false",
 }
 PARTITIONS = 3
 SOURCE = "acked"  # idempotent producers write here
