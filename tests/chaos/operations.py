@@ -47,13 +47,12 @@ COMMAND_TIMEOUT_S = 120.0
 @dataclass(slots=True, kw_only=True)
 class Stage:
     """What an operation acts on and may add to: a topic whose final log the run must read
-    (`topics`), a client the run must stop (`workloads`), a liveness problem (`problems`)."""
+    (`topics`), a client the run must stop (`workloads`)."""
 
     nodes: Nodes
     history: History
     topics: list[str]
     workloads: list[Workload]
-    problems: list[str]
     target: float  # the seed's choice (which node or partition), a fraction of the choices
     partitions: int
 

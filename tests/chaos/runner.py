@@ -239,7 +239,7 @@ def _run(
                     under_load.perform(
                         step.fault,
                         under_load.Stage(nodes=nodes, history=history, topics=topics,
-                                         workloads=workloads, problems=problems,
+                                         workloads=workloads,
                                          target=step.target, partitions=PARTITIONS),
                     )  # fmt: skip
                 else:
