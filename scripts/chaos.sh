@@ -8,7 +8,8 @@
 # kill-follower, kill-controller, kill-controller-and-broker, kill-all, pause-leader,
 # pause-follower, mixed, kill-leader-acks1, and the network partitions partition-leader,
 # partition-controller, one-way, bridge, which need root and iproute2: each node runs in a
-# network namespace of its own, removed after the run). Seeds run from MOLDAU_CHAOS_SEED (1) upwards, so
+# network namespace of its own, removed after the run; and the operations under load
+# rolling-restart, delete-topic, reassign, voters, tests/chaos/operations.py). Seeds run from MOLDAU_CHAOS_SEED (1) upwards, so
 # `MOLDAU_CHAOS_SEED=17 scripts/chaos.sh 1 pause-leader` replays one run. One 3-node cluster at a
 # time, at nice 10. Each run is bounded: a few faults, about 150 records a second, a minute or
 # two. Everything goes to chaos-artifacts/campaign-<time>/ (or $MOLDAU_CHAOS_OUT): runs.jsonl
