@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.net.connection import ConnectionInfo
 from moldau.protocol.adapter import RequestHeader
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from moldau.broker.node import Node
@@ -94,6 +95,16 @@ class RequestContext:
     @property
     def client_port(self) -> int:
         return self.connection.client_port
+
+    @property
+    def controller(self) -> Any:
+        """This node's controller (a `QuorumController`). A node that is stopping has stopped
+        it before its controller listeners close: a request that arrives then is answered
+        NOT_CONTROLLER, and the broker asks the controller the quorum names next."""
+        controller = self.node.controller
+        if controller is None:
+            raise KafkaError(ErrorCode.not_controller, "this node's controller has stopped")
+        return controller
 
     @property
     def principal(self) -> str:

@@ -42,6 +42,7 @@ REPLICA_DIVERGENCE = "replica_divergence"  # replicas differ below the high wate
 INCOMPLETE = "incomplete"  # a partition written to but never read back: nothing can be said
 # a leader, an ISR or the quorum leader changed while the only fault was a wall-clock jump
 SPURIOUS_CHANGE = "spurious_change"
+RESURRECTED = "resurrected"  # a deleted topic's record in its recreation, or it not from offset 0
 
 ANOMALY_KINDS = (
     LOST,
@@ -58,6 +59,7 @@ ANOMALY_KINDS = (
     REPLICA_DIVERGENCE,
     INCOMPLETE,
     SPURIOUS_CHANGE,
+    RESURRECTED,
 )
 
 Key = tuple[str, int]  # (topic, partition)
@@ -150,6 +152,7 @@ def check(history: list[Operation], *, tolerate: Iterable[str] = ()) -> Report:
     for disturbance in (op for op in history if op["f"] == "disturbance"):
         detail = {key: disturbance[key] for key in ("fault", "nodes", "change", "start")}
         report.anomalies.append(Anomaly(kind=SPURIOUS_CHANGE, detail=detail))
+    _check_recreated_topics(history, finals, report)
     report.unavailability = unavailability(history)
     tolerated = set(tolerate)
     if tolerated:
@@ -175,9 +178,41 @@ def _whole(finals: dict[str, dict[Key, FinalLog]], key: Key) -> FinalLog | None:
     return finals[READ_UNCOMMITTED].get(key) or finals[READ_COMMITTED].get(key)
 
 
+@dataclass(frozen=True, slots=True)
+class Incarnation:
+    """A topic deleted during the run: when it was last deleted (the deletion began) and when
+    the topic the final logs hold was created under its name (the creation ended)."""
+
+    deleted_at: float
+    created_at: float
+
+
+def incarnations(history: list[Operation]) -> dict[str, Incarnation]:
+    """The topics deleted (and created again) during the run, from the history's `topic`
+    entries. A topic deleted and not created again has `created_at` infinite."""
+    deleted: dict[str, float] = {}
+    created: dict[str, float] = {}
+    for operation in history:
+        if operation["f"] != "topic":
+            continue
+        if operation["action"] == "deleted":
+            deleted[operation["topic"]] = operation["start"]
+            created.pop(operation["topic"], None)
+        elif operation["topic"] in deleted:
+            created[operation["topic"]] = operation["end"]
+    return {
+        topic: Incarnation(deleted_at=at, created_at=created.get(topic, float("inf")))
+        for topic, at in deleted.items()
+    }
+
+
 def _check_sends(
     history: list[Operation], finals: dict[str, dict[Key, FinalLog]], report: Report
 ) -> None:
+    # A record sent to a topic before its last incarnation was created went to a topic that is
+    # gone, or was retried into the new one: either is fine (a deletion deletes), so only the
+    # records sent to the topic the final logs hold must be there, at their offset.
+    recreated = incarnations(history)
     sends = [operation for operation in history if operation["f"] == "send"]
     outcome_of: dict[str, str] = {}
     by_producer: dict[tuple[str, str, int], dict[str, int]] = defaultdict(dict)
@@ -199,7 +234,7 @@ def _check_sends(
                 unread.add(key)
                 report.anomalies.append(Anomaly(kind=INCOMPLETE, detail={"partition": key}))
             continue
-        if outcome != OK:
+        if outcome != OK or send["start"] < recreated.get(key[0], _FOREVER).created_at:
             continue
         offsets = [o for o, v in whole.by_offset.items() if identity(v) == identity(send["value"])]
         if not offsets:
@@ -266,6 +301,42 @@ def _check_sends(
                 )
             if highest is None or sequence > highest[0]:
                 highest = (sequence, value, offset)
+
+
+_FOREVER = Incarnation(deleted_at=float("-inf"), created_at=float("-inf"))
+
+
+def _check_recreated_topics(
+    history: list[Operation], finals: dict[str, dict[Key, FinalLog]], report: Report
+) -> None:
+    """A topic created again after its deletion starts empty: its log begins at offset 0 and
+    holds no record an earlier incarnation acknowledged."""
+    for topic, incarnation in sorted(incarnations(history).items()):
+        acknowledged_before = {
+            op["value"]: op
+            for op in history
+            if op["f"] == "send"
+            and op["topic"] == topic
+            and op["outcome"] == OK
+            and op["end"] <= incarnation.deleted_at
+        }
+        for key in sorted(k for k in finals[READ_UNCOMMITTED] if k[0] == topic):
+            whole = finals[READ_UNCOMMITTED][key]
+            first = min(whole.by_offset, default=0)
+            if first != 0:
+                report.anomalies.append(
+                    Anomaly(kind=RESURRECTED, detail={"partition": key, "first_offset": first})
+                )
+            for offset, value in whole.ordered():
+                send = acknowledged_before.get(value)
+                if send is not None:
+                    report.anomalies.append(
+                        Anomaly(
+                            kind=RESURRECTED,
+                            detail=_send_detail(send)
+                            | {"in_log_at": offset, "deleted_at": incarnation.deleted_at},
+                        )
+                    )
 
 
 def _send_detail(send: Operation) -> dict[str, Any]:

@@ -24,11 +24,12 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.cluster import COMBINED, Cluster, build_cluster
+from tests.integration.cluster import BROKER, COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
 from tests.integration.netns import Network
 
 from . import checker, clock, disk
+from . import operations as under_load
 from .disk import DISK_EIO, DISK_FAULTS, DISK_FULL, TORN_TAIL
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
 from .history import OK, History, Operation, read_history
@@ -44,6 +45,9 @@ SETTINGS = {
     "transaction.state.log.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+    # Every topic is created by the run (3 partitions, RF 3): a producer's metadata request must
+    # not create a deleted one again with the defaults (1 partition, RF 1) under its feet.
+    "auto.create.topics.enable": "false",
 }
 PARTITIONS = 3
 SOURCE = "acked"  # idempotent producers write here
@@ -88,6 +92,7 @@ class Scenario:
     rate: float = 150.0  # records a second from each producer
     producers: int = 1
     tolerate: tuple[str, ...] = ()  # anomaly kinds the scenario's promise allows
+    brokers: int = 0  # broker-only nodes beyond the three combined ones
 
     @property
     def needs_network(self) -> bool:
@@ -124,6 +129,11 @@ SCENARIOS = {
         # Wall-clock jumps (tests/chaos/clock.py), each held 5-7 s, then set back.
         Scenario(name=clock.CLOCK_JUMP, faults=(clock.CLOCK_JUMP,)),
         Scenario(name=clock.CLOCK_JUMP_ALL, faults=(clock.CLOCK_JUMP_ALL,)),
+        # Operations under load (operations.py): one step each, however long it takes.
+        Scenario(name=under_load.ROLLING_RESTART, faults=(under_load.ROLLING_RESTART,), steps=1),
+        Scenario(name=under_load.DELETE_TOPIC, faults=(under_load.DELETE_TOPIC,), steps=1),
+        Scenario(name=under_load.REASSIGN, faults=(under_load.REASSIGN,), steps=1, brokers=1),
+        Scenario(name=under_load.VOTERS, faults=(under_load.VOTERS,), steps=2),
         # acks=1 promises nothing about a leader's crash: loss is reported, not failed on; it
         # still promises no duplicates (no idempotence, so retries may duplicate: reported too).
         Scenario(
@@ -242,7 +252,7 @@ def _run(
         cluster = build_cluster(
             start_server,
             directory,
-            roles=[COMBINED] * 3,
+            roles=[COMBINED] * 3 + [BROKER] * scenario.brokers,
             extra=SETTINGS,
             network=network,
             launch=False,
@@ -262,7 +272,15 @@ def _run(
             _wait_for_acknowledgements(history, 100)
             for step in steps:
                 time.sleep(step.gap_s)  # healthy traffic between faults (pacing, not syncing)
-                _inject(step, nodes, history, topics)
+                if step.fault in under_load.OPERATIONS:
+                    under_load.perform(
+                        step.fault,
+                        under_load.Stage(nodes=nodes, history=history, topics=topics,
+                                         workloads=workloads,
+                                         target=step.target, partitions=PARTITIONS),
+                    )  # fmt: skip
+                else:
+                    _inject(step, nodes, history, topics)
                 try:
                     wait_until(
                         lambda: healed(nodes, topics), timeout_s=HEAL_TIMEOUT_S,
@@ -295,6 +313,8 @@ def _run(
             if network is not None:
                 network.heal()
             cluster.stop_all()
+    if any(fault in under_load.OPERATIONS for fault in scenario.faults):
+        problems.extend(under_load.tracebacks(directory))  # the nodes' logs, complete now
     operations = read_history(history_path)
     report = checker.check(operations, tolerate=scenario.tolerate)
     return RunResult(
@@ -304,7 +324,7 @@ def _run(
         history=operations,
         history_path=history_path,
         duration_s=round(time.monotonic() - began, 1),
-        faults=len(steps),
+        faults=sum(1 for op in operations if op["f"] == "fault" and op.get("phase") == "start"),
         problems=problems,
     )
 
@@ -541,6 +561,7 @@ def _read_final_logs(
                 history.record(
                     "final", isolation=isolation, topic=topic, partition=partition, records=records
                 )
+    replicas = {(s.topic, s.partition): s.replicas for s in partition_states(bootstrap, topics)}
     for topic in topics:
         for partition in range(PARTITIONS):
             high = ends.get((topic, partition))
@@ -555,7 +576,8 @@ def _read_final_logs(
                 digests: dict[str, str] = digests,
             ) -> bool:
                 digests.clear()
-                for node in cluster.nodes.values():
+                for node_id in replicas[(topic, partition)]:  # its current replica set
+                    node = cluster.nodes[node_id]
                     digests[str(node.node_id)] = _replica_digest(
                         node.data_dir / f"{topic}-{partition}", high
                     )

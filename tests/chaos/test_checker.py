@@ -295,3 +295,60 @@ def test_a_history_file_round_trips(tmp_path: Path) -> None:
     assert [op["f"] for op in operations] == ["send", "fault"]
     assert operations[0]["index"] == 0 and operations[1]["start"] >= operations[0]["end"]
     assert json.loads(path.read_text().splitlines()[0])["value"] == "a"
+
+
+def recreated_history():
+    """`t` written, deleted, created again and written again: the final log holds the second
+    incarnation (from offset 0), with a record sent before and retried into it."""
+    return [
+        {"f": "meta", "seed": 7, "scenario": "crafted", "schedule": [], "settings": {}},
+        send("a", offset=0, seq=0, at=1.0),
+        send("b", offset=1, seq=1, at=1.1),
+        send("c", outcome=UNKNOWN, seq=2, at=2.5),  # sent at 2.49, while the topic was gone
+        {"f": "topic", "topic": "t", "action": "deleted", "start": 2.0, "end": 2.2},
+        {"f": "topic", "topic": "t", "action": "created", "start": 3.0, "end": 3.2},
+        send("d", offset=1, seq=3, at=3.5),
+        send("e", offset=2, seq=4, at=3.6),
+        final([(0, "c"), (1, "d"), (2, "e")]),
+    ]
+
+
+def test_records_of_a_deleted_incarnation_are_not_lost() -> None:
+    report = checker.check(recreated_history())
+    assert report.valid, report.anomalies
+    assert report.acknowledged == 4
+
+
+def test_a_record_acknowledged_after_the_recreation_must_be_in_the_log() -> None:
+    history = recreated_history()
+    history[-1] = final([(0, "c"), (1, "d")])
+    report = checker.check(history)
+    assert kinds(report) == [checker.LOST]
+    assert report.of_kind(checker.LOST)[0].detail["value"] == "e"
+
+
+def test_a_record_of_the_deleted_incarnation_in_the_recreated_topic_is_resurrected() -> None:
+    history = recreated_history()
+    history[-1] = final([(0, "a"), (1, "d"), (2, "e")])
+    report = checker.check(history)
+    assert kinds(report) == [checker.RESURRECTED]
+    assert report.of_kind(checker.RESURRECTED)[0].detail["value"] == "a"
+
+
+def test_a_recreated_topic_whose_log_does_not_start_at_offset_0_is_resurrected() -> None:
+    history = recreated_history()
+    history[-3:] = [
+        send("d", offset=2, seq=3, at=3.5),
+        send("e", offset=3, seq=4, at=3.6),
+        final([(2, "d"), (3, "e")]),
+    ]
+    report = checker.check(history)
+    assert kinds(report) == [checker.RESURRECTED]
+    assert report.of_kind(checker.RESURRECTED)[0].detail["first_offset"] == 2
+
+
+def test_a_topic_deleted_again_and_not_recreated_holds_no_record_to_check() -> None:
+    history = recreated_history()
+    history.insert(-1, {"f": "topic", "topic": "t", "action": "deleted", "start": 4.0, "end": 4.1})
+    history[-1] = final([])
+    assert checker.check(history).valid

@@ -28,7 +28,7 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> dict[
         )
         for entry in request.entries
     ]
-    results = await ctx.node.controller.alter_client_quotas(
+    results = await ctx.controller.alter_client_quotas(
         alterations, validate_only=bool(request.validate_only)
     )
     return {

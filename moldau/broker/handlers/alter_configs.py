@@ -26,7 +26,7 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, A
         )
         for resource in request.resources
     ]
-    results = await ctx.node.controller.alter_configs(
+    results = await ctx.controller.alter_configs(
         resources, validate_only=bool(request.validate_only)
     )
     return config_results_response(results)

@@ -32,7 +32,7 @@ async def handle_alter_partition(ctx: RequestContext, request: Any) -> dict[str,
         for partition in topic.partitions
     ]
     try:
-        results = await ctx.node.controller.alter_partition(
+        results = await ctx.controller.alter_partition(
             broker_id=int(request.broker_id),
             broker_epoch=int(request.broker_epoch),
             changes=changes,

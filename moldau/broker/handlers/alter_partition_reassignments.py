@@ -31,7 +31,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
         for partition in topic.partitions
     ]
     results = iter(
-        await ctx.node.controller.alter_partition_reassignments(
+        await ctx.controller.alter_partition_reassignments(
             reassignments, allow_replication_factor_change=allow_change
         )
     )

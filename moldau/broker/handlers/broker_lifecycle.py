@@ -37,7 +37,7 @@ async def handle_broker_registration(ctx: RequestContext, request: Any) -> dict[
         cluster_id=request.cluster_id,
     )
     try:
-        result = await ctx.node.controller.register_broker(registration)
+        result = await ctx.controller.register_broker(registration)
     except KafkaError as error:
         return {"throttle_time": 0, "error_code": error.code, "broker_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": result.broker_epoch}
@@ -53,7 +53,7 @@ async def handle_broker_heartbeat(ctx: RequestContext, request: Any) -> dict[str
         want_shut_down=bool(request.want_shut_down),
     )
     try:
-        result = await ctx.node.controller.broker_heartbeat(heartbeat)
+        result = await ctx.controller.broker_heartbeat(heartbeat)
     except KafkaError as error:
         return {
             "throttle_time": 0,
@@ -74,7 +74,7 @@ async def handle_broker_heartbeat(ctx: RequestContext, request: Any) -> dict[str
 @handler(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, scopes=(CONTROLLER,))
 async def handle_allocate_producer_ids(ctx: RequestContext, request: Any) -> dict[str, Any]:
     try:
-        block = await ctx.node.controller.allocate_producer_ids(
+        block = await ctx.controller.allocate_producer_ids(
             int(request.broker_id), int(request.broker_epoch)
         )
     except KafkaError as error:

@@ -40,7 +40,7 @@ async def handle_controller_registration(ctx: RequestContext, request: Any) -> d
         zk_migration_ready=bool(request.zk_migration_ready),
     )
     try:
-        await ctx.node.controller.register_controller(registration)
+        await ctx.controller.register_controller(registration)
     except KafkaError as error:
         return {"throttle_time": 0, "error_code": error.code, "error_message": error.message}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}

@@ -32,7 +32,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[st
         )
         for topic in request.topics
     ]
-    results = await ctx.node.controller.create_partitions(
+    results = await ctx.controller.create_partitions(
         increases, validate_only=bool(request.validate_only)
     )
     grown = [r.name for r in results if r.error_code == ErrorCode.none]

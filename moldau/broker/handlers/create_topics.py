@@ -40,7 +40,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, A
         for topic in request.topics
     ]
     try:
-        results = await ctx.node.controller.create_topics(
+        results = await ctx.controller.create_topics(
             new_topics, validate_only=bool(request.validate_only)
         )
     except KafkaError as error:  # NOT_CONTROLLER: the broker that forwarded it asks again

@@ -24,7 +24,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> dict[str, A
         references = [_reference(topic.name, topic.topic_id) for topic in request.topics]
     else:
         references = list(request.topic_names)
-    results = await ctx.node.controller.delete_topics(references)
+    results = await ctx.controller.delete_topics(references)
     return {
         "throttle_time": 0,
         "responses": [

@@ -44,7 +44,7 @@ def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 for topic in request.topics
             ]
         )
-    quorum: QuorumDescription = ctx.node.controller.describe_quorum()
+    quorum: QuorumDescription = ctx.controller.describe_quorum()
     if quorum.leader_id != quorum.node_id:
         error = _partition_error(METADATA_PARTITION, ErrorCode.not_leader_or_follower)
         return _response(topics=[{"topic_name": METADATA_TOPIC, "partitions": [error]}])

@@ -27,7 +27,7 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> dict[str, A
     )
     election_type = int(getattr(request, "election_type", 0))
     try:
-        results = await ctx.node.controller.elect_leaders(election_type, requested)
+        results = await ctx.controller.elect_leaders(election_type, requested)
     except KafkaError as error:
         return {
             "throttle_time": 0,

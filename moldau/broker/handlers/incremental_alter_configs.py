@@ -48,7 +48,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
             continue
         valid.append(IncrementalAlterConfigsResource(resource=target, configs=changes))
     results = iter(
-        await ctx.node.controller.incremental_alter_configs(
+        await ctx.controller.incremental_alter_configs(
             valid, validate_only=bool(request.validate_only)
         )
     )

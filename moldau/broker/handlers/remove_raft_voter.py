@@ -27,9 +27,9 @@ async def voter_change_answer(
     ctx: RequestContext, request: Any, change: Callable[[Any], Awaitable[None]]
 ) -> dict[str, Any]:
     """Run a voter change on this node's controller; the answer of Add/Remove/UpdateRaftVoter."""
-    controller = ctx.node.controller
     cluster_id = getattr(request, "cluster_id", None)
     code, message = ErrorCode.none, None
+    controller = ctx.controller  # (NOT_CONTROLLER once it has stopped: the dispatcher answers)
     if cluster_id is not None and cluster_id != controller.cluster_id:
         code = ErrorCode.inconsistent_cluster_id
         message = f"this is cluster {controller.cluster_id}, not {cluster_id}"

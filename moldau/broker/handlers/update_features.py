@@ -33,7 +33,7 @@ async def handle_update_features(ctx: RequestContext, request: Any) -> dict[str,
         for update in request.feature_updates
     ]
     try:
-        result = await ctx.node.controller.update_features(
+        result = await ctx.controller.update_features(
             updates, validate_only=bool(getattr(request, "validate_only", False))
         )
         code, message = result.error_code, result.error_message

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from moldau.broker.handlers.alter_configs import handle_alter_configs
+from moldau.broker.handlers.broker_lifecycle import handle_broker_heartbeat
 from moldau.broker.handlers.controller_registration import handle_controller_registration
 from moldau.broker.handlers.create_partitions import handle_create_partitions
 from moldau.broker.handlers.create_topics import handle_create_topics
@@ -450,3 +451,17 @@ def test_a_controller_listener_describes_the_registered_controllers(cluster, ver
         "The request was sent to an endpoint of type CONTROLLER, "
         "but we wanted an endpoint of type BROKER"
     )
+
+
+@pytest.mark.parametrize("version", range(2))
+def test_a_heartbeat_to_a_stopped_controller_is_answered_not_controller(cluster, version):
+    """A node stopping has stopped its controller before its controller listeners close: a
+    BrokerHeartbeat that arrives in between gets NOT_CONTROLLER (the broker asks the next
+    controller), not an unknown server error and a traceback in the node's log."""
+    cluster.node.controller = None
+    body = {"broker_id": 2, "broker_epoch": 5, "current_metadata_offset": 10,
+            "want_fence": False, "want_shut_down": False}  # fmt: skip
+    answer = cluster.call(
+        handle_broker_heartbeat, ApiKey.BROKER_HEARTBEAT, version, body, scope=CONTROLLER
+    )
+    assert answer.error_code == E.not_controller and answer.is_fenced
