@@ -335,10 +335,14 @@ class ControllerCore:
         results: list[CreatePartitionsResult] = []
         counts = Counter(increase.name for increase in increases)
         budget = PartitionBudget(self._image, self.config)
+        internal_allowed = bool(self.config.get(INTERNAL_TOPICS_MODIFICATION))
         for increase in increases:
             try:
                 if counts[increase.name] > 1:
                     raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+                if increase.name in INTERNAL_TOPICS and not internal_allowed:
+                    # a group's or transactional id's partition is its hash modulo the count
+                    raise refuse_internal_topic_change(increase.name, "add partitions to")
                 new_records = self._create_partitions(increase, budget)
             except KafkaError as error:
                 results.append(

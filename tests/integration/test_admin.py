@@ -318,6 +318,14 @@ def test_internal_topics_cannot_be_deleted_or_written_by_clients(admin, server, 
     assert code == KafkaError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION (17)
     assert message is not None and f"Cannot append to internal topic {internal}" in message
     assert internal in listed_topics(admin)
+    # A group's (a transactional id's) partition is its hash modulo the count: more partitions
+    # would move every one of them away from its offsets (its state).
+    more = admin.create_partitions([NewPartitions(internal, 60)], operation_timeout=DEADLINE_S)
+    error = error_of(more[internal])
+    assert error.code() == KafkaError.INVALID_REQUEST
+    assert f"Cannot add partitions to internal topic {internal}" in error.str()
+    deleted = admin.delete_records([TopicPartition(internal, 0, 0)], operation_timeout=DEADLINE_S)
+    assert error_of(deleted[TopicPartition(internal, 0, 0)]).code() == KafkaError.TOPIC_EXCEPTION
 
 
 def test_an_operator_may_allow_changing_the_internal_topics(start_server):

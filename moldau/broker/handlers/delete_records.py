@@ -5,6 +5,8 @@ offset past the high watermark is OFFSET_OUT_OF_RANGE. The leader advances its o
 once; the answer waits, up to the request's `timeout`, until every replica on a live broker
 has advanced its own (followers do on their next fetch) and carries that low watermark, as
 Kafka's delayed delete-records does; past the timeout the partition is REQUEST_TIMED_OUT.
+The internal topics' records are the coordinators' own: INVALID_TOPIC_EXCEPTION, as Kafka
+answers, unless `internal.topics.modification.enable`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import asyncio
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.controller.topic_names import (
+    INTERNAL_TOPICS,
+    INTERNAL_TOPICS_MODIFICATION,
+    refuse_internal_topic_change,
+)
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -32,6 +39,12 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, 
             waiting: asyncio.Future[int] | None = None
             try:
                 tp = TopicPartition(topic.name, requested.partition_index)
+                if topic.name in INTERNAL_TOPICS and not ctx.node.config.get(
+                    INTERNAL_TOPICS_MODIFICATION
+                ):  # Kafka refuses it with the same code
+                    raise refuse_internal_topic_change(
+                        topic.name, "delete records of", ErrorCode.invalid_topic_exception
+                    )
                 ctx.node.authorize_delete(ctx, tp)
                 waiting = replica_manager.delete_records(tp, requested.offset)
             except KafkaError as exc:
