@@ -1,4 +1,5 @@
-"""Wiring of the coordinators into a node: internal topics, record writes and replays.
+"""Wiring of the coordinators into a node: internal topics (created on first use:
+`internal_topics.py`), record writes and replays.
 
 The group coordinator runtime is given `append` (builds a batch of its key/value records, appends
 it to the `__consumer_offsets` partition and waits until every ISR member has it durably: the
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from moldau.broker.handlers.write_txn_markers import write_markers
+from moldau.broker.internal_topics import InternalTopic
 from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime, LoadedItem
 from moldau.coordinator.transaction_metadata import TransactionCoordinatorConfig
@@ -57,11 +59,13 @@ _READ_CHUNK_BYTES = 4 * 1024 * 1024
 
 async def start(node: Node) -> None:
     config = GroupCoordinatorConfig.from_properties(node.config)
-    await node.ensure_internal_topic(
-        OFFSETS_TOPIC,
-        partitions=config.offsets_topic_num_partitions,
-        configs=dict(_OFFSETS_TOPIC_CONFIGS),
-        replication_factor_key="offsets.topic.replication.factor",
+    node.internal_topics.register(
+        InternalTopic(
+            OFFSETS_TOPIC,
+            partitions=config.offsets_topic_num_partitions,
+            configs=dict(_OFFSETS_TOPIC_CONFIGS),
+            replication_factor_key="offsets.topic.replication.factor",
+        )
     )
 
     async def append(tp: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]) -> int:
@@ -87,6 +91,7 @@ async def start(node: Node) -> None:
     transactions = await _start_transaction_coordinator(node, append)
 
     async def stop() -> None:
+        await node.internal_topics.stop()
         if transactions is not None:
             await transactions.stop()
         await runtime.stop()
@@ -135,11 +140,13 @@ async def _start_transaction_coordinator(
     node: Node, append: object
 ) -> TransactionCoordinatorRuntime | None:
     config = TransactionCoordinatorConfig.from_properties(node.config)
-    await node.ensure_internal_topic(
-        TRANSACTION_STATE_TOPIC,
-        partitions=config.transaction_state_log_num_partitions,
-        configs=dict(_TRANSACTION_STATE_TOPIC_CONFIGS),
-        replication_factor_key="transaction.state.log.replication.factor",
+    node.internal_topics.register(
+        InternalTopic(
+            TRANSACTION_STATE_TOPIC,
+            partitions=config.transaction_state_log_num_partitions,
+            configs=dict(_TRANSACTION_STATE_TOPIC_CONFIGS),
+            replication_factor_key="transaction.state.log.replication.factor",
+        )
     )
 
     async def append_state(

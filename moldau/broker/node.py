@@ -26,6 +26,7 @@ from typing import Any
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.controller_registration import ControllerRegistrationManager
 from moldau.broker.dispatcher import Dispatcher
+from moldau.broker.internal_topics import InternalTopics
 from moldau.broker.lifecycle import BrokerLifecycle
 from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
@@ -51,7 +52,6 @@ from moldau.controller.operations import (
     IsrProposal,
     NewTopic,
 )
-from moldau.controller.placement import internal_topic_replication
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Endpoint, Listener
@@ -67,12 +67,7 @@ from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-# How long a broker of a cluster waits for as many active brokers as an internal topic's
-# configured replication factor before creating it with fewer replicas.
-INTERNAL_TOPIC_BROKERS_WAIT_S = 5.0
-
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-INTERNAL_TOPIC_TIMEOUT_S = 60.0
 
 
 class Node:
@@ -107,6 +102,7 @@ class Node:
         # Called with (previous image, image) after the partitions have followed each change.
         self.metadata_listeners: list[Callable[[Any, Any], None]] = []
         self._background: list[asyncio.Task[None]] = []
+        self.internal_topics = InternalTopics(self)
         self._stopped = asyncio.Event()
         self._on_stop_callbacks: list[Callable[[], Any]] = []
         self.ready = False
@@ -727,49 +723,6 @@ class Node:
         if self._publisher is None:
             return True
         return await self._publisher.settled(names, timeout_s)
-
-    async def ensure_internal_topic(
-        self, name: str, *, partitions: int, configs: dict[str, str], replication_factor_key: str
-    ) -> None:
-        """Create an internal topic unless it exists, with the replication factor of
-        `replication_factor_key` capped to the active brokers there are (see
-        `placement.internal_topic_replication`). In a cluster the brokers starting with this
-        one have `INTERNAL_TOPIC_BROKERS_WAIT_S` to register first, so that a cluster started
-        all at once does not create its internal topics on whichever broker came up first."""
-        if name in self.metadata_image.topics:
-            return
-        configured = int(self.config.get(replication_factor_key))
-        if not self.layout.standalone:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + INTERNAL_TOPIC_BROKERS_WAIT_S
-            while (
-                len(self.metadata_image.active_brokers()) < configured
-                and name not in self.metadata_image.topics
-                and loop.time() < deadline
-            ):
-                await asyncio.sleep(0.05)
-            if name in self.metadata_image.topics:
-                return
-        replication_factor, replication_configs = internal_topic_replication(
-            configured, len(self.metadata_image.active_brokers())
-        )
-        results = await self.create_topics_via_controller(
-            [
-                NewTopic(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=replication_factor,
-                    configs={**replication_configs, **configs},
-                )
-            ],
-        )
-        for result in results:
-            if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                raise RuntimeError(f"cannot create {name}: {result.error_message}")
-        if not await self.wait_for_partitions([name], timeout_s=INTERNAL_TOPIC_TIMEOUT_S):
-            raise RuntimeError(
-                f"the logs of {name} were not created within {INTERNAL_TOPIC_TIMEOUT_S:.0f} s"
-            )
 
     # --- authorization (ACLs arrive with the security issue) -----------------------------------
 

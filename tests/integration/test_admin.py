@@ -303,11 +303,45 @@ def _produce_to(server, topic: str) -> tuple[int, str | None]:
     return int(partition.error_code), partition.error_message
 
 
+INTERNAL_KEY_TYPES = {"__consumer_offsets": 0, "__transaction_state": 1}
+
+
+def _find_coordinator(server, key_type: int) -> int:
+    """FindCoordinator v4 for one key of `key_type` (0 group, 1 transactional id): its error."""
+    from .wire import Connection
+
+    with Connection(server.host, server.port) as connection:
+        answer = connection.request(10, 4, {"key_type": key_type, "coordinator_keys": ["k"]})
+    return int(answer.coordinators[0].error_code)
+
+
+def _coordinator_found(server, key_type: int) -> None:
+    wait_until(
+        lambda: _find_coordinator(server, key_type) == 0,
+        message=f"no coordinator for key type {key_type}",
+    )
+
+
+def test_internal_topics_are_created_on_first_use(start_server):
+    """As Kafka's: not at start, but by the first FindCoordinator for a group (a transactional
+    id), answered COORDINATOR_NOT_AVAILABLE until the topic has leaders."""
+    server = start_server()
+    admin = rdkafka.admin_client(server.bootstrap_servers)
+    assert not set(INTERNAL_KEY_TYPES) & listed_topics(admin)
+    assert _find_coordinator(server, 0) == KafkaError.COORDINATOR_NOT_AVAILABLE
+    _coordinator_found(server, 0)
+    assert "__consumer_offsets" in listed_topics(admin)
+    assert "__transaction_state" not in listed_topics(admin)
+    _coordinator_found(server, 1)
+    assert set(INTERNAL_KEY_TYPES) <= listed_topics(admin)
+
+
 @pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
 def test_internal_topics_cannot_be_deleted_or_written_by_clients(admin, server, internal):
     """Kafka 4 without an authorizer lets any client delete them (and every group's offsets
     with them); Moldau refuses, saying why and which setting an operator who means it sets.
     Produce is refused with Kafka's own code (INVALID_TOPIC_EXCEPTION)."""
+    _coordinator_found(server, INTERNAL_KEY_TYPES[internal])
     assert internal in listed_topics(admin)
     error = error_of(admin.delete_topics([internal], operation_timeout=DEADLINE_S)[internal])
     assert error.code() == KafkaError.INVALID_REQUEST  # (librdkafka asks v4: no message)
@@ -331,6 +365,7 @@ def test_internal_topics_cannot_be_deleted_or_written_by_clients(admin, server, 
 def test_an_operator_may_allow_changing_the_internal_topics(start_server):
     server = start_server(internal_topics_modification_enable="true")
     admin = rdkafka.admin_client(server.bootstrap_servers)
+    _coordinator_found(server, 1)
     assert _produce_to(server, "__transaction_state")[0] == 0
     admin.delete_topics(["__transaction_state"], operation_timeout=DEADLINE_S)[
         "__transaction_state"

@@ -29,6 +29,7 @@ from .wire import (
     create_topics,
     describe_log_dirs,
     fetch,
+    find_coordinator,
     produce,
     rss_bytes,
 )
@@ -96,6 +97,7 @@ def test_a_full_disk_refuses_writes_serves_reads_and_comes_back(
         for index in range(20):
             batch = build_batch([NewRecord(key=None, value=b"acked %d" % index)], timestamp=0)
             assert produce(connection, "events", 0, batch).error_code == 0
+        assert find_coordinator(connection, "before").error_code == 0
         assert commit_offset(connection, "before", "events", 0, 5).error_code == 0
 
     fill(small_disk)

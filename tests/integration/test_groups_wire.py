@@ -18,7 +18,7 @@ from moldau.protocol.errors import ErrorCode
 
 from .conftest import MoldauServer, ServerFactory
 from .rdkafka import create_topic
-from .wire import Connection
+from .wire import Connection, find_coordinator
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH = 11, 14, 12, 8, 9
 SUBSCRIPTION = struct.pack(">hih1si", 0, 1, 1, b"t", -1)
@@ -57,9 +57,12 @@ class PipelinedConnection(Connection):
 
 @pytest.fixture(scope="module")
 def wire_server(module_server_factory: ServerFactory) -> MoldauServer:
-    return module_server_factory(
+    server = module_server_factory(
         group_initial_rebalance_delay_ms="0", group_min_session_timeout_ms="1000"
     )
+    with Connection(server.host, server.port) as connection:  # __consumer_offsets created
+        assert find_coordinator(connection, "any").error_code == 0
+    return server
 
 
 def join_body(group_id: str, member_id: str = "") -> dict[str, Any]:

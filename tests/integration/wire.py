@@ -212,6 +212,25 @@ def describe_log_dirs(connection: Connection) -> list[Any]:
     return list(connection.request(35, 4, {"topics": None}).results)
 
 
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+
+
+def find_coordinator(
+    connection: Connection, key: str, key_type: int = GROUP_KEY, *, timeout_s: float = 30.0
+) -> Any:
+    """FindCoordinator v4 for `key`, asked again while the answer is COORDINATOR_NOT_AVAILABLE
+    (the first request for a group or a transactional id creates its internal topic); the
+    coordinator's entry (node_id, host, port, error_code)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = connection.request(10, 4, {"key_type": key_type, "coordinator_keys": [key]})
+        [coordinator] = answer.coordinators
+        if coordinator.error_code != 15 or time.monotonic() > deadline:  # COORDINATOR_NOT_AVAILABLE
+            return coordinator
+        time.sleep(0.05)  # polling pace
+
+
 def commit_offset(
     connection: Connection, group: str, topic: str, partition: int, offset: int
 ) -> Any:

@@ -4,7 +4,9 @@ v1 adds key_type (0 group, 1 transaction) and error_message; v2 same; v3 flexibl
 keys (`coordinator_keys` in, `coordinators` out, top-level fields gone); v5-6 only allow new
 error codes. A group's coordinator is the leader of its `__consumer_offsets` partition, a
 transactional id's the leader of its `__transaction_state` partition, named with the host and
-port advertised for the request's listener.
+port advertised for the request's listener. The first request for a topic that does not
+exist yet creates it (`internal_topics.py`) and is answered COORDINATOR_NOT_AVAILABLE, as
+Kafka's is, until the topic's partitions have leaders.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def _coordinator_id(ctx: RequestContext, runtime: Any, topic_name: str, key: str
     """This node if it coordinates `key`, else the leader of the key's partition; None
     (COORDINATOR_NOT_AVAILABLE) if that is this node but it does not coordinate the partition
     (its log is offline, or it is still loading: see the replica manager)."""
-    if runtime is None:
-        return None
+    if runtime is None or not ctx.node.internal_topics.ready(topic_name):
+        return None  # (creating the topic: clients retry COORDINATOR_NOT_AVAILABLE)
     if runtime.is_coordinator_for(key):
         return int(ctx.node.node_id)
     topic = ctx.node.metadata_image.topics.get(topic_name)

@@ -37,6 +37,7 @@ class FakeNode:
         topic = SimpleNamespace(name="t", topic_id=TOPIC_ID, partitions={0: None, 1: None})
         self.group_coordinator = runtime
         self.metadata_image = SimpleNamespace(topics={"t": topic}, topics_by_id={TOPIC_ID: topic})
+        self.internal_topics = SimpleNamespace(ready=lambda name: True)  # (they exist)
 
     def broker_endpoints(self, listener_name: str) -> list[dict[str, Any]]:
         return [{"node_id": 1, "host": "broker.example", "port": 9092, "rack": None}]
