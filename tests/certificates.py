@@ -10,7 +10,7 @@
 - `foreign.*` and `foreign-ca.pem` — a client certificate of another CA;
 - `server-encrypted.pem` and `server-encrypted.key` — the server's key encrypted (PKCS#8) with
   `KEY_PASSWORD`;
-- `server.p12` — the server's key and chain as PKCS#12, protected by `KEY_PASSWORD`.
+- `server.p12`, `client.p12` — key and chain as PKCS#12, protected by `KEY_PASSWORD`.
 
 Keys are EC P-256: fast to make, so every test module can have its own.
 """
@@ -171,18 +171,20 @@ def make_certificates(directory: Path) -> Certificates:
         (directory / f"{name}.crt").write_bytes(chain)
         (directory / f"{name}.key").write_bytes(_key_pem(key))
         (directory / f"{name}.pem").write_bytes(_key_pem(key) + chain)
+    for name in ("server", "client"):
+        key, certificate = leaves[name]
+        (directory / f"{name}.p12").write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                name.encode(),
+                key,
+                certificate,
+                [authority[1]],
+                serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
+            )
+        )
     server_key, server_certificate = leaves["server"]
     (directory / "server-encrypted.key").write_bytes(_key_pem(server_key, KEY_PASSWORD))
     (directory / "server-encrypted.pem").write_bytes(
         _key_pem(server_key, KEY_PASSWORD) + _pem(server_certificate) + ca_pem
-    )
-    (directory / "server.p12").write_bytes(
-        pkcs12.serialize_key_and_certificates(
-            b"server",
-            server_key,
-            server_certificate,
-            [authority[1]],
-            serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
-        )
     )
     return Certificates(directory)
