@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -53,8 +54,10 @@ class ControllerChannel:
         *,
         node_id: int,
         timeout_s: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._controller = controller
+        self._ssl_context = ssl_context  # the controller listener is SSL
         self._addresses = addresses
         self._node_id = node_id
         self.timeout_s = timeout_s
@@ -326,6 +329,7 @@ class ControllerChannel:
                 node_id=leader,
                 client_id=f"broker-{self._node_id}",
                 connect_timeout=5.0,
+                ssl_context=self._ssl_context,
             )
         except Exception:
             self._addresses.unreachable(leader, (host, port))

@@ -38,6 +38,7 @@ from moldau.broker.resources import (
     open_segment_files,
     raise_open_files_limit,
 )
+from moldau.broker.security import NodeSecurity
 from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
@@ -82,6 +83,7 @@ class Node:
         self.node_id = config.node_id
         self.incarnation_id = uuid.uuid4()
         self.layout = ClusterLayout.from_config(config)
+        self.security = NodeSecurity.of(config, self.layout)  # (ConfigError: TLS cannot be set up)
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -190,6 +192,7 @@ class Node:
             idle_timeout_s=idle_ms / 1000.0 if idle_ms > 0 else None,
             request_timeout_s=request_timeout_ms / 1000.0 if request_timeout_ms > 0 else None,
             memory_pool=self._memory_pool,
+            tls=self.security.listeners.get(address.name),
         )
         await listener.start()
         into.append(listener)
@@ -225,6 +228,7 @@ class Node:
             node_id=self.node_id,
             request_timeout_s=int(quorum_config.get("controller.quorum.request.timeout.ms")) / 1000,
             local_endpoint=self._controller_endpoint(),
+            ssl_context=self.security.controller,
         )
         self.controller = await QuorumController.open(
             self.config,
@@ -257,7 +261,7 @@ class Node:
             task = asyncio.get_running_loop().create_task(keep_voter_endpoints_current(self))
             self._background.append(task)
         self.controller_channel = ControllerChannel(
-            self.controller, addresses, node_id=self.node_id
+            self.controller, addresses, node_id=self.node_id, ssl_context=self.security.controller
         )
         self._register_controller(self.controller_channel.register_controller)
         if layout.is_broker:
@@ -374,6 +378,7 @@ class Node:
             node_id=broker_id,
             client_id=f"replica-fetcher-{self.node_id}",
             connect_timeout=5.0,
+            ssl_context=self.security.inter_broker,
         )
 
     def _rack_of(self, broker_id: int) -> str | None:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 from typing import Any
 
 from moldau.broker.quorum_addresses import QuorumAddresses
@@ -66,8 +67,10 @@ class QuorumTransport:
         request_timeout_s: float = 2.0,
         fetch_wait_s: float = 0.5,
         local_endpoint: tuple[str, int] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._addresses = addresses
+        self._ssl_context = ssl_context  # the controller listener is SSL
         self._node_id = node_id
         self.local_endpoint = local_endpoint  # this node's controller listener
         self._request_timeout_s = request_timeout_s
@@ -166,6 +169,7 @@ class QuorumTransport:
                     node_id=destination_id,
                     client_id=f"raft-{self._node_id}",
                     connect_timeout=self._request_timeout_s,
+                    ssl_context=self._ssl_context,
                 )
             )
             self._connecting[key] = pending

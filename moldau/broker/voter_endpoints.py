@@ -76,7 +76,11 @@ async def _update(node: Node, voter: VoterNode) -> None:
     if address is None:
         return
     connection = await BrokerConnection.open(
-        address[0], address[1], node_id=leader_id, client_id=f"raft-{node.node_id}"
+        address[0],
+        address[1],
+        node_id=leader_id,
+        client_id=f"raft-{node.node_id}",
+        ssl_context=node.security.controller,
     )
     try:
         response = await connection.request(

@@ -54,6 +54,20 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "max.partition.fetch.bytes": 1048576,
     "allow.auto.create.topics": False,
     "partition.assignment.strategy": "range",
+    # security (moldau.client.tls): plaintext or ssl
+    "security.protocol": "plaintext",
+    "ssl.ca.location": None,
+    "ssl.ca.pem": None,
+    "ssl.certificate.location": None,
+    "ssl.certificate.pem": None,
+    "ssl.key.location": None,
+    "ssl.key.pem": None,
+    "ssl.key.password": None,
+    "ssl.keystore.location": None,
+    "ssl.keystore.password": None,
+    "ssl.cipher.suites": None,
+    "ssl.endpoint.identification.algorithm": "https",
+    "enable.ssl.certificate.verification": True,
 }
 
 _ALIASES: Final[Mapping[str, str]] = {

@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import os
 import socket
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -46,6 +47,10 @@ CLIENT_MAX_VERSIONS: Final[Mapping[int, int]] = {
 def _reason(exc: OSError | TimeoutError) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS handshake failed: certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {(exc.reason or str(exc)).lower().replace('_', ' ')}"
     if isinstance(exc, socket.gaierror) and exc.strerror:
         return f"cannot resolve host: {exc.strerror.lower()}"
     if exc.errno is not None:
@@ -202,8 +207,10 @@ class BrokerConnection:
         node_id: int = -1,
         client_id: str = "moldau",
         request_timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.ssl_context = ssl_context  # TLS (security.protocol=SSL) when set
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -233,9 +240,15 @@ class BrokerConnection:
         client_id: str = "moldau",
         request_timeout: float = 30.0,
         connect_timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> BrokerConnection:
         connection = cls(
-            host, port, node_id=node_id, client_id=client_id, request_timeout=request_timeout
+            host,
+            port,
+            node_id=node_id,
+            client_id=client_id,
+            request_timeout=request_timeout,
+            ssl_context=ssl_context,
         )
         await connection._connect(connect_timeout)
         return connection
@@ -245,7 +258,12 @@ class BrokerConnection:
         try:
             async with asyncio.timeout(timeout):
                 transport, _ = await asyncio.get_running_loop().create_connection(
-                    lambda: stream, self.host, self.port
+                    lambda: stream,
+                    self.host,
+                    self.port,
+                    ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None,
+                    ssl_handshake_timeout=timeout if self.ssl_context is not None else None,
                 )
         except (OSError, TimeoutError) as exc:
             raise KafkaException(

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.config.definitions import BROKER_KEYS
-from moldau.config.values import BrokerConfig, ConfigError
+from moldau.config.tls import LISTENER_PREFIX, listener_overrides
+from moldau.config.values import BrokerConfig, ConfigError, parse_value
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"
 
@@ -188,6 +190,13 @@ class ClusterLayout:
         controller_names = tuple(
             name.strip().upper() for name in config.get("controller.listener.names") or []
         )
+        for name in controller_names:
+            # A broker-only node does not listen on it, but connects to it with its protocol.
+            if protocols.get(name, "PLAINTEXT") in ("SASL_PLAINTEXT", "SASL_SSL"):
+                raise ConfigError(
+                    f"the controller listener {name} uses {protocols[name]}, but Moldau does "
+                    "not support SASL yet; use SSL or PLAINTEXT"
+                )
         layout = cls(
             node_id=node_id,
             roles=roles,
@@ -291,10 +300,16 @@ def _listeners(items: list[str], protocols: dict[str, str]) -> tuple[ListenerAdd
                 f"listener {listener.name} has no security protocol in "
                 "listener.security.protocol.map"
             )
-        if protocols[listener.name] != "PLAINTEXT":
+        protocol = protocols[listener.name]
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             raise ConfigError(
-                f"listener {listener.name} uses {protocols[listener.name]}, which Moldau does "
-                "not support yet; only PLAINTEXT listeners are available"
+                f"listener {listener.name} uses {protocol}, but Moldau does not support SASL "
+                "yet; use SSL (TLS, client certificates) or PLAINTEXT"
+            )
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener {listener.name} has the unknown security protocol {protocol} "
+                f"(one of {', '.join(SECURITY_PROTOCOLS)})"
             )
     return listeners
 
@@ -303,6 +318,23 @@ def _inter_broker_name(
     config: BrokerConfig, listeners: tuple[ListenerAddress, ...], controller_names: tuple[str, ...]
 ) -> str | None:
     configured = config.get("inter.broker.listener.name")
+    by_protocol = config.is_set("security.inter.broker.protocol")
+    if configured and by_protocol:
+        raise ConfigError(
+            "inter.broker.listener.name and security.inter.broker.protocol are both set; "
+            "set only one (as Kafka requires)"
+        )
+    if by_protocol:
+        # Kafka: the inter-broker listener is the one named after the protocol.
+        configured = str(config.get("security.inter.broker.protocol")).upper()
+        if all(listener.name in controller_names for listener in listeners):
+            return None  # a controller-only node
+        if configured not in {listener.name for listener in listeners}:
+            raise ConfigError(
+                f"security.inter.broker.protocol={configured} names no listener of that name "
+                f"({', '.join(listener.name for listener in listeners)}); set "
+                "inter.broker.listener.name instead"
+            )
     if configured:
         name = str(configured).strip().upper()
         if name not in {listener.name for listener in listeners}:
@@ -317,29 +349,62 @@ def _inter_broker_name(
     return None
 
 
-# Properties Kafka has that Moldau refuses rather than ignore: a node configured for TLS, SASL or
-# an authorizer must not start and serve in the clear, or with everything allowed.
-_UNSUPPORTED_PREFIXES = ("ssl.", "sasl.", "listener.name.")
-_UNSUPPORTED = {"authorizer.class.name", "security.inter.broker.protocol"}
+# Properties Kafka has that Moldau refuses rather than ignore: a node configured for SASL or an
+# authorizer must not start and serve in the clear, or with everything allowed.
+_UNSUPPORTED_PREFIXES = ("sasl.",)
+_UNSUPPORTED = {"authorizer.class.name", "principal.builder.class", "ssl.engine.factory.class"}
 
 
 def check_properties(config: BrokerConfig) -> list[str]:
     """Warnings for properties Moldau does not know (with the closest known name); raises
-    ConfigError for security settings it cannot honour yet."""
+    ConfigError for security settings it cannot honour."""
     for name in config.explicit_names():
         value = config.get(name) if name in BROKER_KEYS else config.raw_unknown(name)
         if value in (None, "", []):
             continue
         if name in _UNSUPPORTED or name.startswith(_UNSUPPORTED_PREFIXES):
-            if name == "security.inter.broker.protocol" and str(value).upper() == "PLAINTEXT":
-                continue
             raise ConfigError(
-                f"{name} is set, but Moldau does not support TLS, SASL or authorization yet; "
+                f"{name} is set, but Moldau does not support SASL or authorization yet; "
                 "remove it to run without them"
             )
+        if name.startswith("ssl.") and name not in BROKER_KEYS:
+            raise ConfigError(
+                f"{name} is not a TLS setting Moldau can act on (it reads ssl.keystore.*, "
+                "ssl.truststore.*, ssl.key.password, ssl.client.auth, ssl.protocol, "
+                "ssl.enabled.protocols, ssl.cipher.suites, "
+                "ssl.endpoint.identification.algorithm, ssl.principal.mapping.rules); remove it"
+            )
+    _check_listener_overrides(config)
     warnings = []
     for name in config.unknown_names():
+        if name.startswith(LISTENER_PREFIX):
+            continue  # checked above
         close = difflib.get_close_matches(name, BROKER_KEYS, n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""
         warnings.append(f"unknown configuration {name} is ignored{hint}")
     return warnings
+
+
+def _check_listener_overrides(config: BrokerConfig) -> None:
+    """`listener.name.<listener>.ssl.*` must name a listener (or controller listener) of this
+    node and a TLS setting; other per-listener properties (SASL) are refused."""
+    names = {
+        ListenerAddress.parse(item.strip()).name
+        for item in config.get("listeners") or []
+        if item.strip()
+    }
+    names |= {name.strip().upper() for name in config.get("controller.listener.names") or []}
+    for property_name, (listener, key) in listener_overrides(config).items():
+        if not key.startswith("ssl."):
+            raise ConfigError(
+                f"{property_name} is set, but Moldau reads only ssl.* settings per listener "
+                "(SASL is not supported yet); remove it"
+            )
+        if key not in BROKER_KEYS:
+            raise ConfigError(f"{property_name}: {key} is not a TLS setting Moldau can act on")
+        if listener not in names:
+            raise ConfigError(
+                f"{property_name} names the listener {listener}, which is neither in listeners "
+                "nor in controller.listener.names"
+            )
+        parse_value(BROKER_KEYS[key], config.raw_unknown(property_name))

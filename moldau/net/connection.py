@@ -8,7 +8,13 @@ strictly in request order, and every response ready after one read is joined int
 File regions are sent with `os.sendfile` (uvloop has no `loop.sendfile`) on a duplicate of the
 socket's descriptor once the transport's own buffer has drained; writability of that duplicate
 resumes a partial send. Regions of at most COPY_REGION_MAX_BYTES are read and joined into the
-response's write instead: one send, not three. TLS connections copy region bytes.
+response's write instead: one send, not three.
+
+On an SSL listener the connection owns a `TlsSession` (moldau.net.tls): reads go through it
+before the frame decoder, every write through it after (file regions are copied: no sendfile
+through TLS). Until its handshake completes nothing is decoded; a handshake must complete within
+`request_timeout_s`, and one that fails closes the connection with one log line. The client
+certificate's principal is set on `ConnectionInfo` when the handshake completes.
 
 Limits, so that no client can exhaust memory or starve the others (Kafka mutes a channel for the
 same reasons):
@@ -38,6 +44,8 @@ from typing import Any, Protocol
 
 from moldau.net.deferred import Deferred
 from moldau.net.memory_pool import RequestMemoryPool
+from moldau.net.principal import ANONYMOUS, PrincipalMappingError
+from moldau.net.tls import TlsFailed, TlsServer, TlsSession
 from moldau.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrameSize
 
 log = logging.getLogger(__name__)
@@ -59,14 +67,19 @@ class CloseConnection(Exception):
 
 @dataclass(slots=True)
 class ConnectionInfo:
+    """What the handlers know of a connection. `principal` is who the peer is (from its TLS
+    certificate on SSL listeners; `User:ANONYMOUS` otherwise); `authenticated` is False only
+    while a listener that requires authentication (SASL) waits for it."""
+
     client_host: str
     client_port: int
     listener_name: str
     security_protocol: str
     zero_copy: bool
     authenticated: bool = False
-    principal: str = "User:ANONYMOUS"
+    principal: str = ANONYMOUS
     state: dict[str, Any] | None = None
+    tls_version: str | None = None
 
 
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
@@ -82,6 +95,10 @@ WRITE_HIGH_WATER = 1024 * 1024
 # a memcpy cost less than the extra send, sendfile and TCP segment (and the client's extra
 # wake-up) of sending header, records and trailer separately. Larger regions go zero-copy.
 COPY_REGION_MAX_BYTES = 16 * 1024
+
+
+def _unconnected(data: bytes) -> None:
+    raise RuntimeError("write before the connection was made")
 
 
 class _Slot:
@@ -106,8 +123,13 @@ class KafkaConnection(asyncio.Protocol):
         idle_timeout_s: float | None = None,
         request_timeout_s: float | None = None,
         memory_pool: RequestMemoryPool | None = None,
+        tls: TlsServer | None = None,
     ) -> None:
         self._processor = processor
+        self._tls_server = tls
+        self._tls: TlsSession | None = None  # once connected, on an SSL listener
+        self._requires_authentication = max_frame_size_unauthenticated is not None
+        self._write: Callable[[bytes], object] = _unconnected
         self._listener_name = listener_name
         self._security_protocol = security_protocol
         self._pool = memory_pool
@@ -145,23 +167,33 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing asyncio.Transport.
         self._transport = transport  # type: ignore[assignment]
+        self._write = self._transport.write
         peer = transport.get_extra_info("peername") or ("", 0)
-        zero_copy = transport.get_extra_info("sslcontext") is None
         self.info = ConnectionInfo(
             client_host=str(peer[0]),
             client_port=int(peer[1]) if len(peer) > 1 else 0,
             listener_name=self._listener_name,
             security_protocol=self._security_protocol,
-            zero_copy=zero_copy,
+            zero_copy=self._tls_server is None,
+            authenticated=not self._requires_authentication,
             state={},
         )
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._touch()
+        if self._tls_server is not None:
+            self._tls = TlsSession(self._tls_server.context)
+            self._write = self._write_tls
+            self._partial_since = time.monotonic()  # the handshake is bound like a request
+            self._arm_timer()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         self._touch()
+        if self._tls is not None:
+            data = self._receive_tls(data)
+            if not data:
+                return
         self._decoder.receive(data)
         if self._turn is None:
             self._process()
@@ -210,6 +242,63 @@ class KafkaConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         return None
+
+    # --- TLS -------------------------------------------------------------------------------------
+
+    def _receive_tls(self, data: bytes) -> bytes:
+        """Encrypted bytes in, plaintext out (b"" while the handshake runs or after a failure)."""
+        tls = self._tls
+        assert tls is not None and self._transport is not None
+        was_established = tls.established
+        try:
+            plaintext = tls.receive(data)
+        except TlsFailed as failure:
+            self._transport.write(tls.outgoing())  # the alert, so the client knows why
+            what = "TLS" if was_established else "TLS handshake"
+            log.info(
+                "closing connection from %s on %s: %s failed: %s",
+                self._peer(),
+                self._listener_name,
+                what,
+                failure,
+            )
+            self._abandon_tls()
+            return b""
+        out = tls.outgoing()
+        if out:
+            self._transport.write(out)
+        if not was_established and tls.established and not self._tls_established():
+            return b""
+        if tls.closed:  # the client's close_notify
+            self.close()
+            return b""
+        return plaintext
+
+    def _tls_established(self) -> bool:
+        """The handshake completed: note who the client is. False if it must be refused."""
+        tls, info = self._tls, self.info
+        assert tls is not None and info is not None and self._tls_server is not None
+        self._partial_since = None
+        info.tls_version = tls.version
+        try:
+            info.principal = self._tls_server.principal_of(tls.peer_certificate())
+        except (PrincipalMappingError, ValueError) as error:
+            log.info("closing connection from %s: %s", self._peer(), error)
+            self.close()
+            return False
+        log.debug("%s connected over %s as %s", self._peer(), info.tls_version, info.principal)
+        return True
+
+    def _write_tls(self, data: bytes) -> None:
+        assert self._tls is not None and self._transport is not None
+        self._transport.write(self._tls.send(data))
+
+    def _abandon_tls(self) -> None:
+        """Close without a close_notify (the session failed)."""
+        self._tls = None
+        if self._transport is not None and not self._closing:
+            self._closing = True
+            self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -355,7 +444,7 @@ class KafkaConnection(asyncio.Protocol):
         while out:
             chunk = out[0]
             if isinstance(chunk, bytes):
-                transport.write(chunk)
+                self._write(chunk)
                 out.popleft()
                 continue
             if not self._send_region(chunk):
@@ -368,7 +457,7 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None and self.info is not None
         if not self.info.zero_copy or transport.get_extra_info("socket") is None:
-            transport.write(region.read_bytes())
+            self._write(region.read_bytes())
             return True
         if transport.get_write_buffer_size() > 0:
             self._wait_writable()
@@ -496,8 +585,11 @@ class KafkaConnection(asyncio.Protocol):
             and now - self._partial_since >= self._request_timeout_s
         ):
             log.info(
-                "closing connection from %s: a request did not arrive whole within %.0f ms",
+                "closing connection from %s: %s within %.0f ms",
                 self._peer(),
+                "the TLS handshake did not complete"
+                if self._tls is not None and not self._tls.established
+                else "a request did not arrive whole",
                 self._request_timeout_s * 1000,
             )
             self.close()
@@ -518,6 +610,8 @@ class KafkaConnection(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None and not self._closing:
             self._closing = True
+            if self._tls is not None:
+                self._transport.write(self._tls.close())  # close_notify
             self._transport.close()
 
     def _peer(self) -> str:

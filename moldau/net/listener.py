@@ -1,15 +1,21 @@
-"""Listeners: `PLAINTEXT://host:port` (and TLS when configured) accepting Kafka connections."""
+"""Listeners: `NAME://host:port` accepting Kafka connections, in the clear or over TLS.
+
+An SSL listener is given a `TlsServer` (its context and principal mapping); each connection then
+runs its own TLS session (moldau.net.tls) inside `KafkaConnection`, so the server socket itself
+is plain TCP. `require_authentication` (SASL listeners, not served yet) caps frames at
+MAX_FRAME_SIZE_BEFORE_AUTHENTICATION until the connection authenticates.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
-import ssl
 
 from moldau.config.cluster import ListenerAddress as Endpoint
 from moldau.net.connection import KafkaConnection, Processor
 from moldau.net.memory_pool import RequestMemoryPool
+from moldau.net.tls import TlsServer
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +33,7 @@ class Listener:
         *,
         security_protocol: str,
         max_frame_size: int,
-        ssl_context: ssl.SSLContext | None = None,
+        tls: TlsServer | None = None,
         require_authentication: bool = False,
         idle_timeout_s: float | None = None,
         request_timeout_s: float | None = None,
@@ -37,7 +43,7 @@ class Listener:
         self._processor = processor
         self._security_protocol = security_protocol
         self._max_frame_size = max_frame_size
-        self._ssl_context = ssl_context
+        self._tls = tls
         self._require_authentication = require_authentication
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
@@ -59,6 +65,7 @@ class Listener:
             idle_timeout_s=self._idle_timeout_s,
             request_timeout_s=self._request_timeout_s,
             memory_pool=self._memory_pool,
+            tls=self._tls,
         )
         self.connections.add(connection)
         return connection
@@ -70,7 +77,6 @@ class Listener:
             self._make_connection,
             host=host,
             port=self.endpoint.port,
-            ssl=self._ssl_context,
             reuse_address=True,
             backlog=1024,
             start_serving=False,  # bound now (the port is known); accepting once the node is ready
@@ -80,7 +86,12 @@ class Listener:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sockets:
             self.bound_port = sockets[0].getsockname()[1]
-        log.info("listening on %s (port %d)", self.endpoint, self.bound_port)
+        log.info(
+            "listening on %s (port %d%s)",
+            self.endpoint,
+            self.bound_port,
+            ", TLS" if self._tls is not None else "",
+        )
 
     async def start_serving(self) -> None:
         if self._server is not None:

@@ -143,10 +143,12 @@ def build_cluster(
     per_node: dict[int, dict[str, str]] | None = None,
     launch: bool = True,
     network: Network | None = None,
+    client_listener: str = "PLAINTEXT",
 ) -> Cluster:
     """Nodes 1..n with the given roles; voters are the nodes with the controller role. `extra`
     goes to every node, `per_node[n]` to node n only. `network`: each node in its namespace of
-    that network (set up, with these node ids), on its address."""
+    that network (set up, with these node ids), on its address. `client_listener`: the name of
+    the brokers' listener (SSL for a cluster over TLS, with its protocol map in `extra`)."""
     cluster_id = subprocess.run(
         [sys.executable, "-m", "moldau", "storage", "random-uuid"],
         check=True,
@@ -180,7 +182,7 @@ def build_cluster(
     for node in cluster.nodes.values():
         listeners = []
         if node.client_port is not None:
-            listeners.append(f"PLAINTEXT://{node.host}:{node.client_port}")
+            listeners.append(f"{client_listener}://{node.host}:{node.client_port}")
         if node.controller_port is not None:
             listeners.append(f"CONTROLLER://{node.host}:{node.controller_port}")
         node.overrides = {

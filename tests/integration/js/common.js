@@ -50,12 +50,21 @@ const CODECS = {
   zstd: CompressionTypes.ZSTD,
 }
 
+// args.ssl (optional): {ca, cert, key} PEM file paths, for an SSL listener.
+function tls(options) {
+  if (!options) return undefined
+  const fs = require('fs')
+  const read = path => (path ? fs.readFileSync(path, 'utf8') : undefined)
+  return { ca: [read(options.ca)], cert: read(options.cert), key: read(options.key) }
+}
+
 function client(args) {
   return new Kafka({
     clientId: 'moldau-kafkajs-test',
     brokers: [args.brokers],
+    ssl: tls(args.ssl),
     logLevel: logLevel.ERROR,
-    retry: { retries: 5, initialRetryTime: 100 },
+    retry: { retries: args.retries === undefined ? 5 : args.retries, initialRetryTime: 100 },
   })
 }
 

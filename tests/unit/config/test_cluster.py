@@ -110,7 +110,17 @@ def test_a_broker_only_node_is_an_observer() -> None:
         ({"controller.quorum.voters": "1@a:1,1@b:2"}, "names a node twice"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "names a listener twice"),
         ({"listeners": "SECRET://:9092"}, "has no security protocol"),
-        ({"listeners": "SSL://:9093"}, "does not support yet"),
+        ({"listeners": "SASL_SSL://:9093"}, "does not support SASL yet"),
+        ({"listeners": "SASL_PLAINTEXT://:9093"}, "does not support SASL yet"),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SSL://:9093",
+                "inter.broker.listener.name": "SSL",
+                "security.inter.broker.protocol": "SSL",
+            },
+            "both set",
+        ),
+        ({"security.inter.broker.protocol": "SSL"}, "names no listener of that name"),
         ({"inter.broker.listener.name": "INTERNAL"}, "is not one of the listeners"),
     ],
 )
@@ -131,8 +141,49 @@ def test_unknown_properties_are_reported_with_the_closest_known_name() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["ssl.keystore.location", "sasl.enabled.mechanisms", "authorizer.class.name"]
+    "name",
+    [
+        "sasl.enabled.mechanisms",
+        "authorizer.class.name",
+        "principal.builder.class",
+        "listener.name.plaintext.plain.sasl.jaas.config",
+    ],
 )
 def test_security_settings_moldau_cannot_honour_stop_the_node(name: str) -> None:
-    with pytest.raises(ConfigError, match="does not support TLS, SASL or authorization"):
+    with pytest.raises(ConfigError, match="SASL"):
         check_properties(BrokerConfig({name: "something"}))
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        ({"ssl.keymanager.algorithm": "SunX509"}, "not a TLS setting Moldau can act on"),
+        ({"listener.name.other.ssl.keystore.type": "PEM"}, "neither in listeners"),
+        ({"listener.name.plaintext.ssl.client.auth": "sometimes"}, "must be one of"),
+        ({"listener.name.plaintext.ssl.provider": "SUN"}, "not a TLS setting"),
+    ],
+)
+def test_tls_settings_moldau_cannot_act_on_stop_the_node(
+    properties: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_properties(BrokerConfig(properties))
+
+
+def test_tls_settings_per_listener_are_accepted_for_listeners_and_controller_listeners() -> None:
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,SSL://:9093",
+            "ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.controller.ssl.truststore.type": "PEM",
+        }
+    )
+    assert check_properties(config) == []
+
+
+def test_security_inter_broker_protocol_names_the_inter_broker_listener() -> None:
+    layout = _layout(
+        listeners="PLAINTEXT://:9092,SSL://:9093", **{"security.inter.broker.protocol": "SSL"}
+    )
+    assert layout.inter_broker_listener_name == "SSL"
