@@ -10,7 +10,7 @@
 # partition-controller, one-way, bridge, which need root and iproute2: each node runs in a
 # network namespace of its own, removed after the run; the disk faults torn-tail, disk-full
 # (root: a tmpfs per node) and disk-eio; and the wall-clock jumps clock-jump, clock-jump-all,
-# which need libfaketime: Debian's faketime, scripts/setup.sh). Seeds run from MOLDAU_CHAOS_SEED
+# which need a C compiler: scripts/setup.sh). Seeds run from MOLDAU_CHAOS_SEED
 # (1) upwards, so `MOLDAU_CHAOS_SEED=17 scripts/chaos.sh 1 pause-leader` replays one run;
 # MOLDAU_CHAOS_STEPS=N gives every run N faults instead of its scenario's few (more faults for
 # one cluster's start). One 3-node cluster at a time, at nice 10. Each run is bounded: a few
