@@ -10,12 +10,12 @@
 # partition-controller, one-way, bridge, which need root and iproute2: each node runs in a
 # network namespace of its own, removed after the run; the disk faults torn-tail, disk-full
 # (root: a tmpfs per node) and disk-eio; the wall-clock jumps clock-jump, clock-jump-all, which
-# need libfaketime: Debian's faketime, scripts/setup.sh; and the operations under load
-# rolling-restart, delete-topic, reassign, voters, tests/chaos/operations.py). Seeds run from
-# MOLDAU_CHAOS_SEED (1) upwards, so `MOLDAU_CHAOS_SEED=17 scripts/chaos.sh 1 pause-leader`
-# replays one run; MOLDAU_CHAOS_STEPS=N gives every run N faults instead of its scenario's few
-# (more faults for one cluster's start). One 3-node cluster at a time, at nice 10. Each run is
-# bounded: a few faults, about 150 records a second, a minute or two. Everything goes to
+# need a C compiler (scripts/setup.sh); and the operations under load rolling-restart,
+# delete-topic, reassign, voters, tests/chaos/operations.py). Seeds run from MOLDAU_CHAOS_SEED
+# (1) upwards, so `MOLDAU_CHAOS_SEED=17 scripts/chaos.sh 1 pause-leader` replays one run;
+# MOLDAU_CHAOS_STEPS=N gives every run N faults instead of its scenario's few (more faults for
+# one cluster's start). One 3-node cluster at a time, at nice 10. Each run is bounded: a few
+# faults, about 150 records a second, a minute or two. Everything goes to
 # chaos-artifacts/campaign-<time>/ (or $MOLDAU_CHAOS_OUT): runs.jsonl (one line a run), and for
 # each failing run its history, node logs and data and violation.txt (the seed, the fault
 # schedule, the records involved). Prints the table for RELIABILITY.md. Exits non-zero if any

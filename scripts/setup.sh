@@ -3,7 +3,8 @@
 # when its result is already in place.
 #   - .venv with Python 3.11 and `pip install -e '.[test,spark]'`
 #   - kcat (Debian package) if it is not on PATH
-#   - libfaketime (Debian package faketime) if it is not installed: the chaos suite's clock jumps
+#   - a C compiler (Debian package gcc) if none is on PATH: the chaos suite's clock jumps build
+#     tests/chaos/wall_clock_offset.c
 #   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,15 +53,17 @@ else
     log "kcat is installed"
 fi
 
-# 3. libfaketime, which the chaos suite's wall-clock jumps preload into each node.
-if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
+# 3. A C compiler: the chaos suite's wall-clock jumps build tests/chaos/wall_clock_offset.c and
+#    preload it into each node.
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1 \
+    && ! command -v clang >/dev/null 2>&1; then
     SUDO=""
     if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-    log "installing faketime (libfaketime)"
+    log "installing gcc"
     $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q faketime
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q gcc libc6-dev
 else
-    log "libfaketime is installed"
+    log "a C compiler is installed"
 fi
 
 # 4. kafkajs for the Node.js integration tests.

@@ -42,7 +42,7 @@ class Nodes:
         self.network = network
         self.killed: set[int] = set()
         self.paused: set[int] = set()
-        self.clocks: WallClocks | None = None  # each node's wall clock, under libfaketime
+        self.clocks: WallClocks | None = None  # each node's wall-clock offset (clock.py)
 
     def running(self) -> list[ClusterNode]:
         return [

@@ -218,8 +218,7 @@ def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
     A scenario with network faults runs each node in a namespace of its own, torn down after
     the nodes stop."""
     directory.mkdir(parents=True, exist_ok=True)
-    if scenario.needs_clock:
-        clock.require_libfaketime()
+    clock_library = clock.build_library(directory) if scenario.needs_clock else None
     with ExitStack() as network_scope:
         network = None
         if scenario.needs_network:
@@ -228,7 +227,7 @@ def run(scenario: Scenario, seed: int, directory: Path) -> RunResult:
             network_scope.enter_context(disk.node_disks(directory, [1, 2, 3]))
         servers = _server_factory(directory)
         try:
-            return _run(scenario, seed, next(servers), directory, network)
+            return _run(scenario, seed, next(servers), directory, network, clock_library)
         finally:
             servers.close()  # stops by PID every node still running, requiring clean exits
 
@@ -239,6 +238,7 @@ def _run(
     start_server: ServerFactory,
     directory: Path,
     network: Network | None,
+    clock_library: Path | None,
 ) -> RunResult:
     steps = schedule(scenario, seed)
     history_path = directory / "history.jsonl"
@@ -260,10 +260,8 @@ def _run(
         if DISK_EIO in scenario.faults:
             disk.inject_faults(cluster)
         nodes = Nodes(cluster, network)
-        if scenario.needs_clock:
-            library = clock.libfaketime()
-            assert library is not None
-            nodes.clocks = clock.WallClocks(cluster, directory, library)
+        if clock_library is not None:
+            nodes.clocks = clock.WallClocks(cluster, directory, clock_library)
         cluster.launch()
         workloads: list[Workload] = []
         try:

@@ -4,7 +4,10 @@ session."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -68,17 +71,52 @@ def test_a_single_clock_jump_aims_at_a_leader_a_follower_or_the_controller() -> 
     assert aimed == {1, 2, 3, 9}
 
 
-def test_a_clock_file_holds_the_offset_libfaketime_reads(tmp_path) -> None:
+def test_a_clock_file_holds_the_offset_the_library_reads(tmp_path) -> None:
     cluster = Cluster(cluster_id="c")
     for node_id in (1, 2):
         cluster.nodes[node_id] = ClusterNode(
             node_id=node_id, roles="broker", client_port=1, controller_port=None,
             data_dir=tmp_path, overrides={},
         )  # fmt: skip
-    clocks = clock.WallClocks(cluster, tmp_path, Path("/lib/libfaketime.so.1"))
+    clocks = clock.WallClocks(cluster, tmp_path, tmp_path / "wall-clock-offset.so")
     clocks.set(2, -1800)
     assert (tmp_path / "clock-2").read_text() == "-1800\n"
-    assert cluster.nodes[2].environment["FAKETIME_TIMESTAMP_FILE"] == str(tmp_path / "clock-2")
-    assert cluster.nodes[1].environment["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
+    assert cluster.nodes[2].environment[clock.OFFSET_FILE_VARIABLE] == str(tmp_path / "clock-2")
+    assert cluster.nodes[1].environment["LD_PRELOAD"] == str(tmp_path / "wall-clock-offset.so")
     clocks.reset()
     assert (tmp_path / "clock-2").read_text() == "+0\n"
+
+
+# A child process under the library: its wall clock, its monotonic clock, and a sleep (which
+# libfaketime broke) before and after its offset file changes.
+PROBE = """
+import os, pathlib, sys, time
+offset_file = pathlib.Path(os.environ["CHAOS_WALL_CLOCK_OFFSET_FILE"])
+first = (time.time(), time.monotonic())
+time.sleep(0.05)
+offset_file.write_text(sys.argv[1])
+deadline = time.monotonic() + 5
+while abs(time.time() - time.monotonic() - (first[0] - first[1])) < 1000:
+    assert time.monotonic() < deadline, "the new offset was never read"
+    time.sleep(0.005)
+print(first[0] - first[1], time.time() - time.monotonic())
+"""
+
+
+def test_the_preloaded_library_steps_the_wall_clock_and_leaves_monotonic_time_and_sleeps_alone(
+    tmp_path,
+) -> None:
+    library = clock.build_library(tmp_path)
+    offset_file = tmp_path / "clock-1"
+    offset_file.write_text("+3600\n")
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE, "-1800.5\n"],
+        env={**os.environ, "LD_PRELOAD": str(library),
+             clock.OFFSET_FILE_VARIABLE: str(offset_file)},
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    before, after = (float(value) for value in probe.stdout.split())
+    real = time.time() - time.monotonic()  # (monotonic time is the same in both processes)
+    assert before - real == pytest.approx(3600, abs=1)
+    assert after - real == pytest.approx(-1800.5, abs=1)
