@@ -36,7 +36,7 @@ from moldau.coordinator.records import (
     GroupMetadataKey,
 )
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
-from moldau.coordinator.store import GroupStore
+from moldau.coordinator.store import GroupStore, heartbeat_timer
 from moldau.protocol.errors import ErrorCode
 
 RETENTION_TIMER = ("retention",)
@@ -59,7 +59,9 @@ class GroupCoordinator:
         self._store.replay(record, self._clock.now_ms())
 
     def finish_loading(self) -> None:
-        """Serve: start the retention check and give every loaded KIP-848 member a session."""
+        """Serve: start the retention check and give every loaded member a session, as
+        Kafka's onGroupLoaded does (a member whose client went away, or came back under a new
+        id, would otherwise stay in its group for good, and every rebalance would wait for it)."""
         self.loading = False
         now = monotonic_ms(self._clock)
         self._store.timers.schedule(
@@ -71,6 +73,11 @@ class GroupCoordinator:
                 for member_id in group.members:
                     key = ("consumer-session", group_id, member_id)
                     self._store.timers.schedule(key, now + session)
+            elif isinstance(group, ClassicGroup):
+                for member_id, member in group.members.items():
+                    self._store.timers.schedule(
+                        heartbeat_timer(group_id, member_id), now + member.session_timeout_ms
+                    )
 
     @property
     def store(self) -> GroupStore:

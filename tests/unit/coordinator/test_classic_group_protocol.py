@@ -200,6 +200,24 @@ def test_group_state_survives_reload_from_the_log() -> None:
     assert harness.heartbeat("g", member_id, 1) == ErrorCode.none
 
 
+def test_a_member_loaded_from_the_log_that_never_comes_back_expires() -> None:
+    """A coordinator that took the group over (its broker failed) gives every member it loaded
+    a session, as Kafka's onGroupLoaded does: a member whose client rejoined under a new id
+    (or died meanwhile) leaves when its session ends, so the rebalance its successor started
+    completes, instead of waiting for it until the rebalance timeout."""
+    harness = Harness()
+    old = harness.join_with_id("g", session_timeout_ms=10_000).response["member_id"]
+    harness.sync("g", old, 1, {old: b"A"})
+    harness.reload()
+    new = harness.join_with_id("g", session_timeout_ms=30_000, rebalance_timeout_ms=300_000)
+    assert not new.done  # waits for the loaded member to rejoin
+    harness.advance(10_001)
+    assert new.done, "the loaded member never expired: the rebalance waits for it"
+    assert new.response["error_code"] == ErrorCode.none
+    described = harness.coordinator.describe_group("g")
+    assert [m["member_id"] for m in described["members"]] == [new.response["member_id"]]
+
+
 def test_loading_coordinator_answers_load_in_progress() -> None:
     harness = Harness()
     harness.coordinator.loading = True
