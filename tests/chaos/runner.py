@@ -28,7 +28,7 @@ from tests.integration.cluster import BROKER, COMBINED, Cluster, build_cluster
 from tests.integration.conftest import ServerFactory, _server_factory
 from tests.integration.netns import Network
 
-from . import checker, clock, disk
+from . import checker, clock, disk, other_clients
 from . import operations as under_load
 from .disk import DISK_EIO, DISK_FAULTS, DISK_FULL, TORN_TAIL
 from .faults import Nodes, active_controller, healed, partition_states, wait_until
@@ -93,6 +93,8 @@ class Scenario:
     producers: int = 1
     tolerate: tuple[str, ...] = ()  # anomaly kinds the scenario's promise allows
     brokers: int = 0  # broker-only nodes beyond the three combined ones
+    # an idempotent producer of each of these client libraries besides confluent-kafka's
+    other_clients: tuple[str, ...] = ()
 
     @property
     def needs_network(self) -> bool:
@@ -119,6 +121,13 @@ SCENARIOS = {
         Scenario(name=PAUSE_LEADER, faults=(PAUSE_LEADER,)),
         Scenario(name=PAUSE_FOLLOWER, faults=(PAUSE_FOLLOWER,)),
         Scenario(name="mixed", faults=FAULT_KINDS, steps=4),
+        # the same with aiokafka's and kafka-python's idempotent producers writing alongside
+        Scenario(
+            name="mixed-clients",
+            faults=FAULT_KINDS,
+            steps=4,
+            other_clients=(other_clients.AIOKAFKA, other_clients.KAFKA_PYTHON),
+        ),
         Scenario(name=PARTITION_LEADER, faults=(PARTITION_LEADER,)),
         Scenario(name=PARTITION_CONTROLLER, faults=(PARTITION_CONTROLLER,)),
         Scenario(name=ONE_WAY, faults=(ONE_WAY,)),
@@ -354,6 +363,15 @@ def _start_workloads(scenario: Scenario, history: History, cluster: Cluster) -> 
         )
         for index in range(1, scenario.producers + 1)
     ]
+    for client in scenario.other_clients:  # a1 (aiokafka), k1 (kafka-python)
+        kind = {
+            other_clients.AIOKAFKA: other_clients.AiokafkaProducerWorkload,
+            other_clients.KAFKA_PYTHON: other_clients.KafkaPythonProducerWorkload,
+        }[client]
+        workloads.append(
+            kind(client[0] + "1", history, bootstrap, topic=SOURCE, partitions=PARTITIONS,
+                 rate=scenario.rate)
+        )  # fmt: skip
     if scenario.transactions:
         workloads.append(
             TransformJob(
