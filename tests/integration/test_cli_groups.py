@@ -188,3 +188,30 @@ def test_cli_and_kcat_share_a_group_and_reset_is_refused_while_active(  # type: 
             if process is not None:
                 process.wait(20)
     assert cli.returncode == 130, cli.stderr.read() if cli.stderr else ""
+
+
+def test_group_offset_wins_and_o_says_where_a_group_without_one_starts(server) -> None:  # type: ignore[no-untyped-def]
+    """kafka-console-consumer --group G [--from-beginning]: auto.offset.reset, not a refusal."""
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-group-reset")
+    moldau("topic", "create", topic, "-p", "2", bootstrap=b)
+    _produce(b, topic, 0, 6)
+
+    from_end = unique_topic("g-end")
+    assert moldau("consume", topic, "-g", from_end, "-o", "end", "-e", bootstrap=b).stdout == b""
+    from_start = unique_topic("g-start")
+    first = moldau("consume", topic, "-g", from_start, "-o", "beginning", "-e", "-f", "%s\\n",
+                   bootstrap=b)  # fmt: skip
+    assert sorted(first.text.splitlines()) == [f"v{i}" for i in range(6)]
+
+    _produce(b, topic, 6, 2)
+    for group in (from_end, from_start):  # both have committed offsets now: those win over -o
+        again = moldau("consume", topic, "-g", group, "-o", "beginning", "-e", "-f", "%s\\n",
+                       bootstrap=b)  # fmt: skip
+        assert sorted(again.text.splitlines()) == ["v6", "v7"]
+
+    refused = moldau("consume", topic, "-g", unique_topic("g"), "-o", "3", bootstrap=b, expect=2)
+    assert refused.stderr == (
+        "error: with -g a partition starts at the group's committed offset, or with -o beginning | "
+        "end where it has none; move the offsets with `moldau group reset-offsets`\n"
+    )
