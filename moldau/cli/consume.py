@@ -21,8 +21,9 @@ from moldau.cli.common import (
     client_config,
     fail,
     run,
+    to_yaml,
 )
-from moldau.cli.formatting import message_json, parse_format, render
+from moldau.cli.formatting import message_data, message_json, parse_format, render
 from moldau.cli.offset_spec import OffsetSpec, SpecKind, parse_offset_spec
 from moldau.client.consumer import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer
 from moldau.types import TopicPartition
@@ -91,7 +92,11 @@ def consume_command(
     settings: SettingsOption = None,
     output: Annotated[
         OutputFormat,
-        typer.Option("--format", help="json: JSON lines; text: values only.", case_sensitive=False),
+        typer.Option(
+            "--format",
+            help="json: JSON lines; yaml: a YAML document per record; text: values only.",
+            case_sensitive=False,
+        ),
     ] = OutputFormat.json,
 ) -> None:
     """Read records and print them (JSON lines by default)."""
@@ -153,7 +158,9 @@ def consume_command(
                     500 if count is None else min(500, count - seen), 0.5
                 )
                 for message in batch:
-                    if parts is None:
+                    if parts is None and output is OutputFormat.yaml:
+                        out.write(b"---\n" + to_yaml(message_data(message)).encode())
+                    elif parts is None:
                         out.write(message_json(message).encode() + b"\n")
                     else:
                         out.write(render(parts, message))
