@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from . import rdkafka
 from .support import unique_topic, wait_until
 from .test_cli_support import moldau, run_tool
 
@@ -215,3 +216,43 @@ def test_group_offset_wins_and_o_says_where_a_group_without_one_starts(server) -
         "error: with -g a partition starts at the group's committed offset, or with -o beginning | "
         "end where it has none; move the offsets with `moldau group reset-offsets`\n"
     )
+
+
+def test_describe_views_see_a_kip_848_group_and_reset_seeds_a_new_group(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-848")
+    moldau("topic", "create", topic, "-p", "2", bootstrap=b)
+    _produce(b, topic, 0, 4)
+
+    seeded = unique_topic("seeded")  # no such group yet: Kafka's tool seeds its offsets
+    moldau("group", "reset-offsets", seeded, "--topic", topic, "--to-offset", "1", "--execute",
+           bootstrap=b)  # fmt: skip
+    assert _committed(b, seeded) == {0: 1, 1: 1}
+
+    group = unique_topic("kip848")
+    consumer = rdkafka.consumer(b, **{"group.id": group, "group.protocol": "consumer"})
+    try:
+        consumer.subscribe([topic])
+        wait_until(
+            lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2,
+            timeout=30,
+            message="the KIP-848 consumer never owned both partitions",
+        )
+        described = moldau("group", "describe", group, "--members", "--format", "json",
+                           bootstrap=b).json()  # fmt: skip
+        assert described["state"] == "Stable"
+        [member] = described["members"]
+        assert member["partitions"] == 2
+        state = moldau("group", "describe", group, "--state", bootstrap=b).text.splitlines()
+        assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY",
+                                    "STATE", "#MEMBERS"]  # fmt: skip
+        assert state[1].split()[0] == group and state[1].split()[-2:] == ["Stable", "1"]
+        members = moldau("group", "describe", group, "--members", bootstrap=b).text.splitlines()
+        assert members[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert members[1].split()[-1] == "2"
+
+        everything = moldau("group", "describe", "--all-groups", "--format", "json",
+                            bootstrap=b).json()  # fmt: skip
+        assert {group, seeded} <= {g["group"] for g in everything}
+    finally:
+        consumer.close()
