@@ -303,7 +303,9 @@ def set_configs(
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Set dynamic broker configs."""
-    values = parse_key_values(pairs, what="broker config", flag="moldau config set")
+    values = parse_key_values(
+        pairs, what="broker config", flag="moldau config set", example="log.retention.ms=60000"
+    )
     _alter(
         broker,
         [(k, AlterConfigOp.SET, v) for k, v in values.items()],

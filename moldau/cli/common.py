@@ -9,6 +9,7 @@ a user mistake never prints a traceback.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import enum
 import json
 import os
@@ -93,13 +94,15 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
     raise typer.Exit(int(code))
 
 
-def parse_key_values(items: Sequence[str] | None, *, what: str, flag: str) -> dict[str, str]:
+def parse_key_values(
+    items: Sequence[str] | None, *, what: str, flag: str, example: str = "retention.ms=60000"
+) -> dict[str, str]:
     """`["a=1", "b=2"]` as a dict; a malformed item exits with a usage error."""
     result: dict[str, str] = {}
     for item in items or ():
         name, separator, value = item.partition("=")
         if not separator or not name.strip():
-            fail(f"{what} '{item}' is not key=value (example: {flag} retention.ms=60000)")
+            fail(f"{what} '{item}' is not key=value (example: {flag} {example})")
         result[name.strip()] = value
     return result
 
@@ -110,7 +113,7 @@ def client_config(
     """Client settings from -b / MOLDAU_BROKERS and -X, over per-command defaults."""
     values: dict[str, Any] = {"client.id": "moldau-cli"}
     values.update({name.replace("_", "."): value for name, value in defaults.items()})
-    values.update(parse_key_values(settings, what="setting", flag="-X"))
+    values.update(parse_key_values(settings, what="setting", flag="-X", example="linger.ms=50"))
     servers = bootstrap or os.environ.get(BROKERS_ENV) or values.get("bootstrap.servers")
     values["bootstrap.servers"] = servers or DEFAULT_BOOTSTRAP
     try:
@@ -121,10 +124,15 @@ def client_config(
     return config
 
 
+_TOO_LARGE_HINT: Final = (
+    "raise the topic's max.message.bytes (`moldau topic alter-config NAME -c "
+    "max.message.bytes=BYTES`) or the broker's message.max.bytes (`moldau config set "
+    "message.max.bytes=BYTES`)"
+)
 _HINTS: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.unknown_topic_or_partition: "list topics with `moldau topic list`",
     ErrorCode.topic_already_exists: "see it with `moldau topic describe NAME`",
-    ErrorCode.invalid_config: "check the name and value; `moldau topic describe NAME` lists configs",
+    ErrorCode.invalid_config: "`moldau topic describe NAME` lists a topic's configs",
     ErrorCode.invalid_topic_exception: "topic names use letters, digits, '.', '_' and '-' (max 249)",
     ErrorCode.invalid_partitions: "give a partition count above the current one",
     ErrorCode.invalid_replication_factor: "the replication factor cannot exceed the broker count",
@@ -136,29 +144,67 @@ _HINTS: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.topic_authorization_failed: "the principal lacks permission on the topic",
     ErrorCode.group_authorization_failed: "the principal lacks permission on the group",
     ErrorCode.cluster_authorization_failed: "the principal lacks cluster permission",
+    ErrorCode.message_too_large: _TOO_LARGE_HINT,
+    ErrorCode.record_list_too_large: _TOO_LARGE_HINT,
 }
+_BROKER_CONFIG_HINT: Final = "`moldau config describe` lists the broker configs"
 
 # "topic 'x'" plus a verb reads better than the bare code for the commonest mistakes.
-_SUBJECT: Final = re.compile(r"(topic|group) '[^']*'")
+_SUBJECT: Final = re.compile(r"(topic|group|broker) '[^']*'")
 _SUBJECT_VERBS: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.unknown_topic_or_partition: "does not exist",
     ErrorCode.group_id_not_found: "does not exist",
     ErrorCode.topic_already_exists: "already exists",
     ErrorCode.non_empty_group: "still has active members",
 }
+_UNKNOWN_CONFIG: Final = re.compile(r"Unknown (?P<scope>topic|broker) config name: (?P<name>\S+)")
 
+_OTHER_PROTOCOL: Final = re.compile(
+    r" answers (HTTP|TLS), not the Kafka protocol|a TLS listener does that to a plaintext client"
+)
 _UNREACHABLE: Final = frozenset({ErrorCode.network_exception, ErrorCode.request_timed_out})
 
 
+def closest_config_name(name: str, scope: str) -> str | None:
+    """The known topic or broker config name closest to a misspelt one."""
+    from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS
+
+    known = TOPIC_KEYS if scope == "topic" else BROKER_KEYS
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def explain(exc: KafkaException) -> tuple[str, ExitCode]:
+    """One line: what the cluster said (the error's name in brackets), then what to do."""
+    if exc.code in _UNREACHABLE and exc.message and _OTHER_PROTOCOL.search(exc.message):
+        return (
+            f"{exc.message.removeprefix('no broker reachable: ')}; give the address of a "
+            "plaintext Kafka listener with -b HOST:PORT",
+            ExitCode.UNREACHABLE,
+        )
     if exc.code in _UNREACHABLE:
         hint = f"Is the server running? Set the address with -b HOST:PORT or {BROKERS_ENV}."
-        return f"{exc.message or exc.name}. {hint}", ExitCode.UNREACHABLE
-    message: str = str(exc)
+        return f"{(exc.message or exc.name).rstrip('.')}. {hint}", ExitCode.UNREACHABLE
+    text = exc.message or ""
+    subject, _, detail = text.partition(": ")
     verb = _SUBJECT_VERBS.get(exc.code)
-    if verb and exc.message and _SUBJECT.fullmatch(exc.message):
-        message = f"{exc.message} {verb} ({exc.name})"
+    if verb and _SUBJECT.fullmatch(subject):
+        text = f"{subject} {verb}"  # the broker's own words would only repeat it
     fix = _HINTS.get(exc.code)
+    unknown = _UNKNOWN_CONFIG.search(detail or text)
+    if unknown is not None:
+        scope, name = unknown["scope"], unknown["name"]
+        text = f"{subject + ': ' if _SUBJECT.fullmatch(subject) else ''}unknown {scope} config '{name}'"
+        close = closest_config_name(name, scope)
+        suggestion = f"did you mean '{close}'? " if close else ""
+        listing = _BROKER_CONFIG_HINT if scope == "broker" else _HINTS[ErrorCode.invalid_config]
+        fix = f"{suggestion}{listing}"
+    elif exc.code is ErrorCode.invalid_config and subject.startswith("broker '"):
+        fix = _BROKER_CONFIG_HINT
+    named = re.fullmatch(r"topic '([^']*)'", subject)
+    if fix and named:
+        fix = fix.replace("NAME", named[1])
+    message = f"{text.rstrip('.')} ({exc.name})" if text else exc.name
     return (f"{message}; {fix}" if fix else message), ExitCode.KAFKA_ERROR
 
 

@@ -1,8 +1,9 @@
 """`moldau consume TOPIC...`: print records, kcat-style, as JSON lines or with `-f` tokens.
 
 Without `-g` it reads the chosen partitions (default: all) from `-o` (default: beginning); with
-`-g GROUP` it joins the group and starts from the committed offsets. `-e` exits once every
-partition is read to its end, `-n` after N records.
+`-g GROUP` it joins the group and starts from the committed offsets, and `-o beginning | end` say
+where a partition with no committed offset starts (`auto.offset.reset`, as kafka-console-consumer's
+`--from-beginning`). `-e` exits once every partition is read to its end, `-n` after N records.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from moldau.cli.common import (
     client_config,
     fail,
     run,
+    to_yaml,
 )
-from moldau.cli.formatting import message_json, parse_format, render
+from moldau.cli.formatting import message_data, message_json, parse_format, render
 from moldau.cli.offset_spec import OffsetSpec, SpecKind, parse_offset_spec
 from moldau.client.consumer import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer
 from moldau.types import TopicPartition
@@ -61,7 +63,8 @@ def consume_command(
             "-o",
             "--offset",
             help="beginning | end | stored | N | -N (N before the end) | @TIMESTAMP "
-            "(ms or ISO date-time). Default: beginning, or stored with -g.",
+            "(ms or ISO date-time). Default: beginning. With -g the group's committed offset "
+            "wins; beginning | end say where a partition without one starts.",
         ),
     ] = None,
     exit_at_end: Annotated[
@@ -89,7 +92,11 @@ def consume_command(
     settings: SettingsOption = None,
     output: Annotated[
         OutputFormat,
-        typer.Option("--format", help="json: JSON lines; text: values only.", case_sensitive=False),
+        typer.Option(
+            "--format",
+            help="json: JSON lines; yaml: a YAML document per record; text: values only.",
+            case_sensitive=False,
+        ),
     ] = OutputFormat.json,
 ) -> None:
     """Read records and print them (JSON lines by default)."""
@@ -102,10 +109,12 @@ def consume_command(
         fail(str(exc))
     if parts is None and output is OutputFormat.text:
         parts = parse_format("%s\\n")
-    if group and spec.kind is not SpecKind.STORED:
+    # With a group, the committed offset wins; -o only says where to start without one.
+    reset = {SpecKind.BEGINNING: "earliest", SpecKind.END: "latest", SpecKind.STORED: "earliest"}
+    if group and spec.kind not in reset:
         fail(
-            "with -g the start is the group's committed offset; move it with "
-            "`moldau group reset-offsets`"
+            "with -g a partition starts at the group's committed offset, or with -o beginning | "
+            "end where it has none; move the offsets with `moldau group reset-offsets`"
         )
     if not group and spec.kind is SpecKind.STORED:
         fail("-o stored needs a group (-g GROUP)")
@@ -115,7 +124,7 @@ def consume_command(
         fail("-n must be a positive number of records")
     defaults: dict[str, Any] = {
         "isolation.level": isolation_level,
-        "auto.offset.reset": "earliest",
+        "auto.offset.reset": reset.get(spec.kind, "earliest") if group else "earliest",
         "enable.auto.commit": True,
     }
     if group:
@@ -149,7 +158,9 @@ def consume_command(
                     500 if count is None else min(500, count - seen), 0.5
                 )
                 for message in batch:
-                    if parts is None:
+                    if parts is None and output is OutputFormat.yaml:
+                        out.write(b"---\n" + to_yaml(message_data(message)).encode())
+                    elif parts is None:
                         out.write(message_json(message).encode() + b"\n")
                     else:
                         out.write(render(parts, message))

@@ -129,7 +129,9 @@ def _update(
     settings: list[str] | None,
 ) -> None:
     levels: dict[str, int] = {}
-    for name, value in parse_key_values(items, what="feature", flag="--feature").items():
+    for name, value in parse_key_values(
+        items, what="feature", flag="--feature", example="kraft.version=1"
+    ).items():
         if not value.lstrip("-").isdigit():
             fail(f"--feature {name}={value}: the level must be a number, e.g. {name}=1")
         levels[name] = int(value)

@@ -100,18 +100,20 @@ def _text(data: bytes | None) -> Any:
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
-def message_json(message: Message) -> str:
-    """One JSON line with stable field order: topic, partition, offset, timestamp, key, value,
+def message_data(message: Message) -> dict[str, Any]:
+    """A record as data with stable field order: topic, partition, offset, timestamp, key, value,
     headers (a list of [key, value] pairs, keeping order and duplicates)."""
-    return json.dumps(
-        {
-            "topic": message.topic(),
-            "partition": message.partition(),
-            "offset": message.offset(),
-            "timestamp": message.timestamp()[1],
-            "key": _text(message.key()),
-            "value": _text(message.value()),
-            "headers": [[key, _text(value)] for key, value in message.headers()],
-        },
-        ensure_ascii=False,
-    )
+    return {
+        "topic": message.topic(),
+        "partition": message.partition(),
+        "offset": message.offset(),
+        "timestamp": message.timestamp()[1],
+        "key": _text(message.key()),
+        "value": _text(message.value()),
+        "headers": [[key, _text(value)] for key, value in message.headers()],
+    }
+
+
+def message_json(message: Message) -> str:
+    """One JSON line (`message_data`)."""
+    return json.dumps(message_data(message), ensure_ascii=False)

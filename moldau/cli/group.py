@@ -31,6 +31,7 @@ from moldau.cli.common import (
 )
 from moldau.cli.offset_spec import parse_datetime_ms, parse_duration_ms
 from moldau.client.admin import AdminClient, GroupDescription
+from moldau.client.errors import ErrorCode, KafkaException
 from moldau.client.offsets import EARLIEST, LATEST
 from moldau.types import TopicPartition
 
@@ -104,69 +105,155 @@ def describe_rows(
     return rows
 
 
+MEMBERS_COLUMNS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+STATE_COLUMNS = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+
+
+async def _description(admin: AdminClient, group_id: str) -> GroupDescription | None:
+    """The group, classic or KIP-848; None when the coordinator knows no such group."""
+    try:
+        return (await admin.describe_groups([group_id]))[0]
+    except KafkaException as exc:
+        if exc.code is ErrorCode.group_id_not_found:
+            return None
+        raise
+
+
+def _offsets_view(
+    group_id: str, description: GroupDescription, rows: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str]:
+    total_lag = sum(row["lag"] or 0 for row in rows)
+    data = {
+        "group": group_id,
+        "state": description.state,
+        "protocol_type": description.protocol_type,
+        "protocol": description.protocol,
+        "coordinator": description.coordinator,
+        "members": len(description.members),
+        "total_lag": total_lag,
+        "partitions": rows,
+    }
+    header = (
+        f"Consumer group '{group_id}' ({description.state}, "
+        f"{len(description.members)} members) has total lag {total_lag}"
+    )
+    if not description.members:
+        header += f"\nConsumer group '{group_id}' has no active members."
+    table = plain_table(DESCRIBE_COLUMNS, [tuple(r.values()) for r in rows])
+    return data, f"{header}\n\n{table}"
+
+
+def _members_view(group_id: str, description: GroupDescription) -> tuple[dict[str, Any], str]:
+    members = [
+        {
+            "consumer_id": m.member_id,
+            "host": m.host,
+            "client_id": m.client_id,
+            "partitions": len(m.assignment),
+            "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment],
+        }
+        for m in description.members
+    ]
+    data = {"group": group_id, "state": description.state, "members": members}
+    if not members:
+        return data, f"Consumer group '{group_id}' has no active members."
+    table = plain_table(
+        MEMBERS_COLUMNS,
+        [(group_id, m["consumer_id"], m["host"], m["client_id"], m["partitions"]) for m in members],
+    )
+    return data, table
+
+
+def _state_view(
+    group_id: str, description: GroupDescription, coordinator: str
+) -> tuple[dict[str, Any], str]:
+    data = {
+        "group": group_id,
+        "coordinator": description.coordinator,
+        "coordinator_address": coordinator,
+        "assignment_strategy": description.protocol,
+        "state": description.state,
+        "members": len(description.members),
+    }
+    row = (
+        group_id,
+        f"{coordinator} ({description.coordinator})",
+        description.protocol or None,
+        description.state,
+        len(description.members),
+    )
+    return data, plain_table(STATE_COLUMNS, [row])
+
+
 @app.command("describe")
 def describe(
-    groups: Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)],
+    groups: Annotated[
+        list[str] | None, typer.Argument(help="Group ids.", show_default=False)
+    ] = None,
+    all_groups: Annotated[bool, typer.Option("--all-groups", help="Describe every group.")] = False,
+    offsets: Annotated[
+        bool,
+        typer.Option("--offsets", help="Offsets and lag per partition (the default view)."),
+    ] = False,
+    members: Annotated[
+        bool, typer.Option("--members", help="The members and how many partitions each owns.")
+    ] = False,
+    state: Annotated[
+        bool,
+        typer.Option("--state", help="Coordinator, assignment strategy, state, member count."),
+    ] = False,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """Offsets, lag and owners of each partition of the groups."""
+    """Offsets, lag and owners of each partition of the groups (as kafka-consumer-groups
+    --describe; --members and --state are its other views). Classic and KIP-848 groups."""
+    if bool(groups) == all_groups:
+        fail("name the groups to describe, or give --all-groups")
+    if offsets + members + state > 1:
+        fail("give at most one of --offsets, --members, --state")
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
         results = []
         texts = []
         async with AdminClient(client) as admin:
-            for group_id in groups:
-                description = (await admin.describe_groups([group_id]))[0]
+            names = groups or [g.group_id for g in await admin.list_groups()]
+            for group_id in names:
+                description = await _description(admin, group_id)
                 committed = await admin.list_consumer_group_offsets(group_id)
-                owned = {tp for m in description.members for tp in m.assignment}
-                partitions = sorted(owned | {tp for tp, o in committed.items() if o >= 0})
-                ends = await admin.list_offsets(dict.fromkeys(partitions, LATEST))
-                rows = describe_rows(
-                    description, committed, {tp: r.offset for tp, r in ends.items()}
-                )
-                if description.state == "Dead" and not rows:
-                    fail(f"consumer group '{group_id}' does not exist", ExitCode.KAFKA_ERROR)
-                total_lag = sum(row["lag"] or 0 for row in rows)
-                results.append(
-                    {
-                        "group": group_id,
-                        "state": description.state,
-                        "protocol_type": description.protocol_type,
-                        "protocol": description.protocol,
-                        "coordinator": description.coordinator,
-                        "members": len(description.members),
-                        "total_lag": total_lag,
-                        "partitions": rows,
-                    }
-                )
-                header = (
-                    f"Consumer group '{group_id}' ({description.state}, "
-                    f"{len(description.members)} members) has total lag {total_lag}"
-                )
-                if not description.members:
-                    header += f"\nConsumer group '{group_id}' has no active members."
-                table = plain_table(
-                    DESCRIBE_COLUMNS,
-                    [
-                        (
-                            r["group"],
-                            r["topic"],
-                            r["partition"],
-                            r["current_offset"],
-                            r["log_end_offset"],
-                            r["lag"],
-                            r["consumer_id"],
-                            r["host"],
-                            r["client_id"],
+                if description is None:
+                    if not any(o >= 0 for o in committed.values()):
+                        fail(
+                            f"consumer group '{group_id}' does not exist; list groups with "
+                            "`moldau group list`",
+                            ExitCode.KAFKA_ERROR,
                         )
-                        for r in rows
-                    ],
-                )
-                texts.append(f"{header}\n\n{table}")
-        emit(results if len(results) > 1 else results[0], output, "\n\n".join(texts))
+                    description = GroupDescription(group_id, "Empty", "consumer", "", (), -1)
+                if members:
+                    data, text = _members_view(group_id, description)
+                elif state:
+                    broker = admin.cluster.metadata.brokers.get(description.coordinator)
+                    address = broker.address if broker else "-"
+                    data, text = _state_view(group_id, description, address)
+                else:
+                    owned = {tp for m in description.members for tp in m.assignment}
+                    partitions = sorted(owned | {tp for tp, o in committed.items() if o >= 0})
+                    ends = await admin.list_offsets(dict.fromkeys(partitions, LATEST))
+                    rows = describe_rows(
+                        description, committed, {tp: r.offset for tp, r in ends.items()}
+                    )
+                    if description.state == "Dead" and not rows:
+                        fail(
+                            f"consumer group '{group_id}' does not exist; list groups with "
+                            "`moldau group list`",
+                            ExitCode.KAFKA_ERROR,
+                        )
+                    data, text = _offsets_view(group_id, description, rows)
+                results.append(data)
+                texts.append(text)
+        one = groups is not None and len(groups) == 1
+        emit(results[0] if one else results, output, "\n\n".join(texts))
 
     run(body())
 
@@ -343,8 +430,9 @@ def reset_offsets(
 
     async def body() -> None:
         async with AdminClient(client) as admin:
-            description = (await admin.describe_groups([group]))[0]
-            if description.members:
+            # A group that does not exist yet gets its offsets seeded, as Kafka's tool does.
+            description = await _description(admin, group)
+            if description is not None and description.members:
                 fail(
                     f"assignments can only be reset if the group '{group}' is inactive, but the "
                     f"current state is {description.state}; stop its consumers first",

@@ -232,17 +232,18 @@ def consume(
                 "increase the timeout."
             )
         mb = size / _MB
+        # The text line is Kafka's (CONSUMER_HEADER); JSON keys are snake_case as perf produce's.
         values: dict[str, Any] = {
-            "start.time": _kafka_time(start_wall),
-            "end.time": _kafka_time(start_wall + elapsed),
-            "data.consumed.in.MB": round(mb, 4),
-            "MB.sec": round(mb / elapsed, 4),
-            "data.consumed.in.nMsg": count,
-            "nMsg.sec": round(count / elapsed, 4),
-            "rebalance.time.ms": 0,
-            "fetch.time.ms": round(elapsed * 1000),
-            "fetch.MB.sec": round(mb / elapsed, 4),
-            "fetch.nMsg.sec": round(count / elapsed, 4),
+            "start_time": _kafka_time(start_wall),
+            "end_time": _kafka_time(start_wall + elapsed),
+            "data_consumed_mb": round(mb, 4),
+            "mb_per_sec": round(mb / elapsed, 4),
+            "records": count,
+            "records_per_sec": round(count / elapsed, 4),
+            "rebalance_time_ms": 0,
+            "fetch_time_ms": round(elapsed * 1000),
+            "fetch_mb_per_sec": round(mb / elapsed, 4),
+            "fetch_records_per_sec": round(count / elapsed, 4),
         }
         line = ", ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in values.values())
         emit(values, output, f"{CONSUMER_HEADER}\n{line}")

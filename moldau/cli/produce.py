@@ -3,6 +3,8 @@
 One record per line (or per `-D` delimiter, or per file with `-l`); `-K :` splits each record into
 key and value at the first delimiter, `-k KEY` gives every record the same key, `-H k=v` adds
 headers, `-p` picks the partition (default: Kafka's murmur2 for keyed records), `-z` compresses.
+A topic that does not exist is created when the cluster allows it (`auto.create.topics.enable`),
+as other producers ask for it (`-X allow.auto.create.topics=false` asks not to).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from moldau.cli.common import (
     stderr,
 )
 from moldau.cli.formatting import unescape
-from moldau.client.errors import KafkaException
+from moldau.client.cluster import Cluster, TopicInfo
+from moldau.client.errors import ErrorCode, KafkaException
 from moldau.client.producer import Producer, RecordMetadata
 
 _MAX_QUEUED = 100_000
@@ -50,6 +53,30 @@ async def split_records(stream: BinaryIO, delimiter: bytes) -> AsyncIterator[byt
             yield record
     if pending:
         yield pending
+
+
+async def topic_for_writing(cluster: Cluster, name: str, *, auto_create: bool) -> TopicInfo:
+    """The topic's metadata; a Metadata request that allows auto-creation creates it when the
+    cluster does, and a topic created a moment ago may have no leader yet."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + cluster.config.request_timeout
+    while True:
+        try:
+            return await cluster.topic(name, allow_auto_create=auto_create)
+        except KafkaException as exc:
+            if exc.code is ErrorCode.unknown_topic_or_partition:
+                fail(
+                    f"topic '{name}' does not exist and the cluster does not create topics on "
+                    f"first use (auto.create.topics.enable=false); create it with "
+                    f"`moldau topic create {name}`"
+                    if auto_create
+                    else f"topic '{name}' does not exist; create it with "
+                    f"`moldau topic create {name}`",
+                    ExitCode.KAFKA_ERROR,
+                )
+            if exc.code is not ErrorCode.leader_not_available or loop.time() >= deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 def produce_command(
@@ -86,13 +113,14 @@ def produce_command(
 ) -> None:
     """Write records read from stdin or files to a topic."""
     headers = [
-        (k, v.encode()) for k, v in parse_key_values(header, what="header", flag="-H").items()
+        (k, v.encode())
+        for k, v in parse_key_values(header, what="header", flag="-H", example="source=web").items()
     ]
     header_items: list[tuple[str, bytes | None]] = list(headers)
     if key is not None and key_delimiter is not None:
         fail("give either -k (one key for all records) or -K (a key delimiter), not both")
     # Retry through a broker restart, but report an outage within a minute.
-    defaults: dict[str, Any] = {"message.timeout.ms": 60000}
+    defaults: dict[str, Any] = {"message.timeout.ms": 60000, "allow.auto.create.topics": True}
     if compression is not None:
         defaults["compression.type"] = compression
     if acks is not None:
@@ -128,7 +156,11 @@ def produce_command(
             first_last[2] += 1
 
         async with Producer(client) as producer:
-            info = await producer.cluster.topic(topic)
+            info = await topic_for_writing(
+                producer.cluster,
+                topic,
+                auto_create=client.get_bool("allow.auto.create.topics"),
+            )
             if partition >= len(info.partitions):
                 fail(
                     f"topic '{topic}' has no partition {partition} (it has {len(info.partitions)})",

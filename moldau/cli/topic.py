@@ -32,6 +32,7 @@ from moldau.client.admin import (
     ResourceType,
 )
 from moldau.client.offsets import EARLIEST, LATEST
+from moldau.protocol.uuids import uuid_to_text
 from moldau.types import TopicPartition
 
 app = typer.Typer(help="Create, inspect, change and delete topics.", no_args_is_help=True)
@@ -160,19 +161,33 @@ def _join(values: Any) -> str:
 
 @app.command("describe")
 def describe(
-    names: Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)],
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Topic names (default: every topic).", show_default=False),
+    ] = None,
+    internal: Annotated[
+        bool,
+        typer.Option("--internal", help="With no names, include the internal topics too."),
+    ] = False,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
-    """Partitions (Leader, Replicas, Isr, offsets) and configs with their source."""
+    """Partitions (Leader, Replicas, Isr, offsets) and configs with their source; with no names,
+    every topic (as kafka-topics.sh --describe)."""
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
         async with AdminClient(client) as admin:
             results = []
             texts = []
-            for name in names:
+            chosen = names
+            if not chosen:
+                listed = await admin.list_topics()
+                chosen = sorted(
+                    t.name for t in listed.topics.values() if internal or not t.is_internal
+                )
+            for name in chosen:
                 topic = await admin.describe_topic(name)
                 configs = await admin.describe_configs(ConfigResource(ResourceType.TOPIC, name))
                 tps = [TopicPartition(name, p) for p in topic.partitions]
@@ -180,7 +195,7 @@ def describe(
                 ends = await admin.list_offsets(dict.fromkeys(tps, LATEST))
                 data = {
                     "name": name,
-                    "topic_id": str(topic.topic_id) if topic.topic_id else None,
+                    "topic_id": uuid_to_text(topic.topic_id),
                     "partition_count": len(topic.partitions),
                     "replication_factor": _replication_factor(topic),
                     "partitions": [
@@ -208,7 +223,8 @@ def describe(
                 }
                 results.append(data)
                 texts.append(_describe_text(data))
-        emit(results if len(results) > 1 else results[0], output, "\n\n".join(texts))
+        one = names is not None and len(names) == 1
+        emit(results[0] if one else results, output, "\n\n".join(texts))
 
     run(body())
 

@@ -66,6 +66,16 @@ def client_version_range(api_key: int) -> tuple[int, int]:
     return versions[0], highest
 
 
+def other_protocol(first_bytes: bytes) -> str | None:
+    """The protocol a peer speaks when its first bytes are no Kafka frame size: HTTP (a status
+    line or an HTML page) or TLS (a record header: alert or handshake, version 3.x)."""
+    if first_bytes[:4] in (b"HTTP", b"<!DO", b"<!do", b"<htm", b"<HTM"):
+        return "HTTP"
+    if len(first_bytes) >= 2 and first_bytes[0] in (0x15, 0x16) and first_bytes[1] == 0x03:
+        return "TLS"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Versions:
     """The broker's supported version range per API key, from its ApiVersions response."""
@@ -145,10 +155,14 @@ class _ResponseReader(asyncio.BufferedProtocol):
             start = self._start
             size = int.from_bytes(view[start : start + 4], "big", signed=True)
             if size < 0 or size > _MAX_RESPONSE_BYTES:
+                address = self._connection.address
+                other = other_protocol(bytes(view[start : start + 4]))
                 self._connection._fail_all(
                     KafkaException(
                         ErrorCode.corrupt_message,
-                        f"broker {self._connection.address} sent a frame of {size} bytes",
+                        f"{address} answers {other}, not the Kafka protocol"
+                        if other
+                        else f"broker {address} sent a frame of {size} bytes",
                     )
                 )
                 self._abort()
@@ -280,7 +294,21 @@ class BrokerConnection:
         version = _API_VERSIONS_REQUEST_VERSION
         for _attempt in range(2):
             data = {"client_software_name": "moldau", "client_software_version": "0.1.0"}
-            frame = await self._round_trip(ApiKey.API_VERSIONS, version, data, raw=True)
+            try:
+                frame = await self._round_trip(ApiKey.API_VERSIONS, version, data, raw=True)
+            except KafkaException as exc:
+                if (
+                    exc.code is ErrorCode.network_exception
+                    and exc.message
+                    and (exc.message.endswith("closed the connection"))
+                ):
+                    # A TLS listener hangs up on a plaintext client without a word.
+                    raise KafkaException(
+                        ErrorCode.network_exception,
+                        f"{self.address} closed the connection before answering ApiVersions "
+                        "(a TLS listener does that to a plaintext client)",
+                    ) from None
+                raise
             error = int.from_bytes(frame[4:6], "big", signed=True)
             if error == ErrorCode.unsupported_version.value:
                 # KIP-511: the answer is a v0 body listing the broker's ApiVersions range.

@@ -51,7 +51,7 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
                 raise ValueError("expected true or false")
             return text == "true"
         if key.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
-            value = int(str(raw).strip())
+            value = _number(raw, int, key)
             limit = 2**31 if key.type is ConfigType.INT else 2**63
             if not -limit <= value < limit:
                 raise ValueError("out of range")
@@ -59,7 +59,7 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
                 raise ValueError(f"must be at least {key.minimum:g}")
             return value
         if key.type is ConfigType.DOUBLE:
-            number = float(str(raw).strip())
+            number = _number(raw, float, key)
             if key.minimum is not None and number < key.minimum:
                 raise ValueError(f"must be at least {key.minimum:g}")
             return number
@@ -75,7 +75,14 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
             raise ValueError(f"must be one of {', '.join(key.valid_values)}")
         return text
     except ValueError as exc:
-        raise ConfigError(f"Invalid value {raw!r} for configuration {key.name}: {exc}") from None
+        raise ConfigError(f"Invalid value {raw} for configuration {key.name}: {exc}") from None
+
+
+def _number(raw: Any, kind: type[int] | type[float], key: ConfigKey) -> Any:
+    try:
+        return kind(str(raw).strip())
+    except ValueError:  # Kafka's words, not Python's ("invalid literal for int()")
+        raise ValueError(f"Not a number of type {key.type.name}") from None
 
 
 def format_value(key: ConfigKey, value: Any) -> str | None:

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from . import rdkafka
 from .support import unique_topic, wait_until
 from .test_cli_support import moldau, run_tool
 
@@ -188,3 +189,70 @@ def test_cli_and_kcat_share_a_group_and_reset_is_refused_while_active(  # type: 
             if process is not None:
                 process.wait(20)
     assert cli.returncode == 130, cli.stderr.read() if cli.stderr else ""
+
+
+def test_group_offset_wins_and_o_says_where_a_group_without_one_starts(server) -> None:  # type: ignore[no-untyped-def]
+    """kafka-console-consumer --group G [--from-beginning]: auto.offset.reset, not a refusal."""
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-group-reset")
+    moldau("topic", "create", topic, "-p", "2", bootstrap=b)
+    _produce(b, topic, 0, 6)
+
+    from_end = unique_topic("g-end")
+    assert moldau("consume", topic, "-g", from_end, "-o", "end", "-e", bootstrap=b).stdout == b""
+    from_start = unique_topic("g-start")
+    first = moldau("consume", topic, "-g", from_start, "-o", "beginning", "-e", "-f", "%s\\n",
+                   bootstrap=b)  # fmt: skip
+    assert sorted(first.text.splitlines()) == [f"v{i}" for i in range(6)]
+
+    _produce(b, topic, 6, 2)
+    for group in (from_end, from_start):  # both have committed offsets now: those win over -o
+        again = moldau("consume", topic, "-g", group, "-o", "beginning", "-e", "-f", "%s\\n",
+                       bootstrap=b)  # fmt: skip
+        assert sorted(again.text.splitlines()) == ["v6", "v7"]
+
+    refused = moldau("consume", topic, "-g", unique_topic("g"), "-o", "3", bootstrap=b, expect=2)
+    assert refused.stderr == (
+        "error: with -g a partition starts at the group's committed offset, or with -o beginning | "
+        "end where it has none; move the offsets with `moldau group reset-offsets`\n"
+    )
+
+
+def test_describe_views_see_a_kip_848_group_and_reset_seeds_a_new_group(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("cli-848")
+    moldau("topic", "create", topic, "-p", "2", bootstrap=b)
+    _produce(b, topic, 0, 4)
+
+    seeded = unique_topic("seeded")  # no such group yet: Kafka's tool seeds its offsets
+    moldau("group", "reset-offsets", seeded, "--topic", topic, "--to-offset", "1", "--execute",
+           bootstrap=b)  # fmt: skip
+    assert _committed(b, seeded) == {0: 1, 1: 1}
+
+    group = unique_topic("kip848")
+    consumer = rdkafka.consumer(b, **{"group.id": group, "group.protocol": "consumer"})
+    try:
+        consumer.subscribe([topic])
+        wait_until(
+            lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 2,
+            timeout=30,
+            message="the KIP-848 consumer never owned both partitions",
+        )
+        described = moldau("group", "describe", group, "--members", "--format", "json",
+                           bootstrap=b).json()  # fmt: skip
+        assert described["state"] == "Stable"
+        [member] = described["members"]
+        assert member["partitions"] == 2
+        state = moldau("group", "describe", group, "--state", bootstrap=b).text.splitlines()
+        assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY",
+                                    "STATE", "#MEMBERS"]  # fmt: skip
+        assert state[1].split()[0] == group and state[1].split()[-2:] == ["Stable", "1"]
+        members = moldau("group", "describe", group, "--members", bootstrap=b).text.splitlines()
+        assert members[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert members[1].split()[-1] == "2"
+
+        everything = moldau("group", "describe", "--all-groups", "--format", "json",
+                            bootstrap=b).json()  # fmt: skip
+        assert {group, seeded} <= {g["group"] for g in everything}
+    finally:
+        consumer.close()

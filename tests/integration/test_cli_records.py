@@ -223,3 +223,26 @@ def test_produce_and_consume_keep_going_across_a_broker_restart(start_server) ->
         consumer.wait(20)
         producer.wait(30)
     assert consumer.returncode == 130, consumer.stderr.read() if consumer.stderr else ""
+
+
+def test_produce_creates_a_missing_topic_when_the_cluster_allows_it(start_server) -> None:  # type: ignore[no-untyped-def]
+    b = start_server().bootstrap_servers
+    topic = unique_topic("auto-created")
+    summary = moldau("produce", topic, "--format", "json", bootstrap=b, stdin=b"a\nb\n").json()
+    assert summary["records"] == 2
+    assert [m["value"] for m in moldau("consume", topic, "-e", bootstrap=b).json_lines()] == [
+        "a",
+        "b",
+    ]
+    described = moldau("topic", "describe", "--format", "json", bootstrap=b).json()
+    [created] = [t for t in described if t["name"] == topic]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", created["topic_id"])  # as kafka-topics prints it
+    text = moldau("topic", "describe", bootstrap=b).text
+    assert f"Topic: {topic}\tTopicId: {created['topic_id']}\t" in text
+
+    refused = start_server(auto_create_topics_enable="false").bootstrap_servers
+    result = moldau("produce", topic, bootstrap=refused, stdin=b"a\n", expect=1)
+    assert result.stderr == (
+        f"error: topic '{topic}' does not exist and the cluster does not create topics on first "
+        f"use (auto.create.topics.enable=false); create it with `moldau topic create {topic}`\n"
+    )
