@@ -135,6 +135,9 @@ def consume_command(
         out = sys.stdout.buffer
         seen = 0
         async with Consumer(client) as consumer:
+            consumer.on_transport_error = lambda error: print(
+                f"warning: fetching failed: {error}; retrying", file=sys.stderr, flush=True
+            )
             if group:
                 for topic in topics:
                     await consumer.cluster.topic(topic)

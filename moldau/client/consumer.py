@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from moldau.client.base import ClientBase
@@ -87,6 +87,10 @@ class Consumer(ClientBase):
         self._buffer: deque[Message] = deque()
         self._last_commit = 0.0
         self._closed = False
+        # Called with the error when fetching starts failing on retriable errors (a broker gone,
+        # a leader moving), once until a fetch succeeds again: what librdkafka's error_cb hears.
+        self.on_transport_error: Callable[[KafkaException], None] | None = None
+        self._failing = False
 
     # --- assignment --------------------------------------------------------------------------
 
@@ -259,12 +263,15 @@ class Consumer(ClientBase):
             await asyncio.sleep(min(max_wait, 0.1))
             return
         by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+        leaderless = False
         for tp, offset in positions.items():
             try:
                 connection = await self.cluster.leader_connection(tp.topic, tp.partition)
             except KafkaException as exc:
                 if not exc.retriable:
                     raise
+                self._report(exc)
+                leaderless = True
                 continue
             by_leader[connection.node_id][tp] = offset
         if not by_leader:
@@ -279,11 +286,19 @@ class Consumer(ClientBase):
         for failure in failures:
             if not (isinstance(failure, KafkaException) and failure.retriable):
                 raise failure
+            self._report(failure)
+        if not failures and not leaderless:
+            self._failing = False  # every partition fetched: report the next outage again
         if failures:
             # A leader went away or moved: learn the new leaders, back off, and fetch again.
             await asyncio.sleep(min(max_wait, self.config.get_int("retry.backoff.ms") / 1000))
             with contextlib.suppress(KafkaException):
                 await self.cluster.refresh_metadata(list({tp.topic for tp in positions}))
+
+    def _report(self, error: KafkaException) -> None:
+        if not self._failing and self.on_transport_error is not None:
+            self.on_transport_error(error)
+        self._failing = True
 
     async def _fetch_from(
         self, node_id: int, positions: dict[TopicPartition, int], wait_ms: int
