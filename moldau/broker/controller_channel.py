@@ -275,7 +275,8 @@ class ControllerChannel:
     async def forward(self, frame: bytes | memoryview) -> bytes:
         """Pass a client's request (a frame without its size prefix) to the active controller;
         its answer, also without size prefix, with this channel's correlation id first."""
-        return await self._with_connection(lambda connection: connection.forward(frame))
+        answer: bytes = await self._with_connection(lambda connection: connection.forward(frame))
+        return answer
 
     # --- the connection to the active controller -------------------------------------------
 

@@ -111,6 +111,7 @@ class Dispatcher:
     async def _forward(self, header: RequestHeader, frame: bytes) -> Any:
         """Pass a metadata change to the active controller and its answer back (KIP-590)."""
         channel = self._node.controller_channel
+        assert channel is not None  # (a node that forwards has a channel: `must_forward`)
         try:
             answer = await channel.forward(frame)
         except KafkaError as exc:

@@ -42,6 +42,7 @@ from moldau.broker.security import NodeSecurity
 from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
+from moldau.config.cluster import ListenerAddress as Endpoint
 from moldau.config.definitions import RACK_AWARE_SELECTOR
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
@@ -55,7 +56,7 @@ from moldau.controller.operations import (
 )
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
-from moldau.net.listener import Endpoint, Listener
+from moldau.net.listener import Listener
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager

@@ -107,7 +107,7 @@ def decode_entries(data: bytes | None) -> tuple[LogEntry, ...]:
 # --- requests out, answers back ---------------------------------------------------------------
 
 
-def request_of(message: RaftRequest) -> tuple[int, dict[str, Any]]:
+def request_of(message: RaftRequest) -> tuple[ApiKey, dict[str, Any]]:
     """(api key, request body) for a request the core sends."""
     match message:
         case VoteRequest():

@@ -23,13 +23,14 @@ import socket
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from moldau.cli.common import ExitCode, fail, stderr
-from moldau.cli.storage import StorageFormatError, format_directories, new_cluster_id
+from moldau.cli.storage import format_directories, new_cluster_id
 from moldau.config.values import BrokerConfig, ConfigError
+from moldau.raft.meta_properties import StorageFormatError
 
 COMBINED = "broker,controller"
 LAYOUT_FILE = "cluster.json"
@@ -270,8 +271,10 @@ async def _stop(children: list[ChildNode], stop_requests: asyncio.Queue[int]) ->
             continue
         for child in group:
             child.signal(signal.SIGTERM)
-        waiting = asyncio.ensure_future(asyncio.gather(*(c.wait() for c in group)))
-        interrupted = asyncio.ensure_future(stop_requests.get())
+        waiting: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(*(c.wait() for c in group))
+        )
+        interrupted: asyncio.Future[Any] = asyncio.ensure_future(stop_requests.get())
         done, _ = await asyncio.wait(
             {waiting, interrupted}, timeout=STOP_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
         )

@@ -105,7 +105,8 @@ def _placeholder(parameter: click.Parameter) -> str:
     name = parameter.name or ""
     if name in _PLACEHOLDERS:
         return _PLACEHOLDERS[name]
-    longest = max(getattr(parameter, "opts", []) or [name], key=len).lstrip("-")
+    options: list[str] = list(getattr(parameter, "opts", []) or [name])
+    longest = max(options, key=len).lstrip("-")
     return longest.replace("_", "-").upper()
 
 
@@ -130,7 +131,7 @@ def readable_help(command: click.Command) -> None:
             parameter.metavar = (
                 placeholder.removesuffix("S") if parameter.nargs != 1 else placeholder
             )
-            parameter.display_type_rich = _no_type  # type: ignore[method-assign]
+            parameter.display_type_rich = _no_type
     help_option = command.get_help_option(
         click.Context(command, help_option_names=["-h", "--help"])
     )

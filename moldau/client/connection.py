@@ -283,7 +283,7 @@ class BrokerConnection:
             raise KafkaException(
                 ErrorCode.network_exception, f"{self.address} ({_reason(exc)})"
             ) from None
-        self._transport, self._stream = transport, stream  # type: ignore[assignment]
+        self._transport, self._stream = transport, stream
         try:
             await self._negotiate_versions()
         except BaseException:

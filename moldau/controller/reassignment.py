@@ -25,7 +25,7 @@ from moldau.controller import partition_control
 from moldau.controller.operations import PartitionReassignment, PartitionResult
 from moldau.controller.partition_change import Election, partition_change
 from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
-from moldau.metadata.records import MetadataRecord
+from moldau.metadata.records import MetadataRecord, PartitionChangeRecord
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 NO_REASSIGNMENT_IN_PROGRESS = "No partition reassignment is in progress."
@@ -80,7 +80,7 @@ def _start(
     topic: TopicImage,
     partition: PartitionImage,
     target: Sequence[int],
-) -> MetadataRecord | None:
+) -> PartitionChangeRecord | None:
     current = partition.replicas
     removing = sorted(set(current) - set(target))
     return partition_change(
@@ -96,7 +96,7 @@ def _start(
 
 def _cancel(
     image: MetadataImage, config: BrokerConfig, topic: TopicImage, partition: PartitionImage
-) -> MetadataRecord | None:
+) -> PartitionChangeRecord | None:
     if not partition.is_reassigning:
         raise KafkaError(ErrorCode.no_reassignment_in_progress, NO_REASSIGNMENT_IN_PROGRESS)
     adding = set(partition.adding_replicas)

@@ -295,8 +295,8 @@ class OffsetManager:
     ) -> tuple[list[CoordinatorRecord], set[str]]:
         """Tombstones for every committed offset of `topics` (deleted topics, Kafka's
         `onPartitionsDeleted`), and the groups they leave with no offset at all."""
-        records = []
-        emptied = set()
+        records: list[CoordinatorRecord] = []
+        emptied: set[str] = set()
         for group_id, committed in self._store.offsets.items():
             doomed = [where for where in committed if where.topic in topics]
             records.extend(

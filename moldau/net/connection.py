@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import os
 import struct
@@ -167,7 +168,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing asyncio.Transport.
         self._transport = transport  # type: ignore[assignment]
-        self._write = self._transport.write
+        self._write = transport.write  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("", 0)
         self.info = ConnectionInfo(
             client_host=str(peer[0]),
@@ -178,7 +179,7 @@ class KafkaConnection(asyncio.Protocol):
             authenticated=not self._requires_authentication,
             state={},
         )
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         self._touch()
         if self._tls_server is not None:
             self._tls = TlsSession(self._tls_server.context)
@@ -367,7 +368,7 @@ class KafkaConnection(asyncio.Protocol):
         elif isinstance(outcome, Awaitable):
             future = asyncio.ensure_future(outcome)
             self._tasks.add(future)
-            future.add_done_callback(lambda f, s=slot: self._completed(s, f))
+            future.add_done_callback(functools.partial(self._completed, slot))
         else:
             slot.done = True
             slot.value = outcome

@@ -247,11 +247,11 @@ class ReplicaFetcher:
         for topic in response.responses:
             for answer in topic.partitions:
                 tp = TopicPartition(topic.topic, int(answer.partition_index))
-                partition = fetching.get(tp)
-                if partition is None or self.partitions.get(tp) is not partition:
+                followed = fetching.get(tp)
+                if followed is None or self.partitions.get(tp) is not followed:
                     continue  # no longer followed from here (or the replica was replaced)
                 codes.add(int(answer.error_code))
-                if self._apply(tp, partition, answer):
+                if self._apply(tp, followed, answer):
                     progressed = True
         behind = codes == {int(ErrorCode.unknown_leader_epoch)}
         self._behind_rounds = self._behind_rounds + 1 if behind else 0

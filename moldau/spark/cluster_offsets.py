@@ -69,7 +69,7 @@ class OffsetReader:
 
         async def list_partitions(admin: AdminClient) -> list[TopicPartition]:
             metadata = await admin.list_topics(topics)
-            found = []
+            found: list[TopicPartition] = []
             for name, info in metadata.topics.items():
                 if info.error is not ErrorCode.none or not self.subscription.matches(name):
                     continue

@@ -41,10 +41,9 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 def offsets_from_json(data: Mapping[str, Any] | str) -> PartitionOffsets:
     """Inverse of `offsets_to_json`; also accepts the JSON text."""
-    if isinstance(data, str):
-        data = json.loads(data)
+    parsed: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
     offsets: PartitionOffsets = {}
-    for topic, partitions in data.items():
+    for topic, partitions in parsed.items():
         if not isinstance(partitions, Mapping):
             raise ValueError(f"offsets for topic {topic!r} must be an object, got {partitions!r}")
         for partition, offset in partitions.items():

@@ -23,6 +23,8 @@ from moldau.storage.log_dir_failures import LogDirState
 @handler(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
 def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     node = ctx.node
+    log_manager = node.log_manager
+    assert log_manager is not None  # (the handler is a broker's)
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
@@ -30,7 +32,9 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
     for tp, partition in sorted(node.replica_manager.partitions.items()):
         if wanted is not None and (tp.topic, tp.partition) not in wanted:
             continue
-        log_dir = node.log_manager.log_dir_of(tp)
+        log_dir = log_manager.log_dir_of(tp)
+        if log_dir is None:
+            continue  # (being deleted)
         log = partition.log
         by_dir[log_dir][tp.topic].append(
             {
@@ -40,7 +44,7 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
                 "is_future_key": False,
             }
         )
-    for future in node.log_manager.future_replicas():  # replicas being moved (KIP-113)
+    for future in log_manager.future_replicas():  # replicas being moved (KIP-113)
         tp = future.topic_partition
         if wanted is not None and (tp.topic, tp.partition) not in wanted:
             continue

@@ -149,7 +149,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
 
     def ready() -> bool:
         available = _bytes_available(replica_manager, topics, isolation_level, min_bytes, followers)
-        return available >= min_bytes
+        return bool(available >= min_bytes)
 
     keys = [f.tp for _, fetches in topics for f in fetches if f.tp is not None]
     replica_manager.watch_for_data(keys, ready, max_wait_ms, done)

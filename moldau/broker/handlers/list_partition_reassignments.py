@@ -19,8 +19,9 @@ from moldau.protocol.errors import ErrorCode
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, forward=True)
 def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
     image = ctx.node.metadata_image
+    wanted: dict[str, set[int] | None]
     if request.topics is None:
-        wanted = {name: None for name in sorted(image.topics)}
+        wanted = dict.fromkeys(sorted(image.topics))
     else:
         wanted = {t.name: set(t.partition_indexes) for t in request.topics}
     topics = []

@@ -28,7 +28,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         requested = None
     names: list[str | None]
     if requested is None:
-        names = sorted(image.topics)
+        names = list(sorted(image.topics))
     else:
         names = []
         for topic in requested:

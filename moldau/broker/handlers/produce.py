@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,9 @@ log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
-def handle_produce(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferred | None:
+def handle_produce(
+    ctx: RequestContext, request: Any
+) -> dict[str, Any] | Deferred | Awaitable[dict[str, Any] | None] | None:
     node = ctx.node
     acks = request.acks
     replica_manager = node.replica_manager
@@ -334,7 +337,8 @@ async def _verify_remotely_then_append(
     if isinstance(answer, Deferred):
         settled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         answer.then(settled.set_result, settled.set_exception)
-        return await settled
+        settled_answer: dict[str, Any] | None = await settled
+        return settled_answer
     return answer
 
 
