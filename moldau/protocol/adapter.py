@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 import io
+import logging
+import os
+import pkgutil
 import struct
 import uuid
 from collections.abc import Callable, Mapping
@@ -35,6 +39,8 @@ from kio.serial._introspect import (
 )
 
 from moldau.protocol.shape import MalformedRequest, check_shape
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MalformedRequest",
@@ -277,12 +283,66 @@ def _entity_converter(cls: type[Any]) -> Callable[[Any], Any]:
     return convert
 
 
+STRICT_FIELDS_VARIABLE = "MOLDAU_STRICT_FIELDS"
+
+
+class UnknownField(ValueError):
+    """A message built from a dict with a key its schema has in no version (a misspelt field)."""
+
+
+@cache
+def _known_field_names(cls: Any) -> frozenset[str]:
+    """The field names of any structure of `cls`'s message (request or response) in any version:
+    one dict answers every version, and versions rename nested structures, so a field of another
+    version or structure is not taken for a mistake; a name the message never has is."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    parts = cls.__module__.split(".")  # kio.schema.<message>.v<N>.<request|response>
+    if len(parts) != 5 or not parts[3].startswith("v"):
+        return frozenset(names)
+    return _message_field_names(".".join(parts[:3]), parts[4]) | names
+
+
+@cache
+def _message_field_names(package_name: str, side: str) -> frozenset[str]:
+    names: set[str] = set()
+    package = importlib.import_module(package_name)
+    for version in pkgutil.iter_modules(package.__path__):
+        try:
+            module = importlib.import_module(f"{package_name}.{version.name}.{side}")
+        except ImportError:
+            continue
+        for value in vars(module).values():
+            if isinstance(value, type) and dataclasses.is_dataclass(value):
+                names.update(field.name for field in dataclasses.fields(value))
+    return frozenset(names)
+
+
+_reported_unknown: set[tuple[str, str]] = set()
+
+
+def _check_field_names(cls: Any, data: Mapping[str, Any]) -> None:
+    """Refuse (MOLDAU_STRICT_FIELDS=1: tests) or log once (production) a key no version has."""
+    unknown = sorted(set(data) - _known_field_names(cls))
+    if not unknown:
+        return
+    message = f"{cls.__module__}.{cls.__name__} has no field {', '.join(unknown)} in any version"
+    if os.environ.get(STRICT_FIELDS_VARIABLE) == "1":
+        raise UnknownField(message)
+    key = (f"{cls.__module__}.{cls.__name__}", ",".join(unknown))
+    if key not in _reported_unknown:
+        _reported_unknown.add(key)
+        log.error("%s (left out of the message)", message)
+
+
 def build_entity(cls: type[Any], data: Any) -> Any:
-    """Build `cls` (a kio dataclass) from a dict keyed by field name, or pass through an instance."""
+    """Build `cls` (a kio dataclass) from a dict keyed by field name, or pass through an instance.
+    A key the message has in no version is a mistake: `_check_field_names`."""
     if isinstance(data, cls):
         return data
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         data = entity_to_dict(data)
+    else:
+        _check_field_names(cls, data)
     kwargs = {}
     schema: Any = cls  # (the caches key on the class object)
     for plan in _field_plans(schema):

@@ -95,6 +95,7 @@ class MoldauServer:
         together: none is ready before a quorum of them runs)."""
         assert self.process is None, "server already running"
         environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+        environment["MOLDAU_STRICT_FIELDS"] = os.environ.get("MOLDAU_STRICT_FIELDS", "")
         environment.update(self.environment)
         self._lines = []
         self._ready = threading.Event()

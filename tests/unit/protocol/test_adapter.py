@@ -7,7 +7,9 @@ import uuid
 import pytest
 
 from moldau.protocol.adapter import (
+    STRICT_FIELDS_VARIABLE,
     MalformedRequest,
+    UnknownField,
     build_entity,
     decode_request,
     decode_request_header,
@@ -54,9 +56,22 @@ def test_metadata_response_round_trips_for_every_version(version: int) -> None:
 
 def test_fields_a_version_lacks_are_dropped_and_missing_ones_defaulted() -> None:
     schema = response_schema(3, 0)
-    entity = build_entity(schema, {**METADATA, "unknown_field": 1})
-    assert not hasattr(entity, "cluster_id")
+    entity = build_entity(schema, METADATA)
+    assert not hasattr(entity, "cluster_id")  # (v2 and later have it)
     assert entity.topics[0].partitions[0].error_code == ErrorCode.none
+
+
+def test_a_field_no_version_has_is_refused_in_tests_and_logged_once_otherwise(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    misspelt = {**METADATA, "topics": [{**METADATA["topics"][0], "partitons": []}]}
+    monkeypatch.setenv(STRICT_FIELDS_VARIABLE, "1")
+    with pytest.raises(UnknownField, match="MetadataResponseTopic has no field partitons"):
+        build_entity(response_schema(3, 12), misspelt)
+    monkeypatch.setenv(STRICT_FIELDS_VARIABLE, "")
+    for _ in range(3):
+        build_entity(response_schema(3, 12), misspelt)
+    assert caplog.text.count("has no field partitons in any version") == 1
 
 
 @pytest.mark.parametrize("version", [3, 7, 9, 13])
