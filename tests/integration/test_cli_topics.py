@@ -8,6 +8,7 @@ import pytest
 
 from .support import unique_topic
 from .test_cli_support import moldau
+from .wire import Connection, find_coordinator
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -18,6 +19,8 @@ def test_topic_lifecycle_in_text_and_json(server) -> None:  # type: ignore[no-un
     created = moldau("topic", "create", topic, "-p", "3", "-c", "retention.ms=60000", bootstrap=b)
     assert created.text == f"Created topic {topic}.\n"
 
+    with Connection(server.host, server.port) as connection:  # (created on first use)
+        assert find_coordinator(connection, "a-group").error_code == 0
     names = moldau("topic", "list", bootstrap=b).text.splitlines()
     assert topic in names
     assert "__consumer_offsets" not in names  # internal topics only when asked for (as rpk)
