@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from moldau.broker.client_telemetry import ClientTelemetry
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.controller_registration import ControllerRegistrationManager
 from moldau.broker.dispatcher import Dispatcher
@@ -106,6 +107,7 @@ class Node:
         self.metadata_listeners: list[Callable[[Any, Any], None]] = []
         self._background: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(self)
+        self.client_telemetry = ClientTelemetry(clock)  # (KIP-714, in memory)
         self._stopped = asyncio.Event()
         self._on_stop_callbacks: list[Callable[[], Any]] = []
         self.ready = False

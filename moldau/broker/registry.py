@@ -1,7 +1,9 @@
 """One handler per API key, with its versions declared beside it (as franz-go's kfake does).
 
 A handler module registers itself with `@handler(ApiKey.X, min_version, max_version)`; ApiVersions
-is built from this registry, so advertised versions can never drift from what is served.
+is built from this registry, so advertised versions can never drift from what is served. A
+handler registered with `advertised=False` is served but not listed (the KIP-714 telemetry APIs,
+which Kafka lists only when a telemetry plugin is configured).
 
 Each handler serves the broker listeners, the controller listeners, or both (Kafka's
 `ApiMessageType.listeners`): `@handler(..., scopes=(CONTROLLER,))`. One API key may have a
@@ -50,6 +52,9 @@ class HandlerSpec:
     advertised_min_version: int
     # A metadata change: a broker that is not the active controller passes it on (KIP-590).
     forward: bool = False
+    # Served but left out of ApiVersions, as Kafka leaves out the telemetry APIs (KIP-714) when
+    # no telemetry plugin is configured: clients only call what is listed.
+    advertised: bool = True
 
 
 @dataclass(slots=True)
@@ -141,11 +146,13 @@ def handler(
     advertised_min_version: int | None = None,
     scopes: tuple[Scope, ...] = (BROKER,),
     forward: bool = False,
+    advertised: bool = True,
 ) -> Callable[[HandlerFunction], HandlerFunction]:
     """Register the decorated function as the handler of `api_key` for these versions, on the
     listeners of `scopes`. `forward`: a change of metadata (or a read of the controller's
     state) that a broker passes on to the active controller when it is not that controller
-    itself (the controller's listeners serve it too)."""
+    itself (the controller's listeners serve it too). `advertised=False`: served when called,
+    but not listed in ApiVersions."""
     if forward and CONTROLLER not in scopes:
         scopes = (*scopes, CONTROLLER)
 
@@ -159,6 +166,7 @@ def handler(
                 min_version if advertised_min_version is None else advertised_min_version
             ),
             forward=forward,
+            advertised=advertised,
         )
         for scope in scopes:
             existing = _HANDLERS[scope].get(api_key)
@@ -189,4 +197,5 @@ def supported_versions(scope: Scope = BROKER) -> list[tuple[int, int, int]]:
     return sorted(
         (spec.api_key, spec.advertised_min_version, spec.max_version)
         for spec in _HANDLERS[scope].values()
+        if spec.advertised
     )

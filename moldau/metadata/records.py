@@ -31,6 +31,8 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
