@@ -156,12 +156,13 @@ class Dispatcher:
         if not isinstance(exc, KafkaError):
             log.exception("handler for API %s v%s failed", header.api_key, header.api_version)
         schema = response_schema(header.api_key, header.api_version)
-        if "error_code" in getattr(schema, "__dataclass_fields__", {}):
+        fields = getattr(schema, "__dataclass_fields__", {})
+        if "error_code" in fields:
+            answer: dict[str, Any] = {"error_code": code}
+            if "error_message" in fields:
+                answer["error_message"] = str(exc)
             return encode_response(
-                header.api_key,
-                header.api_version,
-                header.correlation_id,
-                {"error_code": code, "error_message": str(exc)},
+                header.api_key, header.api_version, header.correlation_id, answer
             )
         raise CloseConnection(f"cannot answer API {header.api_key}: {exc}")
 

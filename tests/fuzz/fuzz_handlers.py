@@ -121,7 +121,7 @@ class FuzzNode:
         """The topics, records, group offsets and producer id the vocabulary names."""
         topics = [{"name": name, "num_partitions": count, "replication_factor": 1}
                   for name, count in zip(TOPICS, (3, 1), strict=True)]  # fmt: skip
-        self.request(ApiKey.CREATE_TOPICS, 7, {"topics": topics, "timeout_ms": 10_000})
+        self.request(ApiKey.CREATE_TOPICS, 7, {"topics": topics, "timeout": 10_000})
         batch = build_batch([NewRecord(key=b"k%d" % i, value=b"v" * i) for i in range(10)])
         for partition in range(3):
             self.request(ApiKey.PRODUCE, 9, {
@@ -129,15 +129,27 @@ class FuzzNode:
                 "topic_data": [{"name": TOPICS[0],
                                 "partition_data": [{"index": partition, "records": batch}]}],
             })  # fmt: skip
-        self.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["x"]})
+        for key_type in (0, 1):  # the internal topics are created by the first ask
+            self._find_coordinator(key_type)
         self.request(ApiKey.OFFSET_COMMIT, 8, {
             "group_id": "fuzz-group", "generation_id_or_member_epoch": -1,
             "topics": [{"name": TOPICS[0], "partitions": [{"partition_index": 0,
                                                             "committed_offset": 3}]}],
         })  # fmt: skip
         self.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "fuzz-txn",
-                                                   "transaction_timeout_ms": 60_000})  # fmt: skip
+                                                   "transaction_timeout": 60_000})  # fmt: skip
         self.check_logs(b"(set-up)")
+
+    def _find_coordinator(self, key_type: int) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = self.request(
+                ApiKey.FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": ["x"]}
+            )
+            if found.coordinators[0].error_code == 0:
+                return
+            self.loop.run_until_complete(asyncio.sleep(0.05))  # the node creates the topic
+        raise TimeoutError(f"no coordinator for key type {key_type} within 30 s")
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         """Send one well-formed request and return its decoded response (for the set-up)."""

@@ -544,7 +544,7 @@ def prepare(host: str, port: int) -> None:
         topics = [{"name": name, "num_partitions": count, "replication_factor": 1}
                   for name, count in zip(TOPICS, (3, 1), strict=True)]  # fmt: skip
         sock.sendall(encode_request(19, 7, 1, "fuzz-setup", {"topics": topics,
-                                                             "timeout_ms": 10_000}))  # fmt: skip
+                                                             "timeout": 10_000}))  # fmt: skip
         _read_frame(sock)
         batch = build_batch([NewRecord(key=b"k%d" % i, value=b"v" * i) for i in range(10)])
         for partition in range(3):

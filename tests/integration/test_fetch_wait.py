@@ -58,7 +58,7 @@ def _create_topic(server: Any, name: str) -> None:
             19,
             7,
             {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}],
-             "timeout_ms": 10_000},
+             "timeout": 10_000},
         )  # fmt: skip
         assert created.topics[0].error_code == ErrorCode.none
 
@@ -173,7 +173,7 @@ def test_a_parked_fetch_answers_an_error_when_its_topic_is_deleted(server) -> No
                 _fetch_request(topic, 0, max_wait_ms=20_000, min_bytes=1),
             )
         )
-        deleted = _call(admin, 20, 6, {"topics": [{"name": topic}], "timeout_ms": 10_000})
+        deleted = _call(admin, 20, 6, {"topics": [{"name": topic}], "timeout": 10_000})
         assert deleted.responses[0].error_code == ErrorCode.none
         started = time.monotonic()
         _, response = decode_response(1, FETCH_VERSION, _read_frame(fetcher))

@@ -121,7 +121,7 @@ def create_topic(
                     "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
                 }
             ],
-            "timeout_ms": 30_000,
+            "timeout": 30_000,
         },
     )
     assert response.topics[0].error_code == 0, response
@@ -185,7 +185,7 @@ def create_topics(connection: Connection, topics: dict[str, int]) -> list[Any]:
                 }
                 for name, count in topics.items()
             ],
-            "timeout_ms": 30_000,
+            "timeout": 30_000,
             "validate_only": False,
         },
     )
@@ -199,7 +199,7 @@ def create_partitions(connection: Connection, topic: str, count: int) -> Any:
         3,
         {
             "topics": [{"name": topic, "count": count, "assignments": None}],
-            "timeout_ms": 30_000,
+            "timeout": 30_000,
             "validate_only": False,
         },
     )

@@ -26,7 +26,8 @@ REMOVE_TIMEOUT_S = 30.0
 async def voter_change_answer(
     ctx: RequestContext, request: Any, change: Callable[[Any], Awaitable[None]]
 ) -> dict[str, Any]:
-    """Run a voter change on this node's controller; the answer of Add/Remove/UpdateRaftVoter."""
+    """Run a voter change on this node's controller; the answer of Add/Remove/UpdateRaftVoter
+    (Add and Remove carry an error message, UpdateRaftVoter the current leader instead)."""
     cluster_id = getattr(request, "cluster_id", None)
     code, message = ErrorCode.none, None
     controller = ctx.controller  # (NOT_CONTROLLER once it has stopped: the dispatcher answers)
@@ -45,11 +46,12 @@ async def voter_change_answer(
         endpoint = transport.local_endpoint
     elif leader_id is not None and addresses is not None:
         endpoint = addresses.get(leader_id)
+    if ctx.header.api_key != ApiKey.UPDATE_RAFT_VOTER:
+        return {"throttle_time": 0, "error_code": code, "error_message": message}
     return {
         "throttle_time": 0,
         "error_code": code,
-        "error_message": message,
-        "current_leader": {  # (UpdateRaftVoter's)
+        "current_leader": {
             "leader_id": leader_id if leader_id is not None else -1,
             "leader_epoch": controller.describe_quorum().epoch,
             "host": endpoint[0] if endpoint else "",
