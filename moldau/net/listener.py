@@ -4,6 +4,11 @@ An SSL listener is given a `TlsServer` (its context and principal mapping); each
 runs its own TLS session (moldau.net.tls) inside `KafkaConnection`, so the server socket itself
 is plain TCP. `require_authentication` (SASL listeners, not served yet) caps frames at
 MAX_FRAME_SIZE_BEFORE_AUTHENTICATION until the connection authenticates.
+
+`start` binds and listens at once, as Kafka's acceptor does, and the node accepts once it is
+ready (`start_serving`): a port another process holds fails the start. (A socket bound but not
+yet listening, as asyncio's `start_serving=False` leaves it, lets a second process with
+SO_REUSEADDR bind the same port, and under uvloop both then serve it, sharing its connections.)
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ class Listener:
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
         self._memory_pool = memory_pool
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self.connections: set[KafkaConnection] = set()
         self.bound_port: int = endpoint.port
 
@@ -73,19 +78,14 @@ class Listener:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         host = self.endpoint.host or "0.0.0.0"
-        self._server = await loop.create_server(
-            self._make_connection,
-            host=host,
-            port=self.endpoint.port,
-            reuse_address=True,
-            backlog=1024,
-            start_serving=False,  # bound now (the port is known); accepting once the node is ready
-        )
-        sockets = self._server.sockets or ()
+        sockets = await loop.run_in_executor(None, _listen, host, self.endpoint.port, BACKLOG)
+        self.bound_port = sockets[0].getsockname()[1]
         for sock in sockets:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if sockets:
-            self.bound_port = sockets[0].getsockname()[1]
+            self._servers.append(
+                await loop.create_server(
+                    self._make_connection, sock=sock, backlog=BACKLOG, start_serving=False
+                )
+            )
         log.info(
             "listening on %s (port %d%s)",
             self.endpoint,
@@ -94,12 +94,12 @@ class Listener:
         )
 
     async def start_serving(self) -> None:
-        if self._server is not None:
-            await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
 
     def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
 
     def stop_taking_requests(self) -> None:
         """Every connection answers what it has taken and takes no further request."""
@@ -117,8 +117,49 @@ class Listener:
         self.stop_accepting()
         for connection in list(self.connections):
             connection.close()
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await asyncio.wait_for(server.wait_closed(), 5)
             except TimeoutError:
                 pass
+
+
+BACKLOG = 1024
+
+
+def _listen(host: str, port: int, backlog: int) -> list[socket.socket]:
+    """Listening sockets for every address `host` resolves to (SO_REUSEADDR, so a restart binds
+    while old connections linger in TIME_WAIT; TCP_NODELAY for the connections it accepts)."""
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, object]] = set()
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, protocol, _, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, kind, protocol)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # every address on the port the first one got
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            try:
+                sock.bind(address)
+            except OSError as error:
+                raise OSError(
+                    error.errno,
+                    f"error while attempting to bind on address {address!r}: "
+                    f"{error.strerror.lower() if error.strerror else error}",
+                ) from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    if not sockets:
+        raise OSError(f"{host!r} resolves to no address to listen on")
+    return sockets

@@ -34,10 +34,19 @@ NAMESPACE_CLIENT_PORT = 9092  # a node in a namespace of its own has its address
 NAMESPACE_CONTROLLER_PORT = 9093
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
+    """A port nothing listens on now, and one this process has not handed out before (the
+    kernel may offer a port just released again: two nodes of one cluster must not get it)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind((LOOPBACK, 0))
+            port = int(probe.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 @dataclass
