@@ -54,13 +54,14 @@ def test_requests_for_int32_max_partitions_are_refused_at_once(
         grown = create_partitions(connection, "small", INT32_MAX)
         assert grown.error_code == ErrorCode.policy_violation
         assert time.monotonic() - started < 2.0
-        # 100 internal partitions + 1 + 250 fit under 400; 100 more do not
+        # 1 + 250 fit under 400 (no internal topic yet: they come with the first group); 200
+        # more do not
         [wide] = create_topics(connection, {"wide": 250})
         assert wide.error_code == ErrorCode.none
-        [over] = create_topics(connection, {"over": 100})
+        [over] = create_topics(connection, {"over": 200})
         assert over.error_code == ErrorCode.policy_violation
         assert "max.broker.partitions=400" in over.error_message
-        assert create_partitions(connection, "wide", 300).error_code == ErrorCode.policy_violation
+        assert create_partitions(connection, "wide", 400).error_code == ErrorCode.policy_violation
         assert rss_bytes(server.process.pid) < RSS_BOUND_BYTES  # type: ignore[union-attr]
     probe.check()
 
@@ -69,7 +70,7 @@ def test_more_partitions_than_descriptors_are_served_and_survive_a_restart(
     start_server: ServerFactory,
 ) -> None:
     # 512 descriptors: 128 for segment files (half of what is left after 256 reserved), while
-    # 100 internal and 500 more partitions have 2,400 segment files.
+    # 500 partitions have 2,000 segment files.
     limit = 512
     server = start_server(open_files_limit=limit)
     partitions = 500
