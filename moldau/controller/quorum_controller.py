@@ -73,6 +73,9 @@ from moldau.controller.operations import (
     PartitionResult,
     PartitionsIncrease,
     ProducerIdsBlock,
+    ScramCredentialDeletion,
+    ScramCredentialResult,
+    ScramCredentialUpsertion,
     TopicPartitionsResult,
 )
 from moldau.controller.snapshot_generator import (
@@ -453,6 +456,15 @@ class QuorumController:
     ) -> list[ClientQuotaResult]:
         return await self._run(
             lambda: self._core.alter_client_quotas(alterations, validate_only=validate_only)
+        )
+
+    async def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[ScramCredentialDeletion],
+        upsertions: Sequence[ScramCredentialUpsertion],
+    ) -> list[ScramCredentialResult]:
+        return await self._run(
+            lambda: self._core.alter_user_scram_credentials(deletions, upsertions)
         )
 
     async def alter_configs(

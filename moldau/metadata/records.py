@@ -236,6 +236,33 @@ class ClientQuotaRecord:
     remove: bool = False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was set (Kafka's UserScramCredentialRecord,
+    key 11, KIP-554): what the server keeps of a password, never the password."""
+
+    RECORD_TYPE: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was deleted (Kafka's key 22)."""
+
+    RECORD_TYPE: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: str
+
+
 MetadataRecord = (
     TopicRecord
     | PartitionRecord
@@ -250,6 +277,8 @@ MetadataRecord = (
     | FeatureLevelRecord
     | ClientQuotaRecord
     | RegisterControllerRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
@@ -268,5 +297,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         FeatureLevelRecord,
         ClientQuotaRecord,
         RegisterControllerRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
