@@ -58,6 +58,7 @@ from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Endpoint, Listener
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.sasl.scram import ScramCredential
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
@@ -83,7 +84,10 @@ class Node:
         self.node_id = config.node_id
         self.incarnation_id = uuid.uuid4()
         self.layout = ClusterLayout.from_config(config)
-        self.security = NodeSecurity.of(config, self.layout)  # (ConfigError: TLS cannot be set up)
+        # (ConfigError: TLS or SASL cannot be set up)
+        self.security = NodeSecurity.of(
+            config, self.layout, scram_credentials=self._scram_credential
+        )
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -193,6 +197,7 @@ class Node:
             request_timeout_s=request_timeout_ms / 1000.0 if request_timeout_ms > 0 else None,
             memory_pool=self._memory_pool,
             tls=self.security.listeners.get(address.name),
+            require_authentication=address.name in self.security.sasl,
         )
         await listener.start()
         into.append(listener)
@@ -677,6 +682,12 @@ class Node:
         return self.node_id
 
     # --- metadata ------------------------------------------------------------------------------
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """A user's SCRAM credential from the metadata image (None before there is one)."""
+        if self.controller is None:
+            return None
+        return self.metadata_image.scram_credentials.get((user, mechanism))
 
     @property
     def metadata_image(self) -> MetadataImage:

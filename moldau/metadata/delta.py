@@ -24,7 +24,6 @@ from moldau.metadata.image import (
     ControllerImage,
     MetadataImage,
     PartitionImage,
-    ScramCredentialImage,
     ScramCredentialKey,
     TopicImage,
 )
@@ -48,6 +47,7 @@ from moldau.metadata.records import (
     UnfenceBrokerRecord,
     UserScramCredentialRecord,
 )
+from moldau.protocol.sasl.scram import ScramCredential
 from moldau.types import TopicPartition
 
 
@@ -90,7 +90,7 @@ class MetadataDelta:
         self._features: dict[str, int] = {}
         self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
         # SCRAM credentials set (an image) or removed (None) in this delta.
-        self._scram_credentials: dict[ScramCredentialKey, ScramCredentialImage | None] = {}
+        self._scram_credentials: dict[ScramCredentialKey, ScramCredential | None] = {}
         self._next_producer_id: int | None = None
         self._controller_id: int | None = None
         self._offset: int | None = None
@@ -142,7 +142,7 @@ class MetadataDelta:
             case ClientQuotaRecord():
                 self._replay_client_quota(record)
             case UserScramCredentialRecord():
-                self._scram_credentials[(record.name, record.mechanism)] = ScramCredentialImage(
+                self._scram_credentials[(record.name, record.mechanism)] = ScramCredential(
                     salt=record.salt,
                     stored_key=record.stored_key,
                     server_key=record.server_key,

@@ -21,6 +21,7 @@ from moldau.metadata.records import (
     LeaderRecoveryState,
     PartitionChangeRecord,
 )
+from moldau.protocol.sasl.scram import ScramCredential
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -147,16 +148,6 @@ class ControllerImage:
         return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScramCredentialImage:
-    """A user's SCRAM credential for one mechanism (what the server keeps of a password)."""
-
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-
 # (user name, mechanism): SCRAM credentials are kept per user and mechanism, as in Kafka.
 ScramCredentialKey = tuple[str, str]
 
@@ -182,7 +173,7 @@ class MetadataImage:
         default_factory=lambda: MappingProxyType({})
     )
     controllers: Mapping[int, ControllerImage] = field(default_factory=lambda: MappingProxyType({}))
-    scram_credentials: Mapping[ScramCredentialKey, ScramCredentialImage] = field(
+    scram_credentials: Mapping[ScramCredentialKey, ScramCredential] = field(
         default_factory=lambda: MappingProxyType({})
     )
 
