@@ -234,6 +234,7 @@ class Node:
             request_timeout_s=int(quorum_config.get("controller.quorum.request.timeout.ms")) / 1000,
             local_endpoint=self._controller_endpoint(),
             ssl_context=self.security.controller,
+            sasl=self.security.controller_sasl,
         )
         self.controller = await QuorumController.open(
             self.config,
@@ -266,7 +267,11 @@ class Node:
             task = asyncio.get_running_loop().create_task(keep_voter_endpoints_current(self))
             self._background.append(task)
         self.controller_channel = ControllerChannel(
-            self.controller, addresses, node_id=self.node_id, ssl_context=self.security.controller
+            self.controller,
+            addresses,
+            node_id=self.node_id,
+            ssl_context=self.security.controller,
+            sasl=self.security.controller_sasl,
         )
         self._register_controller(self.controller_channel.register_controller)
         if layout.is_broker:
@@ -384,6 +389,7 @@ class Node:
             client_id=f"replica-fetcher-{self.node_id}",
             connect_timeout=5.0,
             ssl_context=self.security.inter_broker,
+            sasl=self.security.inter_broker_sasl,
         )
 
     def _rack_of(self, broker_id: int) -> str | None:

@@ -35,6 +35,7 @@ _COMMAND_MODULES = (
     "cluster",
     "feature",
     "perf",
+    "user",
 )
 
 

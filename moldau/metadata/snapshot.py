@@ -21,7 +21,7 @@ Each record keeps its own type and version, so a snapshot is read the way the lo
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
@@ -127,9 +127,14 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
 
 def encode_snapshot(image: MetadataImage) -> bytes:
     """The snapshot contents for `image` (CPU-bound: worth a worker thread for a large one)."""
+    return encode_records(image_records(image))
+
+
+def encode_records(records: Iterable[MetadataRecord]) -> bytes:
+    """Records in the snapshot layout (also the bootstrap metadata `storage format` writes)."""
     parts = [b""]
     count = 0
-    for record in image_records(image):
+    for record in records:
         data = serialize_record(record)
         parts.append(_SIZE.pack(len(data)))
         parts.append(data)
