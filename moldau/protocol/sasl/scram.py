@@ -104,8 +104,9 @@ def make_credential(
 
 
 def new_nonce() -> str:
-    """A printable nonce without commas (RFC 5802's `printable`)."""
-    return base64.b64encode(secrets.token_bytes(24)).decode().replace("+", "-")
+    """A random nonce of letters and digits, as Kafka's (RFC 5802 allows any printable but
+    the comma)."""
+    return secrets.token_hex(20)
 
 
 def decode_name(name: str) -> str:
@@ -226,7 +227,9 @@ class ScramServer:
             raise ScramFailure("invalid-encoding", "Invalid SCRAM client final message format")
         if _base64(match["binding"], "channel binding") != first.gs2_header.encode():
             raise ScramFailure("channel-bindings-dont-match", "Invalid channel binding")
-        if match["nonce"] != first.nonce + self._server_nonce:
+        # Kafka checks that the nonce ends with the server-first one, not that it equals it:
+        # librdkafka 2.0 sends its own nonce once more in front, and Kafka accepts that.
+        if not match["nonce"].endswith(first.nonce + self._server_nonce):
             raise ScramFailure("other-error", "Invalid client nonce in the final client message.")
         proof = _base64(match["proof"], "client proof")
         auth_message = f"{first.bare},{self._server_first},{match['without_proof']}".encode()
