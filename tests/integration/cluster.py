@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,11 +144,13 @@ def build_cluster(
     launch: bool = True,
     network: Network | None = None,
     client_listener: str = "PLAINTEXT",
+    format_arguments: Sequence[str] = (),
 ) -> Cluster:
     """Nodes 1..n with the given roles; voters are the nodes with the controller role. `extra`
     goes to every node, `per_node[n]` to node n only. `network`: each node in its namespace of
     that network (set up, with these node ids), on its address. `client_listener`: the name of
-    the brokers' listener (SSL for a cluster over TLS, with its protocol map in `extra`)."""
+    the brokers' listener (SSL for a cluster over TLS, with its protocol map in `extra`).
+    `format_arguments`: more arguments for `moldau storage format` (`--add-scram ...`)."""
     cluster_id = subprocess.run(
         [sys.executable, "-m", "moldau", "storage", "random-uuid"],
         check=True,
@@ -194,7 +196,7 @@ def build_cluster(
             **(extra or {}),
             **(per_node or {}).get(node.node_id, {}),
         }
-        format_storage(cluster_id, node.overrides)
+        format_storage(cluster_id, node.overrides, format_arguments)
     if launch:
         cluster.launch()
     return cluster
@@ -221,8 +223,11 @@ def cluster_in_namespaces(
             cluster.stop_all()
 
 
-def format_storage(cluster_id: str, overrides: dict[str, str]) -> None:
+def format_storage(
+    cluster_id: str, overrides: dict[str, str], extra_arguments: Sequence[str] = ()
+) -> None:
     arguments = [sys.executable, "-m", "moldau", "storage", "format", "-t", cluster_id]
+    arguments += extra_arguments
     for key, value in overrides.items():
         arguments += ["--override", f"{key}={value}"]
     subprocess.run(arguments, check=True, capture_output=True, text=True)
