@@ -199,3 +199,31 @@ def test_a_thousand_unauthenticated_one_gigabyte_frames_leave_the_broker_small(
     assert rss_peak < 200 * 1024 and rss_after < 200 * 1024
     with Connection("127.0.0.1", port, timeout=5) as connection:
         assert authenticate_plain(connection, "admin", "admin-secret").error_code == 0
+
+
+def test_moldau_client_connections_re_authenticate_before_their_session_ends(
+    server: MoldauServer, port: int
+) -> None:
+    import asyncio
+
+    from moldau.client.connection import BrokerConnection
+    from moldau.config.sasl import SaslCredentials
+
+    async def use_for(seconds: float) -> int:
+        connection = await BrokerConnection.open(
+            "127.0.0.1", port, sasl=SaslCredentials("SCRAM-SHA-256", "alice", "alice-secret")
+        )
+        answered = 0
+        try:
+            ends = time.monotonic() + seconds
+            while time.monotonic() < ends:
+                await connection.request(ApiKey.METADATA, {"topics": []})
+                answered += 1
+                await asyncio.sleep(0.05)  # a client's pace, not a synchronization
+        finally:
+            await connection.close()
+        return answered
+
+    before = len(log_lines(server, "session expired"))
+    assert asyncio.run(use_for(SESSION_MS / 1000 * 2.5)) > 20
+    assert len(log_lines(server, "session expired")) == before
