@@ -31,7 +31,7 @@ from moldau.config.sasl import (
 )
 from moldau.config.tls import client_context, server_context, tls_settings
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.net.connection import ConnectionInfo
+from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.principal import PrincipalMappingError, principal_builder
 from moldau.net.tls import TlsServer
 
@@ -94,7 +94,10 @@ class NodeSecurity:
 
     def authenticator(self, info: ConnectionInfo) -> SaslSession:
         """The SASL session of a connection that has not authenticated yet."""
-        return self.sasl[info.listener_name].session(info)
+        authenticator = self.sasl.get(info.listener_name)
+        if authenticator is None:  # (never from a listener: it authenticates only SASL's)
+            raise CloseConnection(f"unauthenticated on {info.listener_name}, which has no SASL")
+        return authenticator.session(info)
 
 
 def listener_tls(config: BrokerConfig, listener_name: str) -> TlsServer:

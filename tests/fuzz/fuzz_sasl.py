@@ -31,6 +31,7 @@ from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.protocol.adapter import decode_response
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.sasl.scram import make_credential
+from tests.fuzz.fuzz_handlers import Failure, _Collector
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 CREDENTIALS = {
@@ -40,20 +41,6 @@ CREDENTIALS = {
 MAX_FRAMES = 8
 MAX_ANSWER_BYTES = 8192
 HANDSHAKE, AUTHENTICATE, RAW = 0, 1, 2
-
-
-class Failure(AssertionError):
-    pass
-
-
-class _Collector(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.ERROR or record.exc_info:
-            self.records.append(record)
 
 
 _collector = _Collector()

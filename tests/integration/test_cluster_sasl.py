@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.certificates import make_certificates
 
-from .cluster import COMBINED, build_cluster, wait_for
+from .cluster import COMBINED, build_cluster, create_replicated_topic, read_partition, wait_for
 from .test_cluster_tls import FAST
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -59,45 +59,22 @@ def test_a_cluster_replicates_with_sasl_on_every_link(start_server, tmp_path: Pa
         "sasl.username": "alice",
         "sasl.password": "alice-secret",
     }
-    admin = AdminClient(client)
-    admin.create_topics([NewTopic("secured", 1, 3, config={"min.insync.replicas": "2"})])[
-        "secured"
-    ].result(30)
-
-    def fully_replicated() -> object:
-        topic = admin.list_topics(timeout=5).topics.get("secured")
-        if topic is None or topic.error is not None:
-            return None
-        partition = topic.partitions[0]
-        return partition if sorted(partition.isrs) == [1, 2, 3] else None
-
-    leader = wait_for(fully_replicated, timeout_s=30, what="an ISR of three").leader
+    leader = create_replicated_topic(client, "secured")
     producer = Producer({**client, "acks": "all"})
     sent = [b"over-sasl-%04d" % index for index in range(300)]
     for value in sent:
         producer.produce("secured", value=value, partition=0)
     assert producer.flush(30) == 0
     follower = next(n for n in cluster.brokers() if n.node_id != leader)
-    consumer = Consumer(
-        {**client, "bootstrap.servers": follower.bootstrap, "group.id": "sasl",
-         "enable.auto.commit": False}
-    )  # fmt: skip
-    consumer.assign([TopicPartition("secured", 0, 0)])
-    received: list[bytes] = []
-
-    def read_all() -> object:
-        for message in consumer.consume(num_messages=len(sent), timeout=0.5):
-            if message.error() is None:
-                received.append(message.value())
-        return len(received) >= len(sent)
-
-    wait_for(read_all, timeout_s=30, what="the records")
-    consumer.close()
+    received = read_partition(
+        {**client, "bootstrap.servers": follower.bootstrap}, "secured", len(sent), what="records"
+    )
     assert received == sent
+    admin = AdminClient(client)
 
     def replicated_everywhere() -> object:
-        offsets = admin.list_topics(timeout=5).topics["secured"].partitions[0]
-        return sorted(offsets.isrs) == [1, 2, 3]
+        partition = admin.list_topics(timeout=5).topics["secured"].partitions[0]
+        return sorted(partition.isrs) == [1, 2, 3]
 
     wait_for(replicated_everywhere, timeout_s=30, what="the ISR after the writes")
     for node in cluster.nodes.values():

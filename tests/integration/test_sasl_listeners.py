@@ -15,20 +15,25 @@ import asyncio
 import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.certificates import Certificates, make_certificates
 
 from .conftest import MoldauServer, ServerFactory
 from .test_kafkajs import run_script
-from .test_tls_listeners import listener_port, log_lines, poll_until
+from .test_tls_listeners import (
+    consume_all,
+    create_topic,
+    listener_port,
+    log_lines,
+    poll_until,
+)
 
 DEADLINE_S = 30.0
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -105,39 +110,14 @@ def rdkafka(
     return settings
 
 
-def create_topic(bootstrap: str, settings: dict[str, Any]) -> str:
-    topic = f"sasl-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
-    return topic
-
-
 def round_trip(bootstrap: str, settings: dict[str, Any], count: int = 200) -> None:
-    topic = create_topic(bootstrap, settings)
+    topic = create_topic(bootstrap, settings, partitions=1)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **settings})
     sent = [b"sasl-%d" % index for index in range(count)]
     for value in sent:
         producer.produce(topic, value=value)
     assert producer.flush(DEADLINE_S) == 0
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:6]}",
-            "auto.offset.reset": "earliest",
-            **settings,
-        }
-    )
-    consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while len(received) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                received.append(message.value())
-    finally:
-        consumer.close()
-    assert received == sent
+    assert consume_all(bootstrap, settings, topic, count) == sent
 
 
 @pytest.mark.parametrize(
@@ -174,7 +154,7 @@ def test_kcat_produces_and_consumes(
     bootstrap = request.getfixturevalue(listener)
     user = ("admin", "admin-secret") if mechanism == "PLAIN" else ALICE
     settings = rdkafka(mechanism, user, certificates if listener == "secure" else None)
-    topic = create_topic(bootstrap, settings)
+    topic = create_topic(bootstrap, settings, partitions=1)
     options = [arg for name, value in settings.items() for arg in ("-X", f"{name}={value}")]
     lines = "".join(f"line-{index}\n" for index in range(100))
     subprocess.run(
@@ -202,7 +182,7 @@ def test_kafka_python_produces_and_consumes_over_sasl_ssl(
         "sasl_plain_username": user[0],
         "sasl_plain_password": user[1],
     }
-    topic = create_topic(secure, rdkafka(mechanism, user, certificates))
+    topic = create_topic(secure, rdkafka(mechanism, user, certificates), partitions=1)
     producer = KafkaProducer(bootstrap_servers=secure, acks="all", **security)
     for index in range(100):
         producer.send(topic, b"kp-%d" % index)
@@ -228,7 +208,7 @@ def test_aiokafka_produces_and_consumes_over_sasl_ssl(
     from aiokafka.helpers import create_ssl_context
 
     user = ("admin", "admin-secret") if mechanism == "PLAIN" else ALICE
-    topic = create_topic(secure, rdkafka(mechanism, user, certificates))
+    topic = create_topic(secure, rdkafka(mechanism, user, certificates), partitions=1)
 
     async def run() -> list[bytes]:
         security = {
@@ -260,7 +240,7 @@ def test_kafkajs_produces_and_consumes_over_sasl_ssl(
     secure: str, certificates: Certificates, node: str, mechanism: str
 ) -> None:
     user = ("admin", "admin-secret") if mechanism == "plain" else ALICE
-    topic = create_topic(secure, rdkafka(mechanism.upper(), user, certificates))
+    topic = create_topic(secure, rdkafka(mechanism.upper(), user, certificates), partitions=1)
     common = {
         "brokers": secure,
         "ssl": {"ca": certificates.path("ca.pem")},
@@ -305,7 +285,7 @@ def test_the_moldau_cli_produces_and_consumes_with_scram_and_a_jaas_config(
     secure: str, certificates: Certificates
 ) -> None:
     settings = moldau_settings("SCRAM-SHA-512", ALICE, certificates)
-    topic = create_topic(secure, rdkafka("SCRAM-SHA-512", ALICE, certificates))
+    topic = create_topic(secure, rdkafka("SCRAM-SHA-512", ALICE, certificates), partitions=1)
     moldau("produce", topic, "-b", secure, *settings, input_bytes=b"one\ntwo\n")
     jaas = [
         "-X", "security.protocol=sasl_ssl",
