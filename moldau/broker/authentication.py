@@ -191,11 +191,11 @@ class SaslSession:
 
     # --- raw tokens (after a v0 SaslHandshake, KIP-43) -------------------------------------------
 
-    def raw_token(self, token: bytes) -> bytes | Deferred:
+    def raw_token(self, token: bytes | memoryview) -> bytes | Deferred:
         """A frame that is a bare token: the answer framed the same way, or on failure nothing
         (the connection closes after the delay: v0 has no way to say why)."""
         try:
-            answer = self._step(token)
+            answer = self._step(bytes(token))
         except AuthenticationFailed as failure:
             return self._fail(None, failure.reason)
         return len(answer).to_bytes(4, "big") + answer

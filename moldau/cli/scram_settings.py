@@ -75,7 +75,9 @@ def parse_scram_setting(text: str) -> ScramSetting:
 
 
 def _split(text: str, whole: str) -> list[str]:
-    items, current, quoted = [], [], False
+    items: list[str] = []
+    current: list[str] = []
+    quoted = False
     for char in text:
         if char == '"':
             quoted = not quoted

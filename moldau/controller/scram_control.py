@@ -48,12 +48,13 @@ def alter_user_scram_credentials(
     deletions: Sequence[ScramCredentialDeletion],
     upsertions: Sequence[ScramCredentialUpsertion],
 ) -> tuple[list[MetadataRecord], list[ScramCredentialResult]]:
+    changes: list[ScramCredentialDeletion | ScramCredentialUpsertion] = [*deletions, *upsertions]
     seen: dict[str, int] = {}
-    for change in (*deletions, *upsertions):
+    for change in changes:
         seen[change.name] = seen.get(change.name, 0) + 1
     records: list[MetadataRecord] = []
     results: list[ScramCredentialResult] = []
-    for change in (*deletions, *upsertions):
+    for change in changes:
         if seen[change.name] > 1:
             continue
         try:
