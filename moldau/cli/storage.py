@@ -293,14 +293,7 @@ def _scram_record(text: str) -> UserScramCredentialRecord:
     credential = credential_from_salted_password(
         setting.mechanism, setting.salted_password, setting.salt, setting.iterations
     )
-    return UserScramCredentialRecord(
-        name=setting.name,
-        mechanism=setting.mechanism,
-        salt=credential.salt,
-        stored_key=credential.stored_key,
-        server_key=credential.server_key,
-        iterations=credential.iterations,
-    )
+    return UserScramCredentialRecord.of(setting.name, setting.mechanism, credential)
 
 
 @storage_app.command("info")

@@ -109,14 +109,7 @@ def _upsertion(upsertion: ScramCredentialUpsertion) -> MetadataRecord:
     credential = credential_from_salted_password(
         mechanism, upsertion.salted_password, upsertion.salt, upsertion.iterations
     )
-    return UserScramCredentialRecord(
-        name=upsertion.name,
-        mechanism=mechanism,
-        salt=credential.salt,
-        stored_key=credential.stored_key,
-        server_key=credential.server_key,
-        iterations=credential.iterations,
-    )
+    return UserScramCredentialRecord.of(upsertion.name, mechanism, credential)
 
 
 def describe_user_scram_credentials(

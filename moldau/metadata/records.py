@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
+from moldau.protocol.sasl.scram import ScramCredential
+
 # A Kafka Uuid with all bits zero means "no topic id".
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -250,6 +252,19 @@ class UserScramCredentialRecord:
     stored_key: bytes
     server_key: bytes
     iterations: int
+
+    @classmethod
+    def of(
+        cls, name: str, mechanism: str, credential: ScramCredential
+    ) -> UserScramCredentialRecord:
+        return cls(
+            name=name,
+            mechanism=mechanism,
+            salt=credential.salt,
+            stored_key=credential.stored_key,
+            server_key=credential.server_key,
+            iterations=credential.iterations,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

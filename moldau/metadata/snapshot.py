@@ -111,14 +111,7 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         for key, rate in sorted(quotas.items()):
             yield ClientQuotaRecord(entity=entity, key=key, value=rate)
     for (name, mechanism), credential in sorted(image.scram_credentials.items()):
-        yield UserScramCredentialRecord(
-            name=name,
-            mechanism=mechanism,
-            salt=credential.salt,
-            stored_key=credential.stored_key,
-            server_key=credential.server_key,
-            iterations=credential.iterations,
-        )
+        yield UserScramCredentialRecord.of(name, mechanism, credential)
     if image.next_producer_id:
         yield ProducerIdsRecord(
             broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
