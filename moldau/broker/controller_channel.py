@@ -24,6 +24,7 @@ from typing import Any
 
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.client.connection import BrokerConnection
+from moldau.config.sasl import SaslCredentials
 from moldau.controller.operations import (
     AlterPartitionResult,
     BrokerHeartbeat,
@@ -55,9 +56,11 @@ class ControllerChannel:
         node_id: int,
         timeout_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self._controller = controller
         self._ssl_context = ssl_context  # the controller listener is SSL
+        self._sasl = sasl  # the controller listener is SASL
         self._addresses = addresses
         self._node_id = node_id
         self.timeout_s = timeout_s
@@ -331,6 +334,7 @@ class ControllerChannel:
                 client_id=f"broker-{self._node_id}",
                 connect_timeout=5.0,
                 ssl_context=self._ssl_context,
+                sasl=self._sasl,
             )
         except Exception:
             self._addresses.unreachable(leader, (host, port))

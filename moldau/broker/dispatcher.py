@@ -4,6 +4,12 @@ Unsupported versions of ApiVersions are answered with a v0 UNSUPPORTED_VERSION r
 our ranges (KIP-511); other unknown keys, unsupported versions and malformed bodies close the
 connection, as Kafka does. A handler that fails unexpectedly answers UNKNOWN_SERVER_ERROR when the
 response has a top-level error code, and otherwise closes the connection.
+
+On a SASL listener a connection is served only ApiVersions, SaslHandshake and SaslAuthenticate
+until it has authenticated (after a v0 SaslHandshake its frames are bare tokens); any other
+request closes it, as Kafka's SaslServerAuthenticator does. A connection whose session has
+expired (`connections.max.reauth.ms`) is closed on its next request unless that request
+re-authenticates (`moldau.broker.authentication`).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.registry import (
@@ -51,10 +58,20 @@ class Dispatcher:
         self.scope = scope
 
     def __call__(self, frame: bytes | memoryview, info: ConnectionInfo) -> Any:
+        if not info.authenticated:
+            session = self._node.security.authenticator(info)
+            if session.raw_tokens:
+                return session.raw_token(frame)
+        elif info.session_expires_at is not None and _expired(info.session_expires_at, frame):
+            raise CloseConnection("its SASL session expired (connections.max.reauth.ms)")
         try:
             header = decode_request_header(frame)
         except MalformedRequest as exc:
             raise CloseConnection(f"malformed request header: {exc}") from None
+        if not info.authenticated and header.api_key not in _BEFORE_AUTHENTICATION:
+            raise CloseConnection(
+                f"unexpected request (API key {header.api_key}) before SASL authentication"
+            )
         spec = handler_for(header.api_key, self.scope)
         if spec is None:
             raise CloseConnection(f"unknown API key {header.api_key}")
@@ -165,6 +182,17 @@ class Dispatcher:
                 header.api_key, header.api_version, header.correlation_id, answer
             )
         raise CloseConnection(f"cannot answer API {header.api_key}: {exc}")
+
+
+_SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_BEFORE_AUTHENTICATION = _SASL_KEYS | {ApiKey.API_VERSIONS}
+
+
+def _expired(expires_at: float, frame: bytes | memoryview) -> bool:
+    """The session has ended and this request does not re-authenticate."""
+    if time.monotonic() < expires_at:
+        return False
+    return len(frame) < 2 or int.from_bytes(frame[0:2], "big", signed=True) not in _SASL_KEYS
 
 
 def _frame_chunks(header: RequestHeader, chunks: list[Any]) -> list[Any]:

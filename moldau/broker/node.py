@@ -60,6 +60,7 @@ from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Listener
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.sasl.scram import ScramCredential
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
@@ -85,7 +86,10 @@ class Node:
         self.node_id = config.node_id
         self.incarnation_id = uuid.uuid4()
         self.layout = ClusterLayout.from_config(config)
-        self.security = NodeSecurity.of(config, self.layout)  # (ConfigError: TLS cannot be set up)
+        # (ConfigError: TLS or SASL cannot be set up)
+        self.security = NodeSecurity.of(
+            config, self.layout, scram_credentials=self._scram_credential
+        )
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -196,6 +200,7 @@ class Node:
             request_timeout_s=request_timeout_ms / 1000.0 if request_timeout_ms > 0 else None,
             memory_pool=self._memory_pool,
             tls=self.security.listeners.get(address.name),
+            require_authentication=address.name in self.security.sasl,
         )
         await listener.start()
         into.append(listener)
@@ -232,6 +237,7 @@ class Node:
             request_timeout_s=int(quorum_config.get("controller.quorum.request.timeout.ms")) / 1000,
             local_endpoint=self._controller_endpoint(),
             ssl_context=self.security.controller,
+            sasl=self.security.controller_sasl,
         )
         self.controller = await QuorumController.open(
             self.config,
@@ -264,7 +270,11 @@ class Node:
             task = asyncio.get_running_loop().create_task(keep_voter_endpoints_current(self))
             self._background.append(task)
         self.controller_channel = ControllerChannel(
-            self.controller, addresses, node_id=self.node_id, ssl_context=self.security.controller
+            self.controller,
+            addresses,
+            node_id=self.node_id,
+            ssl_context=self.security.controller,
+            sasl=self.security.controller_sasl,
         )
         self._register_controller(self.controller_channel.register_controller)
         if layout.is_broker:
@@ -382,6 +392,7 @@ class Node:
             client_id=f"replica-fetcher-{self.node_id}",
             connect_timeout=5.0,
             ssl_context=self.security.inter_broker,
+            sasl=self.security.inter_broker_sasl,
         )
 
     def _rack_of(self, broker_id: int) -> str | None:
@@ -680,6 +691,12 @@ class Node:
         return self.node_id
 
     # --- metadata ------------------------------------------------------------------------------
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """A user's SCRAM credential from the metadata image (None before there is one)."""
+        if self.controller is None:
+            return None
+        return self.metadata_image.scram_credentials.get((user, mechanism))
 
     @property
     def metadata_image(self) -> MetadataImage:

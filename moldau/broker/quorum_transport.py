@@ -28,6 +28,7 @@ from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.quorum_rpc import VERSIONS, answer_of, request_from, request_of, response_from
 from moldau.client.connection import BrokerConnection
 from moldau.client.errors import KafkaException
+from moldau.config.sasl import SaslCredentials
 from moldau.protocol.api_keys import ApiKey
 from moldau.raft.driver import RaftDriver
 from moldau.raft.messages import (
@@ -68,9 +69,11 @@ class QuorumTransport:
         fetch_wait_s: float = 0.5,
         local_endpoint: tuple[str, int] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self._addresses = addresses
         self._ssl_context = ssl_context  # the controller listener is SSL
+        self._sasl = sasl  # the controller listener is SASL
         self._node_id = node_id
         self.local_endpoint = local_endpoint  # this node's controller listener
         self._request_timeout_s = request_timeout_s
@@ -170,6 +173,7 @@ class QuorumTransport:
                     client_id=f"raft-{self._node_id}",
                     connect_timeout=self._request_timeout_s,
                     ssl_context=self._ssl_context,
+                    sasl=self._sasl,
                 )
             )
             self._connecting[key] = pending

@@ -1,13 +1,19 @@
-"""A node's TLS: what each SSL listener serves with, and how the node itself connects to the
-inter-broker and controller listeners of other nodes (Kafka's ChannelBuilders, per listener).
+"""A node's security: what each TLS and SASL listener serves with, and how the node itself
+connects to the inter-broker and controller listeners of other nodes (Kafka's ChannelBuilders,
+per listener).
 
-`NodeSecurity.of(config, layout)` reads and loads everything when the node is made, so that a
-listener whose key, password or truststore is wrong stops the node before it binds anything
-(ConfigError, one line); nothing is served in the clear instead.
+`NodeSecurity.of(config, layout, scram_credentials=...)` reads and loads everything when the
+node is made, so that a listener whose key, password, truststore, mechanisms or JAAS users are
+wrong stops the node before it binds anything (ConfigError, one line); nothing is served in the
+clear or unauthenticated instead.
 
-Next (SASL): a SASL_SSL listener will get its `TlsServer` here as an SSL one does, plus its
-enabled mechanisms; the connection starts unauthenticated and SaslAuthenticate sets the
-principal that a TLS certificate sets today.
+- SSL and SASL_SSL listeners get a `TlsServer`; SASL_PLAINTEXT and SASL_SSL listeners a
+  `SaslAuthenticator` (their enabled mechanisms, PLAIN users from JAAS, SCRAM credentials from
+  the metadata image through `scram_credentials`).
+- When the inter-broker (controller) listener is SSL or SASL_SSL the node connects to it with
+  TLS; when it is SASL, it authenticates with `sasl.mechanism.inter.broker.protocol`
+  (`sasl.mechanism.controller.protocol`) and the username and password of that listener's JAAS
+  config for the mechanism, as Kafka's brokers do.
 """
 
 from __future__ import annotations
@@ -15,9 +21,17 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
+from moldau.broker.authentication import CredentialLookup, SaslAuthenticator, SaslSession
 from moldau.config.cluster import ClusterLayout
+from moldau.config.sasl import (
+    SASL_PROTOCOLS,
+    SaslCredentials,
+    node_credentials,
+    sasl_listener_settings,
+)
 from moldau.config.tls import client_context, server_context, tls_settings
 from moldau.config.values import BrokerConfig, ConfigError
+from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.principal import PrincipalMappingError, principal_builder
 from moldau.net.tls import TlsServer
 
@@ -26,26 +40,64 @@ TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 
 @dataclass(frozen=True, slots=True)
 class NodeSecurity:
-    listeners: dict[str, TlsServer] = field(default_factory=dict)  # SSL listeners by name
+    listeners: dict[str, TlsServer] = field(default_factory=dict)  # TLS listeners by name
     inter_broker: ssl.SSLContext | None = None  # connecting to brokers' inter-broker listener
     controller: ssl.SSLContext | None = None  # connecting to controllers
+    sasl: dict[str, SaslAuthenticator] = field(default_factory=dict)  # SASL listeners by name
+    inter_broker_sasl: SaslCredentials | None = None
+    controller_sasl: SaslCredentials | None = None
 
     @classmethod
-    def of(cls, config: BrokerConfig, layout: ClusterLayout) -> NodeSecurity:
+    def of(
+        cls,
+        config: BrokerConfig,
+        layout: ClusterLayout,
+        *,
+        scram_credentials: CredentialLookup | None = None,
+    ) -> NodeSecurity:
         protocols = layout.security_protocols
         servers = {}
+        authenticators = {}
+        lookup = scram_credentials or (lambda user, mechanism: None)
         for listener in layout.listeners:
             if protocols.get(listener.name) in TLS_PROTOCOLS:
                 servers[listener.name] = listener_tls(config, listener.name)
+            if protocols.get(listener.name) in SASL_PROTOCOLS:
+                authenticators[listener.name] = SaslAuthenticator(
+                    sasl_listener_settings(config, listener.name), lookup
+                )
+        inter_broker = layout.inter_broker_listener_name
+        controller = (
+            layout.controller_listener_names[0] if layout.controller_listener_names else None
+        )
+        inter_broker_sasl = _credentials(
+            config, layout, inter_broker, "sasl.mechanism.inter.broker.protocol"
+        )
+        if inter_broker_sasl is not None and inter_broker in authenticators:
+            enabled = authenticators[inter_broker].settings.mechanisms
+            if inter_broker_sasl.mechanism not in enabled:
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol={inter_broker_sasl.mechanism} is not "
+                    f"enabled on the inter-broker listener {inter_broker} "
+                    f"({','.join(enabled)}); add it to its sasl.enabled.mechanisms"
+                )
         return cls(
             listeners=servers,
-            inter_broker=_client(config, layout, layout.inter_broker_listener_name),
-            controller=_client(
-                config,
-                layout,
-                layout.controller_listener_names[0] if layout.controller_listener_names else None,
+            inter_broker=_client(config, layout, inter_broker),
+            controller=_client(config, layout, controller),
+            sasl=authenticators,
+            inter_broker_sasl=inter_broker_sasl,
+            controller_sasl=_credentials(
+                config, layout, controller, "sasl.mechanism.controller.protocol"
             ),
         )
+
+    def authenticator(self, info: ConnectionInfo) -> SaslSession:
+        """The SASL session of a connection that has not authenticated yet."""
+        authenticator = self.sasl.get(info.listener_name)
+        if authenticator is None:  # (never from a listener: it authenticates only SASL's)
+            raise CloseConnection(f"unauthenticated on {info.listener_name}, which has no SASL")
+        return authenticator.session(info)
 
 
 def listener_tls(config: BrokerConfig, listener_name: str) -> TlsServer:
@@ -68,3 +120,16 @@ def _client(
     if listener_name is None or layout.security_protocols.get(listener_name) not in TLS_PROTOCOLS:
         return None
     return client_context(tls_settings(config, listener_name), listener_name=listener_name)
+
+
+def _credentials(
+    config: BrokerConfig, layout: ClusterLayout, listener_name: str | None, setting: str
+) -> SaslCredentials | None:
+    if listener_name is None or layout.security_protocols.get(listener_name) not in SASL_PROTOCOLS:
+        return None
+    return node_credentials(
+        config,
+        listener_name,
+        setting=setting,
+        controller=setting == "sasl.mechanism.controller.protocol",
+    )

@@ -81,6 +81,7 @@ async def _update(node: Node, voter: VoterNode) -> None:
         node_id=leader_id,
         client_id=f"raft-{node.node_id}",
         ssl_context=node.security.controller,
+        sasl=node.security.controller_sasl,
     )
     try:
         response = await connection.request(

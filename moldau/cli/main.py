@@ -64,6 +64,7 @@ _COMMAND_MODULES = (
     "cluster",
     "feature",
     "perf",
+    "user",
 )
 
 

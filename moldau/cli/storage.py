@@ -10,6 +10,11 @@ formatted with one of `--standalone` (a quorum of this controller alone), `--ini
 id@host:port:directoryid,...` (the first voters; this node takes its directory id from there)
 or `--no-initial-controllers` (it joins later, added with `moldau cluster add-controller`); the
 first two write the bootstrap checkpoint with the voters, as kafka-storage does.
+
+`--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]'` (repeatable, kafka-storage's
+syntax) writes SCRAM users into the bootstrap metadata (`bootstrap.checkpoint` in the metadata
+log directory): the cluster's first active controller puts them into the metadata log, so that
+brokers can authenticate to each other with SCRAM from their first start.
 """
 
 from __future__ import annotations
@@ -21,8 +26,12 @@ from typing import Annotated, Any
 import typer
 
 from moldau.cli.common import ExitCode, FormatOption, OutputFormat, emit, fail
+from moldau.cli.scram_settings import ScramSettingError, parse_scram_setting
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig, ConfigError
+from moldau.controller.bootstrap_metadata import write_bootstrap_metadata
+from moldau.metadata.records import UserScramCredentialRecord
+from moldau.protocol.sasl.scram import credential_from_salted_password
 from moldau.raft.meta_properties import (
     METADATA_LOG_DIRECTORY_NAME,
     InitialController,
@@ -216,9 +225,22 @@ def format_command(
             "-N", "--no-initial-controllers", help="Dynamic voters: join later as an observer."
         ),
     ] = False,
+    add_scram: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-S",
+            "--add-scram",
+            help="A SCRAM user for the new cluster: "
+            "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Write meta.properties into every log directory of this node's configuration."""
     config = _load(config_file, override)
+    try:
+        scram_records = [_scram_record(text) for text in add_scram or ()]
+    except ScramSettingError as exc:
+        fail(f"--add-scram {exc}")
     try:
         controllers = initial_controllers_of(
             config,
@@ -250,11 +272,28 @@ def format_command(
         typer.echo(
             f"Formatting {directory} with cluster.id {resolved} and node.id {config.node_id}"
         )
+    if scram_records:
+        try:
+            path = write_bootstrap_metadata(_metadata_directory(config), list(scram_records))
+        except OSError as exc:
+            fail(f"cannot write the bootstrap metadata: {exc}", ExitCode.KAFKA_ERROR)
+        users = ", ".join(f"{r.name} ({r.mechanism})" for r in scram_records)
+        typer.echo(f"Bootstrap SCRAM credentials in {path}: {users}")
     if controllers:
         typer.echo(
             "Bootstrap voters (kraft.version 1): "
             + ", ".join(f"{c.node_id}@{c.host}:{c.port}:{c.directory_id}" for c in controllers)
         )
+
+
+def _scram_record(text: str) -> UserScramCredentialRecord:
+    setting = parse_scram_setting(text)
+    if setting.name is None:
+        raise ScramSettingError(f"{text!r}: name=<user> is missing")
+    credential = credential_from_salted_password(
+        setting.mechanism, setting.salted_password, setting.salt, setting.iterations
+    )
+    return UserScramCredentialRecord.of(setting.name, setting.mechanism, credential)
 
 
 @storage_app.command("info")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from moldau.client import quorum
+from moldau.client import quorum, scram_users
 from moldau.client.base import ClientBase
 from moldau.client.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from moldau.client.config import ClientConfig
@@ -36,6 +36,7 @@ from moldau.client.log_dirs import (
 )
 from moldau.client.offsets import ListOffsetsResult, list_offsets
 from moldau.client.quorum import FeatureMetadata, QuorumInfo
+from moldau.client.scram_users import ScramDeletion, ScramUpsertion
 from moldau.client.sync import SyncFacade
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
@@ -464,6 +465,20 @@ class AdminClient(ClientBase):
         return ClusterMetadata(
             response.cluster_id, int(response.controller_id), dict(sorted(brokers.items())), {}
         )
+
+    # --- users (SCRAM credentials) -----------------------------------------------------------
+
+    async def alter_user_scram_credentials(
+        self, alterations: Sequence[ScramUpsertion | ScramDeletion]
+    ) -> None:
+        """Set or delete users' SCRAM credentials (`ScramUpsertion.from_password(...)`)."""
+        await scram_users.alter_user_scram_credentials(self.cluster, alterations)
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """user -> [(mechanism, iterations)], every user's when `users` is None."""
+        return await scram_users.describe_user_scram_credentials(self.cluster, users)
 
     async def describe_quorum(self) -> QuorumInfo:
         """The metadata quorum: leader, epoch, high watermark, voters and observers with lag."""

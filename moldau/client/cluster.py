@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 from moldau.client.config import ClientConfig
 from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException, error_code_of
+from moldau.client.sasl import sasl_credentials_of
 from moldau.client.tls import ssl_context_of
 from moldau.protocol.api_keys import ApiKey
 
@@ -124,6 +125,7 @@ class Cluster:
         self._bootstrap_connection: BrokerConnection | None = None
         self._coordinators: dict[tuple[int, str], int] = {}
         self._ssl_context = ssl_context_of(config)
+        self._sasl = sasl_credentials_of(config)
 
     async def _open(self, host: str, port: int, node_id: int) -> BrokerConnection:
         return await BrokerConnection.open(
@@ -134,6 +136,7 @@ class Cluster:
             request_timeout=self.config.request_timeout,
             connect_timeout=self.config.get_int("socket.connection.setup.timeout.ms") / 1000,
             ssl_context=self._ssl_context,
+            sasl=self._sasl,
         )
 
     async def any_connection(self) -> BrokerConnection:

@@ -54,8 +54,12 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "max.partition.fetch.bytes": 1048576,
     "allow.auto.create.topics": False,
     "partition.assignment.strategy": "range",
-    # security (moldau.client.tls): plaintext or ssl
+    # security (moldau.client.tls, moldau.client.sasl): plaintext, ssl, sasl_plaintext, sasl_ssl
     "security.protocol": "plaintext",
+    "sasl.mechanism": "GSSAPI",
+    "sasl.username": None,
+    "sasl.password": None,
+    "sasl.jaas.config": None,
     "ssl.ca.location": None,
     "ssl.ca.pem": None,
     "ssl.certificate.location": None,

@@ -4,6 +4,10 @@
 highest version both sides support, sends it without waiting for earlier requests to finish, and
 resolves with the decoded kio response once the frame with its correlation id comes back. Mirrors
 Kafka's `NetworkClient` + `ApiVersions` for a single node.
+
+With `sasl` credentials the connection authenticates right after ApiVersions
+(`moldau.client.sasl`); when the broker gives the session a lifetime (KIP-368) the connection
+re-authenticates in the background once 85% of it has passed, as Kafka's clients do.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Final
 from kio.schema.index import api_key_map, schema_name_map
 
 from moldau.client.errors import ErrorCode, KafkaException
+from moldau.config.sasl import SaslCredentials
 from moldau.protocol.adapter import decode_response, encode_request
 from moldau.protocol.api_keys import ApiKey
 
@@ -31,6 +36,7 @@ _API_VERSIONS_REQUEST_VERSION: Final = 3
 _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 _SCRATCH_BYTES: Final = 256 * 1024
 _CLOSE_WAIT_S: Final = 5.0
+_REAUTHENTICATE_AT: Final = 0.85  # of a SASL session's lifetime
 
 # Highest version this client speaks per API where newer versions change the request's shape
 # beyond what the adapter fills in (topic ids instead of names: Produce v13, Fetch v13,
@@ -222,9 +228,13 @@ class BrokerConnection:
         client_id: str = "moldau",
         request_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.host = host
         self.ssl_context = ssl_context  # TLS (security.protocol=SSL) when set
+        self.sasl = sasl  # SASL credentials (security.protocol=SASL_*) when set
+        self._reauthenticate_at: float | None = None  # loop time
+        self._reauthentication: asyncio.Task[None] | None = None
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -255,6 +265,7 @@ class BrokerConnection:
         request_timeout: float = 30.0,
         connect_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> BrokerConnection:
         connection = cls(
             host,
@@ -263,6 +274,7 @@ class BrokerConnection:
             client_id=client_id,
             request_timeout=request_timeout,
             ssl_context=ssl_context,
+            sasl=sasl,
         )
         await connection._connect(connect_timeout)
         return connection
@@ -286,9 +298,46 @@ class BrokerConnection:
         self._transport, self._stream = transport, stream
         try:
             await self._negotiate_versions()
+            if self.sasl is not None:
+                await self._authenticate()
         except BaseException:
             await self.close()
             raise
+
+    async def _authenticate(self) -> None:
+        from moldau.client.sasl import authenticate
+
+        assert self.sasl is not None
+        lifetime_s = await authenticate(self, self.sasl)
+        self._reauthenticate_at = None
+        if lifetime_s > 0:
+            loop = asyncio.get_running_loop()
+            self._reauthenticate_at = loop.time() + lifetime_s * _REAUTHENTICATE_AT
+
+    def _maybe_reauthenticate(self) -> None:
+        """Start re-authenticating when the session nears its end (requests go on meanwhile:
+        the broker serves them until the session ends)."""
+        if self._reauthenticate_at is None or self._reauthentication is not None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._reauthenticate_at:
+            return
+        self._reauthenticate_at = None
+
+        async def reauthenticate() -> None:
+            try:
+                await self._authenticate()
+            except Exception as error:  # the broker closes the connection when it ends
+                self._fail_all(
+                    KafkaException(
+                        ErrorCode.sasl_authentication_failed,
+                        f"re-authentication with {self.address} failed: {error}",
+                    )
+                )
+            finally:
+                self._reauthentication = None
+
+        self._reauthentication = loop.create_task(reauthenticate())
 
     async def _negotiate_versions(self) -> None:
         version = _API_VERSIONS_REQUEST_VERSION
@@ -338,6 +387,8 @@ class BrokerConnection:
         expect_response: bool = True,
     ) -> Any:
         """Send one request and return the decoded kio response (None if no response is due)."""
+        if self._reauthenticate_at is not None:
+            self._maybe_reauthenticate()
         if version is None:
             version = self.versions.pick(api_key)
         return await self._round_trip(
@@ -435,6 +486,11 @@ class BrokerConnection:
 
     async def close(self) -> None:
         self._fail_all(KafkaException(ErrorCode.network_exception, "connection closed"))
+        reauthentication, self._reauthentication = self._reauthentication, None
+        if reauthentication is not None and reauthentication is not asyncio.current_task():
+            reauthentication.cancel()
+            with contextlib.suppress(BaseException):
+                await reauthentication
         transport, stream = self._transport, self._stream
         if transport is not None and stream is not None:
             transport.close()

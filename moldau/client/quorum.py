@@ -21,6 +21,7 @@ from moldau.client.cluster import BrokerInfo, Cluster
 from moldau.client.config import ClientConfig, parse_bootstrap_servers
 from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException, check_error
+from moldau.client.sasl import sasl_credentials_of
 from moldau.client.tls import ssl_context_of
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.uuids import uuid_from_text, uuid_to_text
@@ -281,6 +282,7 @@ async def _open(config: ClientConfig, host: str, port: int) -> BrokerConnection:
         request_timeout=config.request_timeout,
         connect_timeout=config.get_int("socket.connection.setup.timeout.ms") / 1000,
         ssl_context=ssl_context_of(config),
+        sasl=sasl_credentials_of(config),
     )
 
 

@@ -10,7 +10,7 @@
     enable.ssl.certificate.verification     false: no verification at all (testing only)
     ssl.cipher.suites                       an OpenSSL cipher list (TLS 1.2)
 
-`ssl_context_of(config)` is None for plaintext. SASL is not supported yet and is refused.
+`ssl_context_of(config)` is None for plaintext and sasl_plaintext (SASL: moldau.client.sasl).
 """
 
 from __future__ import annotations
@@ -41,18 +41,19 @@ _SSL_SETTINGS = (
 
 def ssl_context_of(config: ClientConfig) -> ssl.SSLContext | None:
     protocol = config.get_str("security.protocol").strip().lower()
-    if protocol == "plaintext":
+    if protocol in ("plaintext", "sasl_plaintext"):
         given = [name for name in _SSL_SETTINGS if config.get_optional_str(name)]
         if given:
             raise ConfigException(
-                f"{given[0]} is set but security.protocol is plaintext; set "
-                "security.protocol=ssl to connect with TLS"
+                f"{given[0]} is set but security.protocol is {protocol}; set "
+                "security.protocol=ssl or sasl_ssl to connect with TLS"
             )
         return None
-    if protocol in ("sasl_plaintext", "sasl_ssl"):
-        raise ConfigException(f"security.protocol={protocol}: SASL is not supported yet")
-    if protocol != "ssl":
-        raise ConfigException(f"security.protocol must be plaintext or ssl, not {protocol!r}")
+    if protocol not in ("ssl", "sasl_ssl"):
+        raise ConfigException(
+            "security.protocol must be plaintext, ssl, sasl_plaintext or sasl_ssl, not "
+            f"{protocol!r}"
+        )
     try:
         return _context(config)
     except ConfigError as error:

@@ -190,13 +190,6 @@ class ClusterLayout:
         controller_names = tuple(
             name.strip().upper() for name in config.get("controller.listener.names") or []
         )
-        for name in controller_names:
-            # A broker-only node does not listen on it, but connects to it with its protocol.
-            if protocols.get(name, "PLAINTEXT") in ("SASL_PLAINTEXT", "SASL_SSL"):
-                raise ConfigError(
-                    f"the controller listener {name} uses {protocols[name]}, but Moldau does "
-                    "not support SASL yet; use SSL or PLAINTEXT"
-                )
         layout = cls(
             node_id=node_id,
             roles=roles,
@@ -301,11 +294,6 @@ def _listeners(items: list[str], protocols: dict[str, str]) -> tuple[ListenerAdd
                 "listener.security.protocol.map"
             )
         protocol = protocols[listener.name]
-        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            raise ConfigError(
-                f"listener {listener.name} uses {protocol}, but Moldau does not support SASL "
-                "yet; use SSL (TLS, client certificates) or PLAINTEXT"
-            )
         if protocol not in SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"listener {listener.name} has the unknown security protocol {protocol} "
@@ -349,10 +337,14 @@ def _inter_broker_name(
     return None
 
 
-# Properties Kafka has that Moldau refuses rather than ignore: a node configured for SASL or an
-# authorizer must not start and serve in the clear, or with everything allowed.
-_UNSUPPORTED_PREFIXES = ("sasl.",)
+# Properties Kafka has that Moldau refuses rather than ignore: a node configured for an
+# authorizer or a SASL mechanism it lacks must not start with everything allowed or in the clear.
 _UNSUPPORTED = {"authorizer.class.name", "principal.builder.class", "ssl.engine.factory.class"}
+_SASL_KEYS = (
+    "sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
+    "sasl.mechanism.controller.protocol and listener.name.<listener>.<mechanism>.sasl.jaas.config"
+)
+_JAAS_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
 
 
 def check_properties(config: BrokerConfig) -> list[str]:
@@ -362,10 +354,19 @@ def check_properties(config: BrokerConfig) -> list[str]:
         value = config.get(name) if name in BROKER_KEYS else config.raw_unknown(name)
         if value in (None, "", []):
             continue
-        if name in _UNSUPPORTED or name.startswith(_UNSUPPORTED_PREFIXES):
+        if name in _UNSUPPORTED:
             raise ConfigError(
-                f"{name} is set, but Moldau does not support SASL or authorization yet; "
-                "remove it to run without them"
+                f"{name} is set, but Moldau does not support authorization yet; remove it to "
+                "run without it"
+            )
+        if name == "sasl.jaas.config":
+            raise ConfigError(
+                "sasl.jaas.config is set; a broker takes it per listener and mechanism, as "
+                "Kafka's do: listener.name.<listener>.<mechanism>.sasl.jaas.config"
+            )
+        if name.startswith("sasl.") and name not in BROKER_KEYS:
+            raise ConfigError(
+                f"{name} is not a SASL setting Moldau can act on (it reads {_SASL_KEYS}); remove it"
             )
         if name.startswith("ssl.") and name not in BROKER_KEYS:
             raise ConfigError(
@@ -386,8 +387,9 @@ def check_properties(config: BrokerConfig) -> list[str]:
 
 
 def _check_listener_overrides(config: BrokerConfig) -> None:
-    """`listener.name.<listener>.ssl.*` must name a listener (or controller listener) of this
-    node and a TLS setting; other per-listener properties (SASL) are refused."""
+    """`listener.name.<listener>.*` must name a listener (or controller listener) of this node
+    and a setting Moldau reads per listener: ssl.*, sasl.enabled.mechanisms or
+    <mechanism>.sasl.jaas.config."""
     names = {
         ListenerAddress.parse(item.strip()).name
         for item in config.get("listeners") or []
@@ -395,16 +397,24 @@ def _check_listener_overrides(config: BrokerConfig) -> None:
     }
     names |= {name.strip().upper() for name in config.get("controller.listener.names") or []}
     for property_name, (listener, key) in listener_overrides(config).items():
-        if not key.startswith("ssl."):
-            raise ConfigError(
-                f"{property_name} is set, but Moldau reads only ssl.* settings per listener "
-                "(SASL is not supported yet); remove it"
-            )
-        if key not in BROKER_KEYS:
-            raise ConfigError(f"{property_name}: {key} is not a TLS setting Moldau can act on")
         if listener not in names:
             raise ConfigError(
                 f"{property_name} names the listener {listener}, which is neither in listeners "
                 "nor in controller.listener.names"
             )
+        if key.endswith(".sasl.jaas.config"):
+            mechanism = key[: -len(".sasl.jaas.config")].lower()
+            if mechanism not in _JAAS_MECHANISMS:
+                raise ConfigError(
+                    f"{property_name} is for the SASL mechanism {mechanism.upper()}, which Moldau "
+                    "does not support (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); remove it"
+                )
+            continue  # parsed when the listener's settings are read
+        if not key.startswith("ssl.") and key != "sasl.enabled.mechanisms":
+            raise ConfigError(
+                f"{property_name} is set, but Moldau reads only ssl.*, sasl.enabled.mechanisms "
+                "and <mechanism>.sasl.jaas.config per listener; remove it"
+            )
+        if key not in BROKER_KEYS:
+            raise ConfigError(f"{property_name}: {key} is not a TLS setting Moldau can act on")
         parse_value(BROKER_KEYS[key], config.raw_unknown(property_name))

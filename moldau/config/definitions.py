@@ -501,7 +501,49 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "RULE:pattern/replacement/[LU], ..., DEFAULT (the whole name).",
             read_only=True,
         ),
-        _key("sasl.enabled.mechanisms", LS, "GSSAPI"),
+        _key(
+            "sasl.enabled.mechanisms",
+            LS,
+            "GSSAPI",
+            "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+            "(GSSAPI, Kafka's default, and OAUTHBEARER are refused). Per listener: "
+            "listener.name.<listener>.sasl.enabled.mechanisms.",
+            read_only=True,
+        ),
+        _key(
+            "sasl.mechanism.inter.broker.protocol",
+            S,
+            "GSSAPI",
+            "The mechanism brokers authenticate to each other with, when the inter-broker "
+            "listener is SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512).",
+            read_only=True,
+        ),
+        _key(
+            "sasl.mechanism.controller.protocol",
+            S,
+            "GSSAPI",
+            "The mechanism nodes authenticate to the controllers with, when the controller "
+            "listener is SASL (PLAIN: SCRAM credentials live in the metadata log).",
+            read_only=True,
+        ),
+        _key(
+            "connections.max.reauth.ms",
+            L,
+            0,
+            "KIP-368: the lifetime of a SASL session; a connection past it must re-authenticate "
+            "or is closed on its next request. 0: sessions never expire.",
+            read_only=True,
+            minimum=0,
+        ),
+        _key(
+            "connection.failed.authentication.delay.ms",
+            INT,
+            100,
+            "How long a failed authentication waits before it is answered and its connection "
+            "closed (slows down password guessing).",
+            read_only=True,
+            minimum=0,
+        ),
         _key("authorizer.class.name", S, ""),
         _key("super.users", S, None),
         _key("allow.everyone.if.no.acl.found", B, False),

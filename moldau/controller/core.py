@@ -24,6 +24,7 @@ from moldau.controller import (
     placement,
     quota_control,
     reassignment,
+    scram_control,
 )
 from moldau.controller.cluster_control import BrokerHeartbeats
 from moldau.controller.operations import (
@@ -48,6 +49,9 @@ from moldau.controller.operations import (
     PartitionResult,
     PartitionsIncrease,
     ProducerIdsBlock,
+    ScramCredentialDeletion,
+    ScramCredentialResult,
+    ScramCredentialUpsertion,
     TopicPartitionsResult,
 )
 from moldau.controller.partition_limits import (
@@ -445,6 +449,15 @@ class ControllerCore:
         return quota_control.alter_client_quotas(
             self._image, alterations, validate_only=validate_only
         )
+
+    # SCRAM credentials.
+
+    def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[ScramCredentialDeletion],
+        upsertions: Sequence[ScramCredentialUpsertion],
+    ) -> tuple[list[MetadataRecord], list[ScramCredentialResult]]:
+        return scram_control.alter_user_scram_credentials(self._image, deletions, upsertions)
 
     # Configs.
 

@@ -270,3 +270,29 @@ class ClientQuotaFilter:
     entity_type: str
     match_type: int
     match: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialDeletion:
+    """Delete `name`'s credential for `mechanism` (the wire's number: 1 SHA-256, 2 SHA-512)."""
+
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialUpsertion:
+    """Set `name`'s credential for `mechanism` from a password salted by the client."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialResult:
+    user: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None

@@ -50,6 +50,10 @@ from moldau.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import feature_control, metadata_reserve
+from moldau.controller.bootstrap_metadata import (
+    BootstrapMetadataError,
+    read_bootstrap_metadata,
+)
 from moldau.controller.core import ControllerCore
 from moldau.controller.feature_control import FeatureUpdate, FeatureUpdateResult
 from moldau.controller.operations import (
@@ -73,6 +77,9 @@ from moldau.controller.operations import (
     PartitionResult,
     PartitionsIncrease,
     ProducerIdsBlock,
+    ScramCredentialDeletion,
+    ScramCredentialResult,
+    ScramCredentialUpsertion,
     TopicPartitionsResult,
 )
 from moldau.controller.snapshot_generator import (
@@ -212,6 +219,8 @@ class QuorumController:
         self._rebalancing: asyncio.Task[None] | None = None
         self.active_changed = asyncio.Event()  # set whenever the active controller may differ
         self._directory = log.directory if isinstance(log, FileReplicatedLog) else None
+        # Records `storage format` left for a new cluster (SCRAM users), read at open.
+        self.bootstrap_metadata: list[MetadataRecord] = []
         self._append_failure: KafkaError | None = None
         self.registration: BrokerRegistrationResult | None = None
 
@@ -272,6 +281,10 @@ class QuorumController:
         cluster_id, directory_id, log, snapshots = await loop.run_in_executor(
             executor, open_storage
         )
+        try:
+            bootstrap_metadata = read_bootstrap_metadata(os.path.dirname(directory))
+        except BootstrapMetadataError as error:
+            raise StorageFormatError(str(error)) from None
         if log.truncated_bytes:
             logger.warning(
                 "truncated a torn tail of %d bytes from the metadata log in %s",
@@ -291,6 +304,7 @@ class QuorumController:
             directory_id=directory_id,
             bootstrap_ids=bootstrap_ids,
         )
+        controller.bootstrap_metadata = bootstrap_metadata
         if start:
             await controller.start(registration=registration)
         await loop.run_in_executor(executor, controller.restore_metadata_reserve)
@@ -303,6 +317,14 @@ class QuorumController:
             return False
         return metadata_reserve.restore(self._directory, margin=METADATA_RESERVE_BYTES)
 
+    def _bootstrap_records(self) -> tuple[list[MetadataRecord], None]:
+        """The feature levels of a new cluster and the records `storage format` left for it
+        (nothing once the cluster has a metadata.version)."""
+        records = self._core.bootstrap_records()
+        if records:
+            records = [*records, *self.bootstrap_metadata]
+        return records, None
+
     async def start(self, *, registration: BrokerRegistration | None = None) -> None:
         """Join the quorum and wait until something is committed and replayed (a single voter
         elects itself and replays its whole log), then, standing alone, write the bootstrap
@@ -313,7 +335,7 @@ class QuorumController:
         await self._driver.start()
         if self.layout.standalone:
             await self._wait_active()
-            await self._run(lambda: (self._core.bootstrap_records(), None))
+            await self._run(self._bootstrap_records)
             if registration is not None:
                 try:
                     self.registration = await self._run(
@@ -453,6 +475,15 @@ class QuorumController:
     ) -> list[ClientQuotaResult]:
         return await self._run(
             lambda: self._core.alter_client_quotas(alterations, validate_only=validate_only)
+        )
+
+    async def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[ScramCredentialDeletion],
+        upsertions: Sequence[ScramCredentialUpsertion],
+    ) -> list[ScramCredentialResult]:
+        return await self._run(
+            lambda: self._core.alter_user_scram_credentials(deletions, upsertions)
         )
 
     async def alter_configs(
@@ -740,7 +771,7 @@ class QuorumController:
 
     async def _write_bootstrap_records(self) -> None:
         with contextlib.suppress(KafkaError):
-            await self._run(lambda: (self._core.bootstrap_records(), None))
+            await self._run(self._bootstrap_records)
 
     async def _fence_expired_brokers(self) -> None:
         """On the active controller: fence brokers whose heartbeats stopped."""

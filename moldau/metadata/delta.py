@@ -24,6 +24,7 @@ from moldau.metadata.image import (
     ControllerImage,
     MetadataImage,
     PartitionImage,
+    ScramCredentialKey,
     TopicImage,
 )
 from moldau.metadata.records import (
@@ -41,9 +42,12 @@ from moldau.metadata.records import (
     RegisterBrokerRecord,
     RegisterControllerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
 )
+from moldau.protocol.sasl.scram import ScramCredential
 from moldau.types import TopicPartition
 
 
@@ -85,6 +89,8 @@ class MetadataDelta:
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._features: dict[str, int] = {}
         self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
+        # SCRAM credentials set (an image) or removed (None) in this delta.
+        self._scram_credentials: dict[ScramCredentialKey, ScramCredential | None] = {}
         self._next_producer_id: int | None = None
         self._controller_id: int | None = None
         self._offset: int | None = None
@@ -135,6 +141,15 @@ class MetadataDelta:
                 self._features[record.name] = record.feature_level
             case ClientQuotaRecord():
                 self._replay_client_quota(record)
+            case UserScramCredentialRecord():
+                self._scram_credentials[(record.name, record.mechanism)] = ScramCredential(
+                    salt=record.salt,
+                    stored_key=record.stored_key,
+                    server_key=record.server_key,
+                    iterations=record.iterations,
+                )
+            case RemoveUserScramCredentialRecord():
+                self._scram_credentials[(record.name, record.mechanism)] = None
             case RegisterControllerRecord():
                 self._controllers[record.controller_id] = ControllerImage(
                     controller_id=record.controller_id,
@@ -284,6 +299,7 @@ class MetadataDelta:
             or self._broker_configs
             or self._features
             or self._client_quotas
+            or self._scram_credentials
             or self._next_producer_id is not None
             or self._controller_id is not None
         )
@@ -334,6 +350,10 @@ class MetadataDelta:
     def changed_client_quotas(self) -> set[ClientQuotaEntity]:
         return set(self._client_quotas)
 
+    def changed_scram_credentials(self) -> set[ScramCredentialKey]:
+        """(user, mechanism) of the SCRAM credentials set or removed in this delta."""
+        return set(self._scram_credentials)
+
     @property
     def controller_id(self) -> int | None:
         return self._controller_id
@@ -383,6 +403,15 @@ class MetadataDelta:
                 else:
                     merged_quotas.pop(entity, None)
             client_quotas = MappingProxyType(merged_quotas)
+        scram_credentials = base.scram_credentials
+        if self._scram_credentials:
+            merged_scram = dict(base.scram_credentials)
+            for key, credential in self._scram_credentials.items():
+                if credential is None:
+                    merged_scram.pop(key, None)
+                else:
+                    merged_scram[key] = credential
+            scram_credentials = MappingProxyType(merged_scram)
         return MetadataImage(
             cluster_id=self._cluster_id if self._cluster_id is not None else base.cluster_id,
             controller_id=(
@@ -396,6 +425,7 @@ class MetadataDelta:
             broker_configs=broker_configs,
             features=features,
             client_quotas=client_quotas,
+            scram_credentials=scram_credentials,
             next_producer_id=(
                 self._next_producer_id
                 if self._next_producer_id is not None
@@ -429,6 +459,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
     delta._broker_configs.update({k: dict(v) for k, v in image.broker_configs.items()})
     delta._features.update(image.features)
     delta._client_quotas.update({k: dict(v) for k, v in image.client_quotas.items()})
+    delta._scram_credentials.update(image.scram_credentials)
     delta._next_producer_id = image.next_producer_id
     delta._controller_id = image.controller_id
     delta._offset = image.offset
@@ -483,6 +514,9 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
     for entity in set(before.client_quotas) | set(after.client_quotas):
         if before.client_quotas.get(entity) != after.client_quotas.get(entity):
             delta._client_quotas[entity] = dict(after.client_quotas.get(entity, {}))
+    for key in set(before.scram_credentials) | set(after.scram_credentials):
+        if before.scram_credentials.get(key) != after.scram_credentials.get(key):
+            delta._scram_credentials[key] = after.scram_credentials.get(key)
     if before.next_producer_id != after.next_producer_id:
         delta._next_producer_id = after.next_producer_id
     if before.controller_id != after.controller_id:

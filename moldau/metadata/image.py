@@ -2,7 +2,7 @@
 
 An image is what every broker and the controller read: topics with their partitions and
 configs, registered brokers and controllers, dynamic broker configs, finalized features, client
-quotas and the producer-id counter, as of metadata log offset `offset`. It never changes;
+quotas, users' SCRAM credentials and the producer-id counter, as of metadata log offset `offset`. It never changes;
 replaying records into a `MetadataDelta` and calling `image.apply(delta)` gives the next one.
 Readers may hold on to an image as a consistent snapshot across awaits.
 """
@@ -21,6 +21,7 @@ from moldau.metadata.records import (
     LeaderRecoveryState,
     PartitionChangeRecord,
 )
+from moldau.protocol.sasl.scram import ScramCredential
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -147,6 +148,10 @@ class ControllerImage:
         return None
 
 
+# (user name, mechanism): SCRAM credentials are kept per user and mechanism, as in Kafka.
+ScramCredentialKey = tuple[str, str]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     """Everything the cluster knows, as of metadata log offset `offset` (-1: nothing yet)."""
@@ -168,6 +173,9 @@ class MetadataImage:
         default_factory=lambda: MappingProxyType({})
     )
     controllers: Mapping[int, ControllerImage] = field(default_factory=lambda: MappingProxyType({}))
+    scram_credentials: Mapping[ScramCredentialKey, ScramCredential] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
+from moldau.protocol.sasl.scram import ScramCredential
+
 # A Kafka Uuid with all bits zero means "no topic id".
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -238,6 +240,46 @@ class ClientQuotaRecord:
     remove: bool = False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was set (Kafka's UserScramCredentialRecord,
+    key 11, KIP-554): what the server keeps of a password, never the password."""
+
+    RECORD_TYPE: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def of(
+        cls, name: str, mechanism: str, credential: ScramCredential
+    ) -> UserScramCredentialRecord:
+        return cls(
+            name=name,
+            mechanism=mechanism,
+            salt=credential.salt,
+            stored_key=credential.stored_key,
+            server_key=credential.server_key,
+            iterations=credential.iterations,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was deleted (Kafka's key 22)."""
+
+    RECORD_TYPE: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: str
+
+
 MetadataRecord = (
     TopicRecord
     | PartitionRecord
@@ -252,6 +294,8 @@ MetadataRecord = (
     | FeatureLevelRecord
     | ClientQuotaRecord
     | RegisterControllerRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
@@ -270,5 +314,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         FeatureLevelRecord,
         ClientQuotaRecord,
         RegisterControllerRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }

@@ -6,6 +6,7 @@ Layout of one serialized record (big-endian):
     version      int16   the record class's VERSION when written
     payload      bytes   UTF-8 JSON object of the fields, keys sorted
 
+Bytes fields (a SCRAM credential's salt and keys) are base64 strings.
 JSON keeps the log readable with `jq` and lets a newer field be added with a default: a reader
 fills fields missing from an older version with their defaults and refuses versions newer than
 its own. Kafka's metadata log layout is internal to Kafka; byte compatibility is not a goal.
@@ -13,6 +14,7 @@ its own. Kafka's metadata log layout is internal to Kafka; byte compatibility is
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import struct
@@ -64,6 +66,8 @@ def _fields(record: MetadataRecord) -> tuple[dataclasses.Field[Any], ...]:
 def _to_json(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
     if isinstance(value, tuple):
         return [_to_json(item) for item in value]
     if isinstance(value, BrokerEndpoint):
@@ -82,6 +86,8 @@ def _from_json(annotation: str, value: Any) -> Any:
         return None
     if "UUID" in annotation:
         return uuid.UUID(value)
+    if annotation == "bytes":
+        return base64.b64decode(value, validate=True)
     if "BrokerEndpoint" in annotation:
         return tuple(BrokerEndpoint(**item) for item in value)
     if annotation.startswith("tuple[tuple"):

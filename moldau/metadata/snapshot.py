@@ -4,7 +4,8 @@
 `image_records(image)` lists, for everything the image holds, the record that creates it as it
 stands: finalized features (metadata.version first), brokers with their fencing and controlled
 shutdown, controllers (KIP-919), broker configs, each topic with its configs and its partitions (leader and partition
-epochs and leader recovery state included), client quotas, and the producer-id counter. Replaying them on an empty image gives back an equal image;
+epochs and leader recovery state included), client quotas, SCRAM credentials, and the
+producer-id counter. Replaying them on an empty image gives back an equal image;
 the offset (the snapshot's end) and the controller (the quorum's leader) are not records.
 
 Byte layout of a snapshot's contents (big-endian), opaque to Raft:
@@ -20,7 +21,7 @@ Each record keeps its own type and version, so a snapshot is read the way the lo
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage
@@ -36,6 +37,7 @@ from moldau.metadata.records import (
     RegisterBrokerRecord,
     RegisterControllerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from moldau.metadata.serde import RecordFormatError, deserialize_record, serialize_record
 
@@ -108,6 +110,8 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     for entity, quotas in sorted(image.client_quotas.items(), key=lambda q: repr(q[0])):
         for key, rate in sorted(quotas.items()):
             yield ClientQuotaRecord(entity=entity, key=key, value=rate)
+    for (name, mechanism), credential in sorted(image.scram_credentials.items()):
+        yield UserScramCredentialRecord.of(name, mechanism, credential)
     if image.next_producer_id:
         yield ProducerIdsRecord(
             broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
@@ -116,9 +120,14 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
 
 def encode_snapshot(image: MetadataImage) -> bytes:
     """The snapshot contents for `image` (CPU-bound: worth a worker thread for a large one)."""
+    return encode_records(image_records(image))
+
+
+def encode_records(records: Iterable[MetadataRecord]) -> bytes:
+    """Records in the snapshot layout (also the bootstrap metadata `storage format` writes)."""
     parts = [b""]
     count = 0
-    for record in image_records(image):
+    for record in records:
         data = serialize_record(record)
         parts.append(_SIZE.pack(len(data)))
         parts.append(data)

@@ -69,8 +69,14 @@ class CloseConnection(Exception):
 @dataclass(slots=True)
 class ConnectionInfo:
     """What the handlers know of a connection. `principal` is who the peer is (from its TLS
-    certificate on SSL listeners; `User:ANONYMOUS` otherwise); `authenticated` is False only
-    while a listener that requires authentication (SASL) waits for it."""
+    certificate on SSL listeners, from SASL on SASL listeners; `User:ANONYMOUS` otherwise);
+    `authenticated` is False only while a listener that requires authentication (SASL) waits
+    for it: `set_authenticated(principal)` records it and lifts the small frame cap.
+
+    `closing`: the processor wants the connection closed once the answers taken so far have
+    been written (a failed authentication); no further frame is dispatched. `authentication`
+    is the SASL session the broker keeps for the connection, and `session_expires_at` its
+    end (time.monotonic(), KIP-368) when the listener limits sessions."""
 
     client_host: str
     client_port: int
@@ -81,6 +87,10 @@ class ConnectionInfo:
     principal: str = ANONYMOUS
     state: dict[str, Any] | None = None
     tls_version: str | None = None
+    closing: bool = False
+    authentication: Any = None
+    session_expires_at: float | None = None
+    set_authenticated: Callable[[str], None] | None = None
 
 
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
@@ -178,6 +188,7 @@ class KafkaConnection(asyncio.Protocol):
             zero_copy=self._tls_server is None,
             authenticated=not self._requires_authentication,
             state={},
+            set_authenticated=self.authenticated,
         )
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         self._touch()
@@ -220,6 +231,8 @@ class KafkaConnection(asyncio.Protocol):
                 self._accept(frame)
                 if self._closing:
                     return
+                if self.info is not None and self.info.closing:
+                    break
             else:
                 if decoder.buffered:  # the turn is spent: the others go first
                     self._turn = asyncio.get_running_loop().call_soon(self._process)
@@ -338,8 +351,9 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- requests --------------------------------------------------------------------------------
 
-    def authenticated(self, *, principal: str) -> None:
-        """Lift the small pre-authentication frame cap (called by the SASL handlers)."""
+    def authenticated(self, principal: str) -> None:
+        """Note the authenticated principal and lift the small pre-authentication frame cap
+        (`ConnectionInfo.set_authenticated`, called by the SASL handlers)."""
         assert self.info is not None
         self.info.authenticated = True
         self.info.principal = principal
@@ -434,6 +448,8 @@ class KafkaConnection(asyncio.Protocol):
             assert self._pool is not None
             self._pool.release(released)
         self._pump()
+        if not slots and self.info is not None and self.info.closing:
+            self.close()  # the last answer is written (the transport flushes it, then closes)
 
     # --- output ----------------------------------------------------------------------------------
 
@@ -518,6 +534,7 @@ class KafkaConnection(asyncio.Protocol):
             or self._writing_paused
             or len(self._out) > 8
             or self._draining
+            or (self.info is not None and self.info.closing)
         )
 
     def stop_taking_requests(self) -> None:

@@ -2,8 +2,9 @@
 
 An SSL listener is given a `TlsServer` (its context and principal mapping); each connection then
 runs its own TLS session (moldau.net.tls) inside `KafkaConnection`, so the server socket itself
-is plain TCP. `require_authentication` (SASL listeners, not served yet) caps frames at
-MAX_FRAME_SIZE_BEFORE_AUTHENTICATION until the connection authenticates.
+is plain TCP. `require_authentication` (SASL listeners) starts every connection
+unauthenticated, its frames capped at MAX_FRAME_SIZE_BEFORE_AUTHENTICATION until SASL
+authenticates it (the broker's dispatcher serves only ApiVersions and SASL meanwhile).
 
 `start` binds and listens at once, as Kafka's acceptor does, and the node accepts once it is
 ready (`start_serving`): a port another process holds fails the start. (A socket bound but not
@@ -24,8 +25,9 @@ from moldau.net.tls import TlsServer
 
 log = logging.getLogger(__name__)
 
-# Before authentication a peer may not make us allocate more than this for one frame.
-MAX_FRAME_SIZE_BEFORE_AUTHENTICATION = 1024 * 1024
+# Before authentication a peer may not make us allocate more than this for one frame (Kafka's
+# default `sasl.server.max.receive.size`).
+MAX_FRAME_SIZE_BEFORE_AUTHENTICATION = 512 * 1024
 
 
 class Listener:
@@ -90,7 +92,7 @@ class Listener:
             "listening on %s (port %d%s)",
             self.endpoint,
             self.bound_port,
-            ", TLS" if self._tls is not None else "",
+            _security_note(self._tls is not None, self._require_authentication),
         )
 
     async def start_serving(self) -> None:
@@ -163,3 +165,7 @@ def _listen(host: str, port: int, backlog: int) -> list[socket.socket]:
     if not sockets:
         raise OSError(f"{host!r} resolves to no address to listen on")
     return sockets
+
+
+def _security_note(tls: bool, sasl: bool) -> str:
+    return ", ".join(["", *(["TLS"] if tls else []), *(["SASL"] if sasl else [])])

@@ -175,6 +175,7 @@ class FuzzNode:
             security_protocol="PLAINTEXT",
             zero_copy=False,
             state={},
+            authenticated=True,  # a PLAINTEXT listener's connection
         )
         api = _api(frame)
         try:

@@ -4,8 +4,9 @@
     python -m tests.fuzz.run frames -runs=100000 -seed=1 /tmp/frames tests/fuzz/corpus/requests
 
 TARGET is `frames` (framing, request header, shape check, kio decode), `records` (the
-record-batch validator, decoder and decompression caps) or `handlers` (every handler through the
-dispatcher of an embedded node). libFuzzer writes the inputs it finds interesting into the first
+record-batch validator, decoder and decompression caps), `handlers` (every handler through the
+dispatcher of an embedded node) or `sasl` (SaslHandshake, SaslAuthenticate and bare tokens
+through the dispatcher and the broker's SASL sessions). libFuzzer writes the inputs it finds interesting into the first
 corpus directory: give it a scratch one before the committed seeds. A failing input is written to
 `-artifact_prefix` (default: the working directory) as crash-<sha1>; replay it with
 `python -m tests.fuzz.run TARGET crash-<sha1>`.
@@ -23,6 +24,7 @@ TARGETS = {
     "frames": "tests.fuzz.fuzz_frames",
     "records": "tests.fuzz.fuzz_records",
     "handlers": "tests.fuzz.fuzz_handlers",
+    "sasl": "tests.fuzz.fuzz_sasl",
 }
 
 

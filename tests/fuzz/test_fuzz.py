@@ -23,8 +23,8 @@ REGRESSIONS = HERE / "regressions"
 ROOT = HERE.parent.parent
 
 # Inputs per target: each costs 10-20 s here.
-RUNS = {"frames": 20_000, "records": 60_000, "handlers": 6_000}
-SEEDS = {"frames": "requests", "records": "records", "handlers": "handlers"}
+RUNS = {"frames": 20_000, "records": 60_000, "handlers": 6_000, "sasl": 20_000}
+SEEDS = {"frames": "requests", "records": "records", "handlers": "handlers", "sasl": "sasl"}
 
 
 @pytest.mark.parametrize("target", sorted(RUNS))

@@ -18,10 +18,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .conftest import MoldauServer, ServerFactory
 from .netns import Network, require_namespaces
@@ -153,11 +154,13 @@ def build_cluster(
     launch: bool = True,
     network: Network | None = None,
     client_listener: str = "PLAINTEXT",
+    format_arguments: Sequence[str] = (),
 ) -> Cluster:
     """Nodes 1..n with the given roles; voters are the nodes with the controller role. `extra`
     goes to every node, `per_node[n]` to node n only. `network`: each node in its namespace of
     that network (set up, with these node ids), on its address. `client_listener`: the name of
-    the brokers' listener (SSL for a cluster over TLS, with its protocol map in `extra`)."""
+    the brokers' listener (SSL for a cluster over TLS, with its protocol map in `extra`).
+    `format_arguments`: more arguments for `moldau storage format` (`--add-scram ...`)."""
     cluster_id = subprocess.run(
         [sys.executable, "-m", "moldau", "storage", "random-uuid"],
         check=True,
@@ -203,7 +206,7 @@ def build_cluster(
             **(extra or {}),
             **(per_node or {}).get(node.node_id, {}),
         }
-        format_storage(cluster_id, node.overrides)
+        format_storage(cluster_id, node.overrides, format_arguments)
     if launch:
         cluster.launch()
     return cluster
@@ -230,8 +233,11 @@ def cluster_in_namespaces(
             cluster.stop_all()
 
 
-def format_storage(cluster_id: str, overrides: dict[str, str]) -> None:
+def format_storage(
+    cluster_id: str, overrides: dict[str, str], extra_arguments: Sequence[str] = ()
+) -> None:
     arguments = [sys.executable, "-m", "moldau", "storage", "format", "-t", cluster_id]
+    arguments += extra_arguments
     for key, value in overrides.items():
         arguments += ["--override", f"{key}={value}"]
     subprocess.run(arguments, check=True, capture_output=True, text=True)
@@ -255,3 +261,44 @@ def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str) ->
     raise AssertionError(
         f"{what} did not happen within {timeout_s:.0f} s (last error: {last_error})"
     )
+
+
+def create_replicated_topic(client: dict[str, str], topic: str) -> int:
+    """Create `topic` with one partition on three replicas (min.insync.replicas 2) through the
+    client settings `client`, wait for an ISR of three, and return its leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client)
+    new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic].result(30)
+
+    def fully_replicated() -> object:
+        found = admin.list_topics(timeout=5).topics.get(topic)
+        if found is None or found.error is not None:
+            return None
+        partition = found.partitions[0]
+        return partition if sorted(partition.isrs) == [1, 2, 3] else None
+
+    partition: Any = wait_for(fully_replicated, timeout_s=30, what="an ISR of three")
+    return int(partition.leader)
+
+
+def read_partition(client: dict[str, str], topic: str, count: int, *, what: str) -> list[bytes]:
+    """The first `count` records of partition 0 of `topic`, read with the settings `client`."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**client, "group.id": "reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    received: list[bytes] = []
+
+    def read_all() -> object:
+        for message in consumer.consume(num_messages=count, timeout=0.5):
+            if message.error() is None:
+                received.append(message.value())
+        return len(received) >= count
+
+    try:
+        wait_for(read_all, timeout_s=30, what=what)
+    finally:
+        consumer.close()
+    return received

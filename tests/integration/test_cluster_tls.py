@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.certificates import make_certificates
 
-from .cluster import COMBINED, build_cluster, wait_for
+from .cluster import COMBINED, build_cluster, create_replicated_topic, read_partition, wait_for
 
 FAST = {
     "broker.session.timeout.ms": "3000",
@@ -44,19 +44,7 @@ def test_a_cluster_replicates_and_fails_over_with_tls_on_every_link(
         "ssl.certificate.location": certificates.path("client.crt"),
         "ssl.key.location": certificates.path("client.key"),
     }
-    admin = AdminClient(client)
-    admin.create_topics([NewTopic("secured", 1, 3, config={"min.insync.replicas": "2"})])[
-        "secured"
-    ].result(30)
-
-    def fully_replicated() -> object:
-        topic = admin.list_topics(timeout=5).topics.get("secured")
-        if topic is None or topic.error is not None:
-            return None
-        partition = topic.partitions[0]
-        return partition if sorted(partition.isrs) == [1, 2, 3] else None
-
-    first_leader = wait_for(fully_replicated, timeout_s=30, what="an ISR of three").leader
+    first_leader = create_replicated_topic(client, "secured")
     producer = Producer({**client, "acks": "all", "enable.idempotence": True})
     sent = [b"over-tls-%04d" % index for index in range(500)]
     for value in sent:
@@ -72,20 +60,12 @@ def test_a_cluster_replicates_and_fails_over_with_tls_on_every_link(
         return partition.leader if partition.leader not in (-1, first_leader) else None
 
     leader = wait_for(new_leader, timeout_s=30, what="a new leader")
-    consumer = Consumer(
-        {**client, "bootstrap.servers": survivors, "group.id": "tls", "enable.auto.commit": False}
+    received = read_partition(
+        {**client, "bootstrap.servers": survivors},
+        "secured",
+        len(sent),
+        what=f"the records from the new leader {leader}",
     )
-    consumer.assign([TopicPartition("secured", 0, 0)])
-    received: list[bytes] = []
-
-    def read_all() -> object:
-        for message in consumer.consume(num_messages=len(sent), timeout=0.5):
-            if message.error() is None:
-                received.append(message.value())
-        return len(received) >= len(sent)
-
-    wait_for(read_all, timeout_s=30, what=f"the records from the new leader {leader}")
-    consumer.close()
     assert received == sent
     for node in cluster.nodes.values():
         assert node.server is not None

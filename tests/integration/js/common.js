@@ -63,6 +63,8 @@ function client(args) {
     clientId: 'moldau-kafkajs-test',
     brokers: [args.brokers],
     ssl: tls(args.ssl),
+    // args.sasl (optional): {mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512', username, password}
+    sasl: args.sasl || undefined,
     logLevel: logLevel.ERROR,
     retry: { retries: args.retries === undefined ? 5 : args.retries, initialRetryTime: 100 },
   })

@@ -110,8 +110,6 @@ def test_a_broker_only_node_is_an_observer() -> None:
         ({"controller.quorum.voters": "1@a:1,1@b:2"}, "names a node twice"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "names a listener twice"),
         ({"listeners": "SECRET://:9092"}, "has no security protocol"),
-        ({"listeners": "SASL_SSL://:9093"}, "does not support SASL yet"),
-        ({"listeners": "SASL_PLAINTEXT://:9093"}, "does not support SASL yet"),
         (
             {
                 "listeners": "PLAINTEXT://:9092,SSL://:9093",
@@ -141,17 +139,33 @@ def test_unknown_properties_are_reported_with_the_closest_known_name() -> None:
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("properties", "message"),
     [
-        "sasl.enabled.mechanisms",
-        "authorizer.class.name",
-        "principal.builder.class",
-        "listener.name.plaintext.plain.sasl.jaas.config",
+        ({"authorizer.class.name": "x"}, "does not support authorization yet"),
+        ({"principal.builder.class": "x"}, "does not support authorization yet"),
+        ({"sasl.jaas.config": "x"}, "per listener and mechanism"),
+        ({"sasl.server.callback.handler.class": "x"}, "not a SASL setting Moldau can act on"),
+        ({"listener.name.plaintext.gssapi.sasl.jaas.config": "x"}, "does not support"),
+        ({"listener.name.plaintext.oauthbearer.sasl.jaas.config": "x"}, "does not support"),
+        ({"listener.name.plaintext.sasl.kerberos.service.name": "x"}, "reads only ssl.*"),
+        ({"listener.name.other.plain.sasl.jaas.config": "x"}, "neither in listeners"),
     ],
 )
-def test_security_settings_moldau_cannot_honour_stop_the_node(name: str) -> None:
-    with pytest.raises(ConfigError, match="SASL"):
-        check_properties(BrokerConfig({name: "something"}))
+def test_security_settings_moldau_cannot_honour_stop_the_node(
+    properties: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_properties(BrokerConfig(properties))
+
+
+def test_sasl_listeners_are_accepted() -> None:
+    layout = _layout(
+        **{
+            "listeners": "SASL_SSL://:9093,INTERNAL://:9094",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT",
+        }
+    )
+    assert layout.security_protocols["INTERNAL"] == "SASL_PLAINTEXT"
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ from moldau.metadata.records import (
     RegisterBrokerRecord,
     RegisterControllerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from moldau.metadata.serde import RecordFormatError
 from moldau.metadata.snapshot import decode_snapshot, encode_snapshot, image_records
@@ -116,7 +118,23 @@ def rich_image() -> MetadataImage:
         ClientQuotaRecord(
             entity=(("user", None), ("client-id", "app")), key="request_percentage", value=50.0
         ),
+        scram("alice", "SCRAM-SHA-256", b"\x01"),
+        scram("alice", "SCRAM-SHA-512", b"\x02"),
+        scram("bob", "SCRAM-SHA-512", b"\x03"),
+        scram("alice", "SCRAM-SHA-512", b"\x04"),  # a new password
+        RemoveUserScramCredentialRecord(name="bob", mechanism="SCRAM-SHA-512"),
         ProducerIdsRecord(broker_id=1, broker_epoch=8, next_producer_id=3000),
+    )
+
+
+def scram(name, mechanism, salt):
+    return UserScramCredentialRecord(
+        name=name,
+        mechanism=mechanism,
+        salt=salt,
+        stored_key=salt * 32,
+        server_key=b"\xff" + salt * 31,
+        iterations=4096,
     )
 
 
@@ -130,6 +148,11 @@ def test_an_image_survives_a_round_trip_through_a_snapshot():
     assert restored.brokers[3].fenced and not restored.brokers[1].fenced
     assert restored.brokers[2].in_controlled_shutdown
     assert restored.topics["orders"].partitions[1].leader_recovery_state == 1
+    assert sorted(restored.scram_credentials) == [
+        ("alice", "SCRAM-SHA-256"),
+        ("alice", "SCRAM-SHA-512"),
+    ]
+    assert restored.scram_credentials[("alice", "SCRAM-SHA-512")].salt == b"\x04"
     assert restored.topics_by_id[ORDERS] is restored.topics["orders"]
     assert restored.controllers[1].incarnation_id == uuid.UUID(int=301)
     assert restored.controllers[1].endpoint("CONTROLLER").port == 29091
@@ -161,6 +184,7 @@ SNAPSHOTTED_FIELDS = {
         "next_producer_id",
         "client_quotas",
         "controllers",
+        "scram_credentials",
     },
     ControllerImage: {
         "controller_id",
