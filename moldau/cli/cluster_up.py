@@ -28,9 +28,8 @@ from typing import Annotated, Any
 import typer
 
 from moldau.cli.common import ExitCode, fail, stderr
-from moldau.cli.storage import format_directories, new_cluster_id
+from moldau.cli.storage import StorageFormatError, format_directories, new_cluster_id
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.raft.meta_properties import StorageFormatError
 
 COMBINED = "broker,controller"
 LAYOUT_FILE = "cluster.json"

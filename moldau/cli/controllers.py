@@ -17,11 +17,10 @@ from typing import Annotated
 import typer
 
 from moldau.cli.common import SettingsOption, client_config, fail, run
-from moldau.cli.storage import metadata_directory_id
+from moldau.cli.storage import StorageFormatError, metadata_directory_id
 from moldau.client.quorum import ControllerListener, add_controller, remove_controller
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.raft.meta_properties import StorageFormatError
 
 BootstrapControllerRequired = Annotated[
     str,

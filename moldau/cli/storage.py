@@ -35,11 +35,13 @@ from moldau.protocol.sasl.scram import credential_from_salted_password
 from moldau.raft.meta_properties import (
     METADATA_LOG_DIRECTORY_NAME,
     InitialController,
-    StorageFormatError,
     ensure_formatted,
     random_uuid_string,
     read_meta_properties,
     write_bootstrap_checkpoint,
+)
+from moldau.raft.meta_properties import (
+    StorageFormatError as StorageFormatError,  # (re-exported: the CLI's other commands use it)
 )
 
 storage_app = typer.Typer(help="Local storage directories (meta.properties).", no_args_is_help=True)
