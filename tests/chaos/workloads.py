@@ -144,6 +144,7 @@ class ProducerWorkload(Workload):
 
 
 OFFSETS_TIMEOUT_S = 15
+REWIND_PATIENCE_S = 30  # committed offsets unobtainable this long: start over with new clients
 STALLED = "stalled"  # the producer stuck inside send_offsets_to_transaction
 
 
@@ -227,8 +228,10 @@ class TransformJob(Workload):
             outcome = self._transform(producer, consumer, messages)
             if outcome in ("fatal", STALLED):
                 producer, consumer = self._replace(producer, consumer, stalled=outcome == STALLED)
-            elif outcome != OK:
-                self._retry(lambda c=consumer: self._rewind(c))
+            elif outcome != OK and not self._rewound(consumer):
+                # librdkafka's consumer can stay unable to fetch its group's offsets after a
+                # coordinator moved (a minute and more, as its producer in #5511): new clients
+                producer, consumer = self._replace(producer, consumer, stalled=True)
         consumer.close()
         producer.flush(10)
 
@@ -327,12 +330,26 @@ class TransformJob(Workload):
                     return self._abort(producer)
         return UNKNOWN
 
+    def _rewound(self, consumer: Consumer) -> bool:
+        """`_rewind`, tried for REWIND_PATIENCE_S; False if the consumer never got its offsets."""
+        deadline = time.monotonic() + REWIND_PATIENCE_S
+        while not self.stopping.is_set():
+            try:
+                self._rewind(consumer)
+                return True
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    return False
+                self.stopping.wait(0.5)
+        return True
+
     def _replace(
         self, producer: Producer, consumer: Consumer, *, stalled: bool = False
     ) -> tuple[Producer, Consumer]:
-        """New clients; a stalled producer is left alone (a call is still inside it)."""
+        """New clients; stalled ones are left alone (a call may still be inside them), closed
+        in the background (a stuck consumer's close may wait as long)."""
         self.history.record("client-stalled" if stalled else "client-fatal", client=self.name)
-        consumer.close()
+        threading.Thread(target=consumer.close, name=f"{self.name}-close", daemon=True).start()
         producer, consumer = self._clients()
         self._retry(lambda: producer.init_transactions(15))
         self._retry(lambda: self._rewind(consumer))
