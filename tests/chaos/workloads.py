@@ -229,8 +229,9 @@ class TransformJob(Workload):
             if outcome in ("fatal", STALLED):
                 producer, consumer = self._replace(producer, consumer, stalled=outcome == STALLED)
             elif outcome != OK and not self._rewound(consumer):
-                # librdkafka's consumer can stay unable to fetch its group's offsets after a
-                # coordinator moved (a minute and more, as its producer in #5511): new clients
+                # the consumer stayed unable to get its group's offsets after coordinators moved
+                # (pause-leader seed 8: 137 s, while the coordinator answered other clients;
+                # not diagnosed, RELIABILITY.md): go on with new clients, as for #5511
                 producer, consumer = self._replace(producer, consumer, stalled=True)
         consumer.close()
         producer.flush(10)
