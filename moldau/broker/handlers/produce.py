@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -304,7 +304,7 @@ async def _verify_remotely_then_append(
         by_producer.setdefault((item.producer_id, item.producer_epoch), []).append(item)
     outcomes = await asyncio.gather(
         *(
-            _ask_coordinator(node, transactional_id, pid, epoch, [i.tp for i in items])
+            ask_transaction_coordinator(node, transactional_id, pid, epoch, [i.tp for i in items])
             for (pid, epoch), items in by_producer.items()
         )
     )
@@ -342,20 +342,24 @@ async def _verify_remotely_then_append(
     return answer
 
 
-async def _ask_coordinator(
+async def ask_transaction_coordinator(
     node: Any,
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
     partitions: list[TopicPartition],
+    *,
+    error_of: Callable[[int], ErrorCode] = _verification_error,
 ) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's verification error (NONE if it is in the ongoing transaction)."""
+    """Each partition's verification error (NONE if it is in the ongoing transaction), asked of
+    the broker coordinating `transactional_id` (AddPartitionsToTxn v4, verify_only); `error_of`
+    turns the coordinator's answer into the caller's error (produce's by default)."""
     runtime = node.transaction_coordinator
     state = node.metadata_image.topics.get(TRANSACTION_STATE_TOPIC)
     index = runtime.partition_for(transactional_id)
     known = state.partitions.get(index) if state is not None else None
     if known is None or known.leader < 0:
-        return dict.fromkeys(partitions, _verification_error(ErrorCode.coordinator_not_available))
+        return dict.fromkeys(partitions, error_of(ErrorCode.coordinator_not_available))
     topics: dict[str, list[int]] = {}
     for tp in partitions:
         topics.setdefault(tp.topic, []).append(tp.partition)
@@ -383,16 +387,16 @@ async def _ask_coordinator(
     except Exception as error:  # the coordinator's broker is away: the producer retries
         node.forget_broker_connection(known.leader)
         log.info("verifying %r with broker %d failed: %r", transactional_id, known.leader, error)
-        return dict.fromkeys(partitions, _verification_error(ErrorCode.network_exception))
+        return dict.fromkeys(partitions, error_of(ErrorCode.network_exception))
     if response.error_code:
-        return dict.fromkeys(partitions, _verification_error(response.error_code))
+        return dict.fromkeys(partitions, error_of(response.error_code))
     codes = dict.fromkeys(partitions, ErrorCode.invalid_txn_state)
     for result in response.results_by_transaction:
         for topic in result.topic_results:
             for answer in topic.results_by_partition:
                 tp = TopicPartition(topic.name, int(answer.partition_index))
                 if tp in codes:
-                    codes[tp] = _verification_error(answer.partition_error_code)
+                    codes[tp] = error_of(answer.partition_error_code)
     return codes
 
 

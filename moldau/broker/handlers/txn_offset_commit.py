@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.handlers.add_partitions_to_txn import fenced_code
+from moldau.broker.handlers.produce import ask_transaction_coordinator
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.offsets import PartitionCommit
 from moldau.coordinator.runtime import OFFSETS_TOPIC
@@ -44,7 +45,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[st
                 )
             )
         order.append((topic.name, indexes))
-    code = _check_transaction(ctx, request)
+    code = await _check_transaction(ctx, request)
     if code != ErrorCode.none:
         for commit in commits:
             codes[(commit.topic, commit.partition)] = code
@@ -88,18 +89,56 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[st
     }
 
 
-def _check_transaction(ctx: RequestContext, request: Any) -> int:
-    """The group's partition must be in the producer's ongoing transaction (AddOffsetsToTxn
-    came first), when this node coordinates the transactional id."""
+async def _check_transaction(ctx: RequestContext, request: Any) -> int:
+    """KIP-890 part 1 for offsets, as Kafka's group coordinator verifies them: the group's
+    partition must be in the producer's ongoing transaction (AddOffsetsToTxn came first), asked
+    of the transaction coordinator wherever it is. A TxnOffsetCommit that arrives late (its
+    transaction already ended) or without AddOffsetsToTxn would otherwise stay pending for good,
+    no marker ever coming for it, and every read_committed consumer's OffsetFetch of the group
+    (require_stable) would answer UNSTABLE_OFFSET_COMMIT from then on."""
     transactions = ctx.node.transaction_coordinator
     groups = ctx.node.group_coordinator
     if transactions is None or groups is None:
         return int(ErrorCode.none)
     tp = TopicPartition(OFFSETS_TOPIC, groups.partition_for(request.group_id))
-    code = transactions.verify_partition(
-        transactional_id=request.transactional_id,
-        producer_id=request.producer_id,
-        producer_epoch=request.producer_epoch,
-        tp=tp,
-    )
+    if transactions.is_coordinator_for(request.transactional_id):
+        code = _offsets_error(
+            transactions.verify_partition(
+                transactional_id=request.transactional_id,
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+                tp=tp,
+            )
+        )
+    else:
+        codes = await ask_transaction_coordinator(
+            ctx.node,
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            [tp],
+            error_of=_offsets_error,
+        )
+        code = codes[tp]
     return int(code)
+
+
+_RETRIABLE_VERIFICATION = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.concurrent_transactions,
+        ErrorCode.request_timed_out,
+        ErrorCode.network_exception,
+        ErrorCode.not_enough_replicas,
+    }
+)
+
+
+def _offsets_error(code: int) -> ErrorCode:
+    """A verification's outcome as TxnOffsetCommit answers it: what the client retries is
+    COORDINATOR_NOT_AVAILABLE (as Kafka's group coordinator normalises it)."""
+    if code in _RETRIABLE_VERIFICATION:
+        return ErrorCode.coordinator_not_available
+    return ErrorCode(code)
