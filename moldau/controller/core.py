@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
 from moldau.controller import (
+    acl_control,
     cluster_control,
     config_control,
     feature_control,
@@ -26,6 +27,7 @@ from moldau.controller import (
     reassignment,
     scram_control,
 )
+from moldau.controller.acl_control import AclDeletionResult, AclResult
 from moldau.controller.cluster_control import BrokerHeartbeats
 from moldau.controller.operations import (
     AlterConfigsResource,
@@ -67,6 +69,7 @@ from moldau.controller.topic_names import (
     refuse_internal_topic_change,
     validate_topic_name,
 )
+from moldau.metadata.acls import AclBinding, AclFilter
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.metadata.records import (
@@ -449,6 +452,18 @@ class ControllerCore:
         return quota_control.alter_client_quotas(
             self._image, alterations, validate_only=validate_only
         )
+
+    # ACLs.
+
+    def create_acls(
+        self, bindings: Sequence[AclBinding]
+    ) -> tuple[list[MetadataRecord], list[AclResult]]:
+        return acl_control.create_acls(self._image, bindings)
+
+    def delete_acls(
+        self, filters: Sequence[AclFilter]
+    ) -> tuple[list[MetadataRecord], list[AclDeletionResult]]:
+        return acl_control.delete_acls(self._image, filters)
 
     # SCRAM credentials.
 

@@ -50,6 +50,7 @@ from moldau.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
 from moldau.controller import feature_control, metadata_reserve
+from moldau.controller.acl_control import AclDeletionResult, AclResult
 from moldau.controller.bootstrap_metadata import (
     BootstrapMetadataError,
     read_bootstrap_metadata,
@@ -87,6 +88,7 @@ from moldau.controller.snapshot_generator import (
     MAX_INTERVAL_PROPERTY,
     SnapshotGenerator,
 )
+from moldau.metadata.acls import AclBinding, AclFilter
 from moldau.metadata.delta import MetadataDelta, diff_images
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
@@ -476,6 +478,12 @@ class QuorumController:
         return await self._run(
             lambda: self._core.alter_client_quotas(alterations, validate_only=validate_only)
         )
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclResult]:
+        return await self._run(lambda: self._core.create_acls(bindings))
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletionResult]:
+        return await self._run(lambda: self._core.delete_acls(filters))
 
     async def alter_user_scram_credentials(
         self,

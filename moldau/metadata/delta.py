@@ -19,6 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from moldau.metadata.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourceType,
+)
 from moldau.metadata.image import (
     BrokerImage,
     ControllerImage,
@@ -28,6 +35,7 @@ from moldau.metadata.image import (
     TopicImage,
 )
 from moldau.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaEntity,
     ClientQuotaRecord,
@@ -41,6 +49,7 @@ from moldau.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -91,6 +100,8 @@ class MetadataDelta:
         self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
         # SCRAM credentials set (an image) or removed (None) in this delta.
         self._scram_credentials: dict[ScramCredentialKey, ScramCredential | None] = {}
+        # ACLs created (the binding) or deleted (None) in this delta, by id.
+        self._acls: dict[uuid.UUID, AclBinding | None] = {}
         self._next_producer_id: int | None = None
         self._controller_id: int | None = None
         self._offset: int | None = None
@@ -150,6 +161,10 @@ class MetadataDelta:
                 )
             case RemoveUserScramCredentialRecord():
                 self._scram_credentials[(record.name, record.mechanism)] = None
+            case AccessControlEntryRecord():
+                self._acls[record.id] = acl_binding(record)
+            case RemoveAccessControlEntryRecord():
+                self._acls[record.id] = None
             case RegisterControllerRecord():
                 self._controllers[record.controller_id] = ControllerImage(
                     controller_id=record.controller_id,
@@ -300,6 +315,7 @@ class MetadataDelta:
             or self._features
             or self._client_quotas
             or self._scram_credentials
+            or self._acls
             or self._next_producer_id is not None
             or self._controller_id is not None
         )
@@ -349,6 +365,10 @@ class MetadataDelta:
 
     def changed_client_quotas(self) -> set[ClientQuotaEntity]:
         return set(self._client_quotas)
+
+    @property
+    def acls_changed(self) -> bool:
+        return bool(self._acls)
 
     def changed_scram_credentials(self) -> set[ScramCredentialKey]:
         """(user, mechanism) of the SCRAM credentials set or removed in this delta."""
@@ -412,6 +432,15 @@ class MetadataDelta:
                 else:
                     merged_scram[key] = credential
             scram_credentials = MappingProxyType(merged_scram)
+        acls = base.acls
+        if self._acls:
+            merged_acls = dict(base.acls)
+            for acl_id, binding in self._acls.items():
+                if binding is None:
+                    merged_acls.pop(acl_id, None)
+                else:
+                    merged_acls[acl_id] = binding
+            acls = MappingProxyType(merged_acls)
         return MetadataImage(
             cluster_id=self._cluster_id if self._cluster_id is not None else base.cluster_id,
             controller_id=(
@@ -426,12 +455,25 @@ class MetadataDelta:
             features=features,
             client_quotas=client_quotas,
             scram_credentials=scram_credentials,
+            acls=acls,
             next_producer_id=(
                 self._next_producer_id
                 if self._next_producer_id is not None
                 else base.next_producer_id
             ),
         )
+
+
+def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    return AclBinding(
+        resource_type=ResourceType(record.resource_type),
+        resource_name=record.resource_name,
+        pattern_type=PatternType(record.pattern_type),
+        principal=record.principal,
+        host=record.host,
+        operation=AclOperation(record.operation),
+        permission=AclPermission(record.permission_type),
+    )
 
 
 def _set_or_delete(configs: dict[str, str], name: str, value: str | None) -> None:
@@ -460,6 +502,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
     delta._features.update(image.features)
     delta._client_quotas.update({k: dict(v) for k, v in image.client_quotas.items()})
     delta._scram_credentials.update(image.scram_credentials)
+    delta._acls.update(image.acls)
     delta._next_producer_id = image.next_producer_id
     delta._controller_id = image.controller_id
     delta._offset = image.offset
@@ -517,6 +560,9 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
     for key in set(before.scram_credentials) | set(after.scram_credentials):
         if before.scram_credentials.get(key) != after.scram_credentials.get(key):
             delta._scram_credentials[key] = after.scram_credentials.get(key)
+    for acl_id in set(before.acls) | set(after.acls):
+        if before.acls.get(acl_id) != after.acls.get(acl_id):
+            delta._acls[acl_id] = after.acls.get(acl_id)
     if before.next_producer_id != after.next_producer_id:
         delta._next_producer_id = after.next_producer_id
     if before.controller_id != after.controller_id:

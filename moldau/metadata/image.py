@@ -2,7 +2,7 @@
 
 An image is what every broker and the controller read: topics with their partitions and
 configs, registered brokers and controllers, dynamic broker configs, finalized features, client
-quotas, users' SCRAM credentials and the producer-id counter, as of metadata log offset `offset`. It never changes;
+quotas, users' SCRAM credentials, ACLs and the producer-id counter, as of metadata log offset `offset`. It never changes;
 replaying records into a `MetadataDelta` and calling `image.apply(delta)` gives the next one.
 Readers may hold on to an image as a consistent snapshot across awaits.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from moldau.metadata.acls import AclBinding
 from moldau.metadata.records import (
     BrokerEndpoint,
     ClientQuotaEntity,
@@ -176,6 +177,7 @@ class MetadataImage:
     scram_credentials: Mapping[ScramCredentialKey, ScramCredential] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
+from moldau.metadata.acls import AclBinding
 from moldau.protocol.sasl.scram import ScramCredential
 
 # A Kafka Uuid with all bits zero means "no topic id".
@@ -280,6 +281,47 @@ class RemoveUserScramCredentialRecord:
     mechanism: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord:
+    """An ACL was created (Kafka's AccessControlEntryRecord, key 23); the codes are Kafka's
+    (`moldau.metadata.acls`)."""
+
+    RECORD_TYPE: ClassVar[int] = 23
+    VERSION: ClassVar[int] = 0
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    """An ACL was deleted (Kafka's RemoveAccessControlEntryRecord, key 24)."""
+
+    RECORD_TYPE: ClassVar[int] = 24
+    VERSION: ClassVar[int] = 0
+
+    id: uuid.UUID
+
+
+def acl_record(acl_id: uuid.UUID, binding: AclBinding) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=int(binding.resource_type),
+        resource_name=binding.resource_name,
+        pattern_type=int(binding.pattern_type),
+        principal=binding.principal,
+        host=binding.host,
+        operation=int(binding.operation),
+        permission_type=int(binding.permission),
+    )
+
+
 MetadataRecord = (
     TopicRecord
     | PartitionRecord
@@ -296,6 +338,8 @@ MetadataRecord = (
     | RegisterControllerRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
@@ -316,5 +360,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         RegisterControllerRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }

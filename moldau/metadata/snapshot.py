@@ -4,7 +4,7 @@
 `image_records(image)` lists, for everything the image holds, the record that creates it as it
 stands: finalized features (metadata.version first), brokers with their fencing and controlled
 shutdown, controllers (KIP-919), broker configs, each topic with its configs and its partitions (leader and partition
-epochs and leader recovery state included), client quotas, SCRAM credentials, and the
+epochs and leader recovery state included), client quotas, SCRAM credentials, ACLs and the
 producer-id counter. Replaying them on an empty image gives back an equal image;
 the offset (the snapshot's end) and the controller (the quorum's leader) are not records.
 
@@ -38,6 +38,7 @@ from moldau.metadata.records import (
     RegisterControllerRecord,
     TopicRecord,
     UserScramCredentialRecord,
+    acl_record,
 )
 from moldau.metadata.serde import RecordFormatError, deserialize_record, serialize_record
 
@@ -112,6 +113,8 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield ClientQuotaRecord(entity=entity, key=key, value=rate)
     for (name, mechanism), credential in sorted(image.scram_credentials.items()):
         yield UserScramCredentialRecord.of(name, mechanism, credential)
+    for acl_id, binding in sorted(image.acls.items()):
+        yield acl_record(acl_id, binding)
     if image.next_producer_id:
         yield ProducerIdsRecord(
             broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id

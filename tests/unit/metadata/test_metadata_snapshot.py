@@ -3,6 +3,7 @@ import uuid
 
 import pytest
 
+from moldau.metadata.acls import AclOperation, AclPermission, PatternType, ResourceType
 from moldau.metadata.delta import MetadataDelta, diff_images
 from moldau.metadata.image import (
     BrokerImage,
@@ -12,6 +13,7 @@ from moldau.metadata.image import (
     TopicImage,
 )
 from moldau.metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
@@ -25,6 +27,7 @@ from moldau.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -123,7 +126,27 @@ def rich_image() -> MetadataImage:
         scram("bob", "SCRAM-SHA-512", b"\x03"),
         scram("alice", "SCRAM-SHA-512", b"\x04"),  # a new password
         RemoveUserScramCredentialRecord(name="bob", mechanism="SCRAM-SHA-512"),
+        acl(ACL_KEPT, "orders", PatternType.LITERAL, AclPermission.ALLOW),
+        acl(ACL_GONE, "ord", PatternType.PREFIXED, AclPermission.DENY),
+        RemoveAccessControlEntryRecord(id=ACL_GONE),
         ProducerIdsRecord(broker_id=1, broker_epoch=8, next_producer_id=3000),
+    )
+
+
+ACL_KEPT = uuid.UUID(int=901)
+ACL_GONE = uuid.UUID(int=902)
+
+
+def acl(acl_id, name, pattern, permission):
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=ResourceType.TOPIC,
+        resource_name=name,
+        pattern_type=pattern,
+        principal="User:alice",
+        host="*",
+        operation=AclOperation.READ,
+        permission_type=permission,
     )
 
 
@@ -153,6 +176,9 @@ def test_an_image_survives_a_round_trip_through_a_snapshot():
         ("alice", "SCRAM-SHA-512"),
     ]
     assert restored.scram_credentials[("alice", "SCRAM-SHA-512")].salt == b"\x04"
+    assert list(restored.acls) == [ACL_KEPT]
+    assert restored.acls[ACL_KEPT].resource_name == "orders"
+    assert restored.acls[ACL_KEPT].permission == AclPermission.ALLOW
     assert restored.topics_by_id[ORDERS] is restored.topics["orders"]
     assert restored.controllers[1].incarnation_id == uuid.UUID(int=301)
     assert restored.controllers[1].endpoint("CONTROLLER").port == 29091
@@ -185,6 +211,7 @@ SNAPSHOTTED_FIELDS = {
         "client_quotas",
         "controllers",
         "scram_credentials",
+        "acls",
     },
     ControllerImage: {
         "controller_id",
