@@ -20,9 +20,11 @@ import resource
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
+from moldau.broker.authorization import NodeAuthorization
 from moldau.broker.client_telemetry import ClientTelemetry
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.controller_registration import ControllerRegistrationManager
@@ -33,7 +35,7 @@ from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.quorum_transport import QuorumTransport
-from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
+from moldau.broker.registry import BROKER, CONTROLLER, load_handlers
 from moldau.broker.resources import (
     check_partition_limits,
     open_segment_files,
@@ -55,6 +57,7 @@ from moldau.controller.operations import (
     IsrProposal,
     NewTopic,
 )
+from moldau.metadata.acls import AclBinding
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Listener
@@ -71,6 +74,7 @@ from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+_NO_ACLS: Mapping[Any, AclBinding] = MappingProxyType({})
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
@@ -90,6 +94,8 @@ class Node:
         self.security = NodeSecurity.of(
             config, self.layout, scram_credentials=self._scram_credential
         )
+        # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
+        self.authorization = NodeAuthorization.of(config, self._acls)
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -698,6 +704,13 @@ class Node:
             return None
         return self.metadata_image.scram_credentials.get((user, mechanism))
 
+    def _acls(self) -> Mapping[Any, AclBinding]:
+        """The ACLs of the metadata image (none before there is one)."""
+        if self.controller is None:
+            return _NO_ACLS
+        acls: Mapping[Any, AclBinding] = self.metadata_image.acls
+        return acls
+
     @property
     def metadata_image(self) -> MetadataImage:
         return self.controller.image  # type: ignore[no-any-return]
@@ -748,14 +761,6 @@ class Node:
         if self._publisher is None:
             return True
         return await self._publisher.settled(names, timeout_s)
-
-    # --- authorization (ACLs arrive with the security issue) -----------------------------------
-
-    def authorize_write(self, ctx: RequestContext, tp: TopicPartition, txn_id: Any) -> None:
-        return None
-
-    def authorize_delete(self, ctx: RequestContext, tp: TopicPartition) -> None:
-        return None
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:

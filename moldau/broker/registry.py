@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from moldau.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType, all_operations
 from moldau.net.connection import ConnectionInfo
 from moldau.protocol.adapter import RequestHeader
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -126,6 +127,55 @@ class RequestContext:
     @property
     def zero_copy(self) -> bool:
         return self.connection.zero_copy
+
+    # --- authorization: every answer is True when no authorizer is configured ---------------
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether this request's principal, from its host, may do `operation` to the
+        resource (`moldau.metadata.acls` has the rules)."""
+        authorization = self.node.authorization
+        if authorization is None:
+            return True
+        return authorization.current().authorize(
+            self.connection.principal, self.connection.client_host, operation, resource_type, name
+        )
+
+    def authorized_cluster(self, operation: AclOperation) -> bool:
+        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def require_cluster(self, operation: AclOperation) -> None:
+        """Raise CLUSTER_AUTHORIZATION_FAILED unless the principal may do `operation` to the
+        cluster (answered in the response's top-level error code)."""
+        if not self.authorized_cluster(operation):
+            raise KafkaError(
+                ErrorCode.cluster_authorization_failed,
+                f"{self.principal} is not authorized to {operation.name} the cluster",
+            )
+
+    def require(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        code: ErrorCode,
+    ) -> None:
+        """Raise `code` (a *_AUTHORIZATION_FAILED) unless `authorized`."""
+        if not self.authorized(operation, resource_type, name):
+            raise KafkaError(
+                code,
+                f"{self.principal} is not authorized to {operation.name} "
+                f"{resource_type.name} {name}",
+            )
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The bit set of operations the principal may do to the resource; every operation
+        of its type when no authorizer is configured (as Kafka reports it then)."""
+        authorization = self.node.authorization
+        if authorization is None:
+            return all_operations(resource_type)
+        return authorization.current().authorized_operations(
+            self.connection.principal, self.connection.client_host, resource_type, name
+        )
 
     @property
     def extras(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from moldau.config.authorization import AuthorizerSettings
 from moldau.config.definitions import BROKER_KEYS
 from moldau.config.tls import LISTENER_PREFIX, listener_overrides
 from moldau.config.values import BrokerConfig, ConfigError, parse_value
@@ -337,9 +338,9 @@ def _inter_broker_name(
     return None
 
 
-# Properties Kafka has that Moldau refuses rather than ignore: a node configured for an
-# authorizer or a SASL mechanism it lacks must not start with everything allowed or in the clear.
-_UNSUPPORTED = {"authorizer.class.name", "principal.builder.class", "ssl.engine.factory.class"}
+# Properties Kafka has that Moldau refuses rather than ignore: a node configured for a principal
+# builder or TLS engine it lacks must not start with other principals or in the clear.
+_UNSUPPORTED = {"principal.builder.class", "ssl.engine.factory.class"}
 _SASL_KEYS = (
     "sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
     "sasl.mechanism.controller.protocol and listener.name.<listener>.<mechanism>.sasl.jaas.config"
@@ -356,8 +357,7 @@ def check_properties(config: BrokerConfig) -> list[str]:
             continue
         if name in _UNSUPPORTED:
             raise ConfigError(
-                f"{name} is set, but Moldau does not support authorization yet; remove it to "
-                "run without it"
+                f"{name} is set, but Moldau has only its own (Kafka's default); remove it"
             )
         if name == "sasl.jaas.config":
             raise ConfigError(
@@ -376,6 +376,7 @@ def check_properties(config: BrokerConfig) -> list[str]:
                 "ssl.endpoint.identification.algorithm, ssl.principal.mapping.rules); remove it"
             )
     _check_listener_overrides(config)
+    AuthorizerSettings.of(config)
     warnings = []
     for name in config.unknown_names():
         if name.startswith(LISTENER_PREFIX):

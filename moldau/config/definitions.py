@@ -544,9 +544,28 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             read_only=True,
             minimum=0,
         ),
-        _key("authorizer.class.name", S, ""),
-        _key("super.users", S, None),
-        _key("allow.everyone.if.no.acl.found", B, False),
+        _key(
+            "authorizer.class.name",
+            S,
+            "",
+            "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every "
+            "request against the ACLs in the metadata log; empty allows everything.",
+            read_only=True,
+        ),
+        _key(
+            "super.users",
+            S,
+            None,
+            "Principals (User:name, separated by semicolons) the authorizer allows everything.",
+            read_only=True,
+        ),
+        _key(
+            "allow.everyone.if.no.acl.found",
+            B,
+            False,
+            "Whether an action on a resource no ACL names is allowed (otherwise it is denied).",
+            read_only=True,
+        ),
     ]
 }
 

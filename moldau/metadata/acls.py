@@ -121,6 +121,14 @@ OPERATIONS_BY_RESOURCE: dict[ResourceType, tuple[AclOperation, ...]] = {
 }
 
 
+def all_operations(resource_type: ResourceType) -> int:
+    """The bit set of every operation a resource type has."""
+    bits = 0
+    for operation in OPERATIONS_BY_RESOURCE.get(resource_type, ()):
+        bits |= 1 << operation
+    return bits
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AclBinding:
     """One ACL: who (principal, host) may or may not do what (operation) to which resources

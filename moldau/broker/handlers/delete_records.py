@@ -20,6 +20,7 @@ from moldau.controller.topic_names import (
     INTERNAL_TOPICS_MODIFICATION,
     refuse_internal_topic_change,
 )
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -39,13 +40,18 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, 
             waiting: asyncio.Future[int] | None = None
             try:
                 tp = TopicPartition(topic.name, requested.partition_index)
+                ctx.require(
+                    AclOperation.DELETE,
+                    ResourceType.TOPIC,
+                    topic.name,
+                    ErrorCode.topic_authorization_failed,
+                )
                 if topic.name in INTERNAL_TOPICS and not ctx.node.config.get(
                     INTERNAL_TOPICS_MODIFICATION
                 ):  # Kafka refuses it with the same code
                     raise refuse_internal_topic_change(
                         topic.name, "delete records of", ErrorCode.invalid_topic_exception
                     )
-                ctx.node.authorize_delete(ctx, tp)
                 waiting = replica_manager.delete_records(tp, requested.offset)
             except KafkaError as exc:
                 response["error_code"] = exc.code

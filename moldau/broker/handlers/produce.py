@@ -35,6 +35,7 @@ from moldau.controller.topic_names import (
     INTERNAL_TOPICS_MODIFICATION,
     refuse_internal_topic_change,
 )
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
@@ -67,6 +68,10 @@ def handle_produce(
     else:
         code = ErrorCode.none
     transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        code = ErrorCode.transactional_id_authorization_failed
     unverified: list[_Unverified] = []  # waiting for a coordinator on another broker
     for topic in request.topic_data:
         name = getattr(topic, "name", None)
@@ -74,17 +79,25 @@ def handle_produce(
         if not name and topic_id is not None:
             found = image.topics_by_id.get(topic_id)
             name = found.name if found is not None else None
+        # (authorization comes before existence: an unknown topic is not revealed)
+        topic_code = code
+        if (
+            topic_code == ErrorCode.none
+            and name is not None
+            and not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name)
+        ):
+            topic_code = ErrorCode.topic_authorization_failed
         partition_responses = []
         for partition_data in topic.partition_data:
             response: dict[str, Any] = {
                 "index": partition_data.index,
-                "error_code": code,
+                "error_code": topic_code,
                 "base_offset": -1,
                 "log_append_time": -1,
                 "log_start_offset": -1,
             }
             partition_responses.append(response)
-            if code != ErrorCode.none:
+            if topic_code != ErrorCode.none:
                 continue
             if name is None:
                 response["error_code"] = (
@@ -101,7 +114,6 @@ def handle_produce(
                     raise refuse_internal_topic_change(
                         name, "append to", ErrorCode.invalid_topic_exception
                     )
-                node.authorize_write(ctx, tp, transactional_id)
                 if transactional_id is not None:
                     producer = _verify_transaction(node, tp, records, transactional_id)
                     if producer is not None:

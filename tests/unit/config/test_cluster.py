@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from moldau.config.authorization import STANDARD_AUTHORIZER
 from moldau.config.cluster import ClusterLayout, Voter, check_properties
 from moldau.config.values import BrokerConfig, ConfigError
 
@@ -141,8 +142,9 @@ def test_unknown_properties_are_reported_with_the_closest_known_name() -> None:
 @pytest.mark.parametrize(
     ("properties", "message"),
     [
-        ({"authorizer.class.name": "x"}, "does not support authorization yet"),
-        ({"principal.builder.class": "x"}, "does not support authorization yet"),
+        ({"authorizer.class.name": "x"}, "is not an authorizer Moldau has"),
+        ({"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "admin"}, "Type:name"),
+        ({"principal.builder.class": "x"}, "has only its own"),
         ({"sasl.jaas.config": "x"}, "per listener and mechanism"),
         ({"sasl.server.callback.handler.class": "x"}, "not a SASL setting Moldau can act on"),
         ({"listener.name.plaintext.gssapi.sasl.jaas.config": "x"}, "does not support"),
