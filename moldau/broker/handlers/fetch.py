@@ -25,6 +25,7 @@ from typing import Any
 
 from moldau.broker.handlers.produce import node_endpoints
 from moldau.broker.registry import RequestContext, Response, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
@@ -40,16 +41,26 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 class _PartitionFetch:
-    __slots__ = ("current_leader_epoch", "fetch_offset", "max_bytes", "tp", "unknown")
+    """One partition asked for. `tp` is None when it is not read: `error` says why (an
+    unknown topic, or one the principal may not read)."""
+
+    __slots__ = ("current_leader_epoch", "error", "fetch_offset", "index", "max_bytes", "tp")
 
     def __init__(
-        self, tp: TopicPartition | None, fetch_offset: int, max_bytes: int, epoch: int
+        self,
+        tp: TopicPartition | None,
+        index: int,
+        fetch_offset: int,
+        max_bytes: int,
+        epoch: int,
+        error: ErrorCode = ErrorCode.none,
     ) -> None:
         self.tp = tp
+        self.index = index
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
         self.current_leader_epoch = epoch
-        self.unknown = tp is None
+        self.error = error
 
 
 @handler(ApiKey.FETCH, 4, 17)
@@ -64,6 +75,10 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
 
     topics: list[tuple[FetchTopicData, list[_PartitionFetch]]] = []
     replica_id, replica_epoch = _replica(request)
+    # A follower needs CLUSTER_ACTION, a consumer READ on each topic; authorization comes
+    # before existence, as in Kafka.
+    followers_allowed = replica_id < 0 or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    unknown = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
     for topic in request.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = getattr(topic, "topic", None)
@@ -73,12 +88,23 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
         else:
             found = image.topics.get(name) if name is not None else None
             topic_id = found.topic_id if found is not None else _ZERO_UUID
+        error = ErrorCode.none
+        if not followers_allowed or (
+            replica_id < 0
+            and name is not None
+            and not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
+        ):
+            error = ErrorCode.topic_authorization_failed
+        elif name is None:
+            error = unknown
         fetches = [
             _PartitionFetch(
-                TopicPartition(name, p.partition) if name is not None else None,
+                TopicPartition(name, p.partition) if name and not error else None,
+                p.partition,
                 p.fetch_offset,
                 p.partition_max_bytes,
                 getattr(p, "current_leader_epoch", -1),
+                error,
             )
             for p in topic.partitions
         ]
@@ -308,10 +334,9 @@ def _read_partition(
     rack: str = "",
     image: Any = None,
 ) -> FetchPartitionData:
-    index = fetch.tp.partition if fetch.tp is not None else 0
+    index = fetch.index
     if fetch.tp is None:
-        code = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
-        return FetchPartitionData(index, int(code), records=b"")
+        return FetchPartitionData(index, int(fetch.error), records=b"")
     try:
         partition = replica_manager.readable_partition(
             fetch.tp, fetch.current_leader_epoch, allow_follower=version >= 11

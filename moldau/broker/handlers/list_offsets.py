@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -39,15 +40,18 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> dict[str, An
     topics = []
     for topic in request.topics:
         partitions = []
+        described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for requested in topic.partitions:
             response: dict[str, Any] = {
                 "partition_index": requested.partition_index,
-                "error_code": ErrorCode.none,
+                "error_code": ErrorCode.none if described else ErrorCode.topic_authorization_failed,
                 "timestamp": -1,
                 "offset": -1,
                 "leader_epoch": -1,
             }
             partitions.append(response)
+            if not described:
+                continue
             if named[topic.name, requested.partition_index] > 1:
                 response["error_code"] = ErrorCode.invalid_request
                 continue
