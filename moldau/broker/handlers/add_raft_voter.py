@@ -15,6 +15,7 @@ from typing import Any
 
 from moldau.broker.handlers.remove_raft_voter import voter_change_answer
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.raft.voter_set import Endpoint, VoterNode, directory_id_of
@@ -34,6 +35,7 @@ def voter_of(request: Any) -> VoterNode:
 
 @handler(ApiKey.ADD_RAFT_VOTER, 0, 1, forward=True)
 async def handle_add_raft_voter(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.ALTER)
     timeout_s: float | None = max(millis(request.timeout), 1) / 1000
     if not getattr(request, "ack_when_committed", True):
         timeout_s = None  # answer once the leader has appended the change

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
-from moldau.controller.operations import ClientQuotaAlteration, ClientQuotaOp
+from moldau.controller.operations import ClientQuotaAlteration, ClientQuotaOp, ClientQuotaResult
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, forward=True)
@@ -28,9 +30,19 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> dict[
         )
         for entry in request.entries
     ]
-    results = await ctx.controller.alter_client_quotas(
-        alterations, validate_only=bool(request.validate_only)
-    )
+    if ctx.authorized_cluster(AclOperation.ALTER_CONFIGS):
+        results = await ctx.controller.alter_client_quotas(
+            alterations, validate_only=bool(request.validate_only)
+        )
+    else:  # (no top-level error code: each entry says it)
+        results = [
+            ClientQuotaResult(
+                entity=alteration.entity,
+                error_code=ErrorCode.cluster_authorization_failed,
+                error_message="Cluster authorization failed.",
+            )
+            for alteration in alterations
+        ]
     return {
         "throttle_time": 0,
         "entries": [

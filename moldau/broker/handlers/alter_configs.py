@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from moldau.broker.handlers._authorized import config_resource_denial, for_authorized
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import AlterConfigsResource, ConfigResource, ConfigResult
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 
 
@@ -26,10 +28,31 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, A
         )
         for resource in request.resources
     ]
-    results = await ctx.controller.alter_configs(
-        resources, validate_only=bool(request.validate_only)
+
+    async def alter(permitted: list[AlterConfigsResource]) -> list[ConfigResult]:
+        return list(
+            await ctx.controller.alter_configs(permitted, validate_only=bool(request.validate_only))
+        )
+
+    def refused(resource: AlterConfigsResource) -> ConfigResult:
+        answer = refusal(ctx, resource.resource)
+        assert answer is not None
+        return answer
+
+    results = await for_authorized(
+        resources, lambda r: refusal(ctx, r.resource) is None, alter, refused
     )
     return config_results_response(results)
+
+
+def refusal(ctx: RequestContext, resource: ConfigResource) -> ConfigResult | None:
+    """The answer for a resource whose configs the principal may not alter, or None."""
+    denial = config_resource_denial(
+        ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+    )
+    if denial is None:
+        return None
+    return ConfigResult(resource=resource, error_code=denial, error_message="Authorization failed.")
 
 
 def config_results_response(results: Sequence[ConfigResult]) -> dict[str, Any]:

@@ -13,12 +13,14 @@ from typing import Any
 
 from moldau.broker.registry import CONTROLLER, RequestContext, handler
 from moldau.controller.operations import AlterPartitionResult, IsrMember, IsrProposal
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 @handler(ApiKey.ALTER_PARTITION, 2, 3, scopes=(CONTROLLER,))
 async def handle_alter_partition(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     changes = [
         IsrProposal(
             topic_id=topic.topic_id,

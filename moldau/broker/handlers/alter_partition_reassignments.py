@@ -14,12 +14,14 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import PartitionReassignment
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, forward=True)
 async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.ALTER)
     allow_change = bool(getattr(request, "allow_replication_factor_change", True))
     reassignments = [
         PartitionReassignment(

@@ -17,6 +17,7 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.topic_names import validate_topic_name
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -31,11 +32,16 @@ def handle_alter_replica_log_dirs(ctx: RequestContext, request: Any) -> dict[str
         for partition in topic.partitions
     )
     results: dict[str, list[dict[str, Any]]] = {}
+    allowed = ctx.authorized_cluster(AclOperation.ALTER)
     for log_dir in request.dirs:
         for topic in log_dir.topics:
             answers = results.setdefault(topic.name, [])
             for partition in topic.partitions:
-                code = _alter(ctx, topic.name, partition, log_dir.path, named)
+                code = (
+                    _alter(ctx, topic.name, partition, log_dir.path, named)
+                    if allowed
+                    else ErrorCode.cluster_authorization_failed
+                )
                 answers.append({"partition_index": partition, "error_code": code})
     return {
         "throttle_time": 0,

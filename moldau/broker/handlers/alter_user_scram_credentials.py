@@ -13,11 +13,26 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import ScramCredentialDeletion, ScramCredentialUpsertion
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, forward=True)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not ctx.authorized_cluster(AclOperation.ALTER):  # (each user says it)
+        users = [entry.name for entry in (*request.deletions, *request.upsertions)]
+        return {
+            "throttle_time": 0,
+            "results": [
+                {
+                    "user": user,
+                    "error_code": ErrorCode.cluster_authorization_failed,
+                    "error_message": "Cluster authorization failed.",
+                }
+                for user in dict.fromkeys(users)
+            ],
+        }
     results = await ctx.controller.alter_user_scram_credentials(
         [
             ScramCredentialDeletion(name=entry.name, mechanism=int(entry.mechanism))

@@ -13,6 +13,7 @@ from typing import Any
 
 from moldau.broker.registry import CONTROLLER, RequestContext, handler
 from moldau.controller.operations import BrokerHeartbeat, BrokerRegistration
+from moldau.metadata.acls import AclOperation
 from moldau.metadata.records import BrokerEndpoint
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -20,6 +21,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 @handler(ApiKey.BROKER_REGISTRATION, 0, 4, scopes=(CONTROLLER,))
 async def handle_broker_registration(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     registration = BrokerRegistration(
         broker_id=int(request.broker_id),
         incarnation_id=request.incarnation_id,
@@ -45,6 +47,7 @@ async def handle_broker_registration(ctx: RequestContext, request: Any) -> dict[
 
 @handler(ApiKey.BROKER_HEARTBEAT, 0, 1, scopes=(CONTROLLER,))
 async def handle_broker_heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     heartbeat = BrokerHeartbeat(
         broker_id=int(request.broker_id),
         broker_epoch=int(request.broker_epoch),
@@ -73,6 +76,7 @@ async def handle_broker_heartbeat(ctx: RequestContext, request: Any) -> dict[str
 
 @handler(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, scopes=(CONTROLLER,))
 async def handle_allocate_producer_ids(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     try:
         block = await ctx.controller.allocate_producer_ids(
             int(request.broker_id), int(request.broker_epoch)

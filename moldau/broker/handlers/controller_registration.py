@@ -14,6 +14,7 @@ from typing import Any
 
 from moldau.broker.registry import CONTROLLER, RequestContext, handler
 from moldau.controller.operations import ControllerRegistration
+from moldau.metadata.acls import AclOperation
 from moldau.metadata.records import ZERO_UUID, BrokerEndpoint
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -21,6 +22,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 @handler(ApiKey.CONTROLLER_REGISTRATION, 0, 0, scopes=(CONTROLLER,))
 async def handle_controller_registration(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     registration = ControllerRegistration(
         controller_id=int(request.controller_id),
         incarnation_id=request.incarnation_id or ZERO_UUID,

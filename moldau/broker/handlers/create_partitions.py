@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers._authorized import for_authorized
 from moldau.broker.handlers.create_topics import LOG_CREATION_WAIT_S
 from moldau.broker.registry import RequestContext, handler
-from moldau.controller.operations import PartitionsIncrease
+from moldau.controller.operations import CreatePartitionsResult, PartitionsIncrease
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -32,9 +34,25 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[st
         )
         for topic in request.topics
     ]
-    results = await ctx.controller.create_partitions(
-        increases, validate_only=bool(request.validate_only)
-    )
+
+    def allowed(increase: PartitionsIncrease) -> bool:
+        return ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, increase.name)
+
+    async def grow(allowed_increases: list[PartitionsIncrease]) -> list[CreatePartitionsResult]:
+        return list(
+            await ctx.controller.create_partitions(
+                allowed_increases, validate_only=bool(request.validate_only)
+            )
+        )
+
+    def refused(increase: PartitionsIncrease) -> CreatePartitionsResult:
+        return CreatePartitionsResult(
+            name=increase.name,
+            error_code=ErrorCode.topic_authorization_failed,
+            error_message="Authorization failed.",
+        )
+
+    results = await for_authorized(increases, allowed, grow, refused)
     grown = [r.name for r in results if r.error_code == ErrorCode.none]
     if grown and not request.validate_only:
         await ctx.node.wait_for_partitions(grown, timeout_s=LOG_CREATION_WAIT_S)

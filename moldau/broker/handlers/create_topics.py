@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers._authorized import for_authorized
 from moldau.broker.registry import RequestContext, handler
 from moldau.config.definitions import TOPIC_KEYS
 from moldau.controller.config_description import describe_topic_config
 from moldau.controller.operations import CreateTopicResult, NewTopic
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -39,19 +41,38 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, A
         )
         for topic in request.topics
     ]
-    try:
-        results = await ctx.controller.create_topics(
-            new_topics, validate_only=bool(request.validate_only)
-        )
-    except KafkaError as error:  # NOT_CONTROLLER: the broker that forwarded it asks again
-        results = [
-            CreateTopicResult(name=t.name, error_code=error.code, error_message=str(error))
-            for t in new_topics
-        ]
+    # CREATE on the cluster covers every topic; otherwise each needs CREATE of its own.
+    any_topic = ctx.authorized_cluster(AclOperation.CREATE)
+
+    def allowed(topic: NewTopic) -> bool:
+        return any_topic or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name)
+
+    async def create(topics: list[NewTopic]) -> list[CreateTopicResult]:
+        try:
+            return list(
+                await ctx.controller.create_topics(
+                    topics, validate_only=bool(request.validate_only)
+                )
+            )
+        except KafkaError as error:  # NOT_CONTROLLER: the broker that forwarded it asks again
+            return [
+                CreateTopicResult(name=t.name, error_code=error.code, error_message=str(error))
+                for t in topics
+            ]
+
+    results = await for_authorized(new_topics, allowed, create, _refused)
     created = [r.name for r in results if r.error_code == ErrorCode.none]
     if created and not request.validate_only and ctx.node.layout.is_broker:
         await ctx.node.wait_for_partitions(created, timeout_s=LOG_CREATION_WAIT_S)
     return {"throttle_time": 0, "topics": [_topic_result(ctx, r) for r in results]}
+
+
+def _refused(topic: NewTopic) -> CreateTopicResult:
+    return CreateTopicResult(
+        name=topic.name,
+        error_code=ErrorCode.topic_authorization_failed,
+        error_message="Authorization failed.",
+    )
 
 
 def _topic_result(ctx: RequestContext, result: CreateTopicResult) -> dict[str, Any]:
@@ -70,6 +91,9 @@ def _topic_result(ctx: RequestContext, result: CreateTopicResult) -> dict[str, A
     node = ctx.node
     response["num_partitions"] = result.num_partitions
     response["replication_factor"] = result.replication_factor
+    if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result.name):
+        response["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        return response
     configs = []
     for name in sorted(TOPIC_KEYS):
         described = describe_topic_config(

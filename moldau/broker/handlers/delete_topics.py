@@ -11,8 +11,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from moldau.broker.handlers._authorized import for_authorized
 from moldau.broker.registry import RequestContext, handler
+from moldau.controller.operations import DeleteTopicResult
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -24,7 +28,38 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> dict[str, A
         references = [_reference(topic.name, topic.topic_id) for topic in request.topics]
     else:
         references = list(request.topic_names)
-    results = await ctx.controller.delete_topics(references)
+    image = ctx.node.metadata_image
+
+    def name_of(reference: str | uuid.UUID) -> str | None:
+        if isinstance(reference, str):
+            return reference
+        topic = image.topics_by_id.get(reference)
+        return topic.name if topic is not None else None
+
+    def allowed(reference: str | uuid.UUID) -> bool:
+        name = name_of(reference)
+        return name is None or ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name)
+
+    def refused(reference: str | uuid.UUID) -> DeleteTopicResult:
+        name = name_of(reference)
+        assert name is not None  # (an unknown id is not refused: the controller answers it)
+        if isinstance(reference, uuid.UUID) and not ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.TOPIC, name
+        ):  # a topic named by id that the principal may not see: as if it did not exist
+            return DeleteTopicResult(
+                name=None, topic_id=reference, error_code=ErrorCode.unknown_topic_id
+            )
+        return DeleteTopicResult(
+            name=name,
+            topic_id=reference if isinstance(reference, uuid.UUID) else _ZERO_UUID,
+            error_code=ErrorCode.topic_authorization_failed,
+            error_message="Authorization failed.",
+        )
+
+    async def delete(permitted: list[str | uuid.UUID]) -> list[DeleteTopicResult]:
+        return list(await ctx.controller.delete_topics(permitted))
+
+    results = await for_authorized(references, allowed, delete, refused)
     return {
         "throttle_time": 0,
         "responses": [

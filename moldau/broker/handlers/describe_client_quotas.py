@@ -13,12 +13,14 @@ from typing import Any
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import ClientQuotaFilter
 from moldau.controller.quota_control import describe_client_quotas
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 @handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
 def handle_describe_client_quotas(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.DESCRIBE_CONFIGS)
     components = [
         ClientQuotaFilter(entity_type=c.entity_type, match_type=int(c.match_type), match=c.match)
         for c in request.components

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler
+from moldau.metadata.acls import CLUSTER_NAME, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -54,7 +55,11 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
         "cluster_id": node.metadata_image.cluster_id,
         "controller_id": controller_id,
         "brokers": brokers,
-        "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": (
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else _NO_AUTHORIZED_OPERATIONS
+        ),
     }
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers._authorized import config_resource_denial
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.config_description import DescribedConfig, describe_configs
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -33,6 +35,14 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]
             "configs": [],
         }
         keys = resource.configuration_keys
+        denial = config_resource_denial(
+            ctx, AclOperation.DESCRIBE_CONFIGS, int(resource.resource_type), resource.resource_name
+        )
+        if denial is not None:
+            result["error_code"] = denial
+            result["error_message"] = "Authorization failed."
+            results.append(result)
+            continue
         try:
             described = describe_configs(
                 image,

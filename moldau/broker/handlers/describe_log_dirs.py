@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.log_dir_failures import LogDirState
@@ -25,6 +26,8 @@ def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any
     node = ctx.node
     log_manager = node.log_manager
     assert log_manager is not None  # (the handler is a broker's)
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):  # (no top-level code before v3)
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed}
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.metadata.records import ZERO_UUID
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -31,6 +32,7 @@ METADATA_PARTITION = 0
 
 @handler(ApiKey.DESCRIBE_QUORUM, 0, 2, forward=True)
 def handle_describe_quorum(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.DESCRIBE)
     if not _names_the_metadata_partition(request):
         return _response(
             topics=[

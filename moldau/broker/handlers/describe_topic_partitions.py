@@ -16,6 +16,7 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.topic_names import validate_topic_name
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.metadata.image import TopicImage
 from moldau.metadata.records import ZERO_UUID
 from moldau.protocol.api_keys import ApiKey
@@ -31,8 +32,13 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> dict[
     every_topic = len(request.topics) == 0
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
-    if every_topic:
-        names = {name for name in image.topics if name >= cursor_topic}
+    if every_topic:  # every topic the principal may describe
+        names = {
+            name
+            for name in image.topics
+            if name >= cursor_topic
+            and ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        }
     else:
         names = {topic.name for topic in request.topics if topic.name >= cursor_topic}
     if (cursor is not None and not every_topic and cursor.topic_name not in names) or (
@@ -56,6 +62,11 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> dict[
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         topic = image.topics.get(name)
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(
+                {**_unknown_topic(name), "error_code": ErrorCode.topic_authorization_failed}
+            )
+            continue
         if topic is None:
             if not every_topic:
                 topics.append(_unknown_topic(name))
@@ -98,6 +109,7 @@ def _topic(ctx: RequestContext, topic: TopicImage, indexes: list[int]) -> dict[s
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": partitions,
+        "topic_authorized_operations": ctx.authorized_operations(ResourceType.TOPIC, topic.name),
     }
 
 

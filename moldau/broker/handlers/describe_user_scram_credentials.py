@@ -11,12 +11,14 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.scram_control import describe_user_scram_credentials
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 def handle_describe_user_scram_credentials(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.DESCRIBE)
     users = None if request.users is None else [user.name for user in request.users]
     return {
         "throttle_time": 0,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -27,6 +28,7 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> dict[str, A
     )
     election_type = int(getattr(request, "election_type", 0))
     try:
+        ctx.require_cluster(AclOperation.ALTER)
         results = await ctx.controller.elect_leaders(election_type, requested)
     except KafkaError as error:
         return {

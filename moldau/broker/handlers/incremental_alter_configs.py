@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.handlers.alter_configs import config_results_response
+from moldau.broker.handlers.alter_configs import config_results_response, refusal
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import (
     AlterableConfig,
@@ -30,6 +30,10 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
         target = ConfigResource(
             resource_type=int(resource.resource_type), resource_name=resource.resource_name
         )
+        refused = refusal(ctx, target)
+        if refused is not None:
+            rejected[index] = refused
+            continue
         try:
             changes = [
                 AlterableConfig(
@@ -51,6 +55,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
         await ctx.controller.incremental_alter_configs(
             valid, validate_only=bool(request.validate_only)
         )
+        if valid
+        else []
     )
     ordered = [
         rejected[index] if index in rejected else next(results)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.metadata.records import ConfigResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -35,6 +36,7 @@ _TYPES_BY_VERSION = {
 
 @handler(ApiKey.LIST_CONFIG_RESOURCES, 0, 1)
 def handle_list_config_resources(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.DESCRIBE_CONFIGS)
     supported = _TYPES_BY_VERSION[ctx.api_version]
     asked = {int(t) for t in getattr(request, "resource_types", ())} or set(supported)
     if not asked <= supported:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.metadata.image import PartitionImage
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -18,6 +19,7 @@ from moldau.protocol.errors import ErrorCode
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, forward=True)
 def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.DESCRIBE)
     image = ctx.node.metadata_image
     wanted: dict[str, set[int] | None]
     if request.topics is None:

@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import CONTROLLER, RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 async def _answer(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     transport = ctx.node.quorum_transport
     if transport is None:
         raise KafkaError(ErrorCode.invalid_request, "this node takes no part in a quorum")

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.voter_set import directory_id_of
@@ -62,6 +63,7 @@ async def voter_change_answer(
 
 @handler(ApiKey.REMOVE_RAFT_VOTER, 0, 0, forward=True)
 async def handle_remove_raft_voter(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.ALTER)
     voter_id = int(request.voter_id)
     directory_id = directory_id_of(request.voter_directory_id)
     return await voter_change_answer(

@@ -14,12 +14,14 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.feature_control import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import KafkaError
 
 
 @handler(ApiKey.UPDATE_FEATURES, 0, 2, forward=True)
 async def handle_update_features(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.ALTER)
     updates = [
         FeatureUpdate(
             feature=update.feature,

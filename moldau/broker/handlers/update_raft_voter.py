@@ -11,11 +11,13 @@ from typing import Any
 from moldau.broker.handlers.add_raft_voter import voter_of
 from moldau.broker.handlers.remove_raft_voter import REMOVE_TIMEOUT_S, voter_change_answer
 from moldau.broker.registry import CONTROLLER, RequestContext, handler
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 
 
 @handler(ApiKey.UPDATE_RAFT_VOTER, 0, 0, scopes=(CONTROLLER,))
 async def handle_update_raft_voter(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     voter = voter_of(request)
     return await voter_change_answer(
         ctx,
