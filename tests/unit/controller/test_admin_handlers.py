@@ -41,6 +41,8 @@ E = ErrorCode
 class FakeNode:
     """What the handlers read from the composition root."""
 
+    authorization = None  # (no authorizer: everything is allowed)
+
     def __init__(self, controller, config):
         self.controller = controller
         self.config = config
