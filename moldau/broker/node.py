@@ -41,7 +41,7 @@ from moldau.broker.resources import (
     open_segment_files,
     raise_open_files_limit,
 )
-from moldau.broker.security import NodeSecurity
+from moldau.broker.security import NodeSecurity, connection_quotas
 from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
@@ -94,6 +94,7 @@ class Node:
         self.security = NodeSecurity.of(
             config, self.layout, scram_credentials=self._scram_credential
         )
+        self.connection_quotas = connection_quotas(config, self.layout)  # (ConfigError)
         # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
         self.authorization = NodeAuthorization.of(config, self._acls)
         self.listeners: list[Listener] = []  # the broker's (clients')
@@ -207,6 +208,7 @@ class Node:
             memory_pool=self._memory_pool,
             tls=self.security.listeners.get(address.name),
             require_authentication=address.name in self.security.sasl,
+            quotas=self.connection_quotas,
         )
         await listener.start()
         into.append(listener)

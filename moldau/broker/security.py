@@ -18,6 +18,7 @@ clear or unauthenticated instead.
 
 from __future__ import annotations
 
+import socket
 import ssl
 from dataclasses import dataclass, field
 
@@ -29,9 +30,10 @@ from moldau.config.sasl import (
     node_credentials,
     sasl_listener_settings,
 )
-from moldau.config.tls import client_context, server_context, tls_settings
+from moldau.config.tls import client_context, listener_overrides, server_context, tls_settings
 from moldau.config.values import BrokerConfig, ConfigError
 from moldau.net.connection import CloseConnection, ConnectionInfo
+from moldau.net.connection_quotas import UNLIMITED, ConnectionQuotas, parse_overrides
 from moldau.net.principal import PrincipalMappingError, principal_builder
 from moldau.net.tls import TlsServer
 
@@ -132,4 +134,42 @@ def _credentials(
         listener_name,
         setting=setting,
         controller=setting == "sasl.mechanism.controller.protocol",
+    )
+
+
+def connection_quotas(config: BrokerConfig, layout: ClusterLayout) -> ConnectionQuotas:
+    """The node's connection limits (`moldau.net.connection_quotas`); ConfigError for
+    overrides that do not parse, as Kafka refuses them. Host names in the overrides are
+    resolved once, here."""
+    per_ip = int(config.get("max.connections.per.ip"))
+    try:
+        named = parse_overrides(str(config.get("max.connections.per.ip.overrides") or ""))
+    except ValueError as error:
+        raise ConfigError(f"max.connections.per.ip.overrides: {error}") from None
+    if per_ip == 0 and not named:
+        raise ConfigError(
+            "max.connections.per.ip is 0, which is allowed only with "
+            "max.connections.per.ip.overrides (nobody could connect)"
+        )
+    overrides = {}
+    for host, limit in named.items():
+        try:
+            overrides[socket.gethostbyname(host)] = limit
+        except OSError as error:
+            raise ConfigError(
+                f"max.connections.per.ip.overrides: cannot resolve {host}: {error}"
+            ) from None
+    per_listener = {}
+    for property_name, (listener, key) in listener_overrides(config).items():
+        if key == "max.connections":
+            limit = int(config.raw_unknown(property_name) or UNLIMITED)
+            if limit < 0:
+                raise ConfigError(f"{property_name} must not be negative")
+            per_listener[listener] = limit
+    return ConnectionQuotas(
+        max_connections=int(config.get("max.connections")),
+        per_ip=per_ip,
+        per_ip_overrides=overrides,
+        per_listener=per_listener,
+        exempt_listener=layout.inter_broker_listener_name,
     )

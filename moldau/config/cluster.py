@@ -387,6 +387,9 @@ def check_properties(config: BrokerConfig) -> list[str]:
     return warnings
 
 
+_PER_LISTENER_KEYS = {"sasl.enabled.mechanisms", "max.connections"}
+
+
 def _check_listener_overrides(config: BrokerConfig) -> None:
     """`listener.name.<listener>.*` must name a listener (or controller listener) of this node
     and a setting Moldau reads per listener: ssl.*, sasl.enabled.mechanisms or
@@ -411,10 +414,10 @@ def _check_listener_overrides(config: BrokerConfig) -> None:
                     "does not support (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); remove it"
                 )
             continue  # parsed when the listener's settings are read
-        if not key.startswith("ssl.") and key != "sasl.enabled.mechanisms":
+        if not key.startswith("ssl.") and key not in _PER_LISTENER_KEYS:
             raise ConfigError(
-                f"{property_name} is set, but Moldau reads only ssl.*, sasl.enabled.mechanisms "
-                "and <mechanism>.sasl.jaas.config per listener; remove it"
+                f"{property_name} is set, but Moldau reads only ssl.*, sasl.enabled.mechanisms, "
+                "max.connections and <mechanism>.sasl.jaas.config per listener; remove it"
             )
         if key not in BROKER_KEYS:
             raise ConfigError(f"{property_name}: {key} is not a TLS setting Moldau can act on")

@@ -204,6 +204,32 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=-1,
         ),
         _key("connections.max.idle.ms", L, 600000, read_only=True),
+        _key(
+            "max.connections",
+            INT,
+            2147483647,
+            "Connections the node takes at once (per listener too: "
+            "listener.name.<listener>.max.connections); beyond it a new one is closed. The "
+            "inter-broker listener's do not count against the node's limit.",
+            read_only=True,
+            minimum=0,
+        ),
+        _key(
+            "max.connections.per.ip",
+            INT,
+            2147483647,
+            "Connections one address may hold; beyond it a new one is closed.",
+            read_only=True,
+            minimum=0,
+        ),
+        _key(
+            "max.connections.per.ip.overrides",
+            S,
+            "",
+            "Per-address limits over max.connections.per.ip: host:count pairs separated by "
+            "commas (hostName:100,127.0.0.1:200).",
+            read_only=True,
+        ),
         _key("num.network.threads", INT, 3),
         _key("num.io.threads", INT, 8),
         _key("num.recovery.threads.per.data.dir", INT, 2),

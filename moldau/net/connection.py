@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from moldau.net.connection_quotas import ConnectionQuotas
 from moldau.net.deferred import Deferred
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.net.principal import ANONYMOUS, PrincipalMappingError
@@ -50,6 +51,28 @@ from moldau.net.tls import TlsFailed, TlsServer, TlsSession
 from moldau.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrameSize
 
 log = logging.getLogger(__name__)
+
+
+class _RefusalLog:
+    """One line per second at most for connections refused by the limits (a flood of them
+    must not flood the log), with the count of those not named."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._unlogged = 0
+
+    def note(self, peer: str, reason: str) -> None:
+        now = time.monotonic()
+        if now - self._last < 1.0:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more refused since the last line)" if self._unlogged else ""
+        log.warning("refused the connection from %s: %s%s", peer, reason, more)
+        self._last = now
+        self._unlogged = 0
+
+
+_refused_connections = _RefusalLog()
 _INT32 = struct.Struct(">i")
 
 
@@ -135,8 +158,11 @@ class KafkaConnection(asyncio.Protocol):
         request_timeout_s: float | None = None,
         memory_pool: RequestMemoryPool | None = None,
         tls: TlsServer | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self._processor = processor
+        self._quotas = quotas
+        self._counted = False  # admitted by `quotas`, released when the connection ends
         self._tls_server = tls
         self._tls: TlsSession | None = None  # once connected, on an SSL listener
         self._requires_authentication = max_frame_size_unauthenticated is not None
@@ -190,6 +216,14 @@ class KafkaConnection(asyncio.Protocol):
             state={},
             set_authenticated=self.authenticated,
         )
+        if self._quotas is not None:
+            refusal = self._quotas.admit(self._listener_name, self.info.client_host)
+            if refusal is not None:
+                _refused_connections.note(self._peer(), refusal)
+                self._closing = True
+                transport.abort()  # type: ignore[attr-defined]
+                return
+            self._counted = True
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         self._touch()
         if self._tls_server is not None:
@@ -316,6 +350,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        if self._counted:
+            assert self._quotas is not None and self.info is not None
+            self._quotas.release(self._listener_name, self.info.client_host)
+            self._counted = False
         for task in list(self._tasks):
             task.cancel()
         self._tasks.clear()

@@ -20,6 +20,7 @@ import socket
 
 from moldau.config.cluster import ListenerAddress as Endpoint
 from moldau.net.connection import KafkaConnection, Processor
+from moldau.net.connection_quotas import ConnectionQuotas
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.net.tls import TlsServer
 
@@ -45,8 +46,10 @@ class Listener:
         idle_timeout_s: float | None = None,
         request_timeout_s: float | None = None,
         memory_pool: RequestMemoryPool | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._quotas = quotas
         self._processor = processor
         self._security_protocol = security_protocol
         self._max_frame_size = max_frame_size
@@ -73,6 +76,7 @@ class Listener:
             request_timeout_s=self._request_timeout_s,
             memory_pool=self._memory_pool,
             tls=self._tls,
+            quotas=self._quotas,
         )
         self.connections.add(connection)
         return connection
