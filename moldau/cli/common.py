@@ -144,6 +144,7 @@ _HINTS: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.topic_authorization_failed: "the principal lacks permission on the topic",
     ErrorCode.group_authorization_failed: "the principal lacks permission on the group",
     ErrorCode.cluster_authorization_failed: "the principal lacks cluster permission",
+    ErrorCode.security_disabled: "ACLs need an authorizer: set the broker's authorizer.class.name",
     ErrorCode.message_too_large: _TOO_LARGE_HINT,
     ErrorCode.record_list_too_large: _TOO_LARGE_HINT,
 }

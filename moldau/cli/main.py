@@ -65,6 +65,7 @@ _COMMAND_MODULES = (
     "feature",
     "perf",
     "user",
+    "acl",
 )
 
 

@@ -4,6 +4,14 @@ It speaks the Kafka protocol only (no broker internals) and follows confluent-ka
 `AdminClient`, `Producer`, `Consumer`, `Message`, `KafkaException`. See README.md.
 """
 
+from moldau.client.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
+    ResourcePatternType,
+)
 from moldau.client.admin import (
     AdminClient,
     AlterConfigOp,
@@ -32,6 +40,11 @@ __all__ = [
     "OFFSET_BEGINNING",
     "OFFSET_END",
     "OFFSET_STORED",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
     "AdminClient",
     "AlterConfigOp",
     "ClientConfig",
@@ -47,6 +60,7 @@ __all__ = [
     "NewTopic",
     "Producer",
     "RecordMetadata",
+    "ResourcePatternType",
     "ResourceType",
     "SyncAdminClient",
     "SyncConsumer",

@@ -1,5 +1,5 @@
-"""`AdminClient`: topics, partitions and their reassignments, configs, records, cluster, log
-dirs, groups and their offsets.
+"""`AdminClient`: topics, partitions and their reassignments, configs, records, cluster, ACLs,
+log dirs, groups and their offsets.
 
 Mirrors the shape of confluent-kafka's `AdminClient` (and Kafka's `Admin`), but as plain async
 methods that return results or raise `KafkaException` naming the resource that failed. Requests go
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from moldau.client import quorum, scram_users
+from moldau.client import acls, quorum, scram_users
+from moldau.client.acls import AclBinding, AclBindingFilter
 from moldau.client.base import ClientBase
 from moldau.client.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from moldau.client.config import ClientConfig
@@ -465,6 +466,22 @@ class AdminClient(ClientBase):
         return ClusterMetadata(
             response.cluster_id, int(response.controller_id), dict(sorted(brokers.items())), {}
         )
+
+    # --- ACLs --------------------------------------------------------------------------------
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Create ACLs (CreateAcls); raises KafkaException for the first one refused."""
+        await acls.create_acls(self.cluster, bindings)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """The ACLs matching the filter (DescribeAcls; `AclBindingFilter()` matches all)."""
+        return await acls.describe_acls(self.cluster, acl_filter)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the ACLs matching the filters (DeleteAcls); the ACLs each filter deleted."""
+        return await acls.delete_acls(self.cluster, filters)
 
     # --- users (SCRAM credentials) -----------------------------------------------------------
 
