@@ -63,11 +63,14 @@ __all__ = [
 
 
 class ResourceType(enum.IntEnum):
+    """A config resource's type (Kafka's ConfigResource.Type codes)."""
+
     UNKNOWN = 0
     TOPIC = 2
-    GROUP = 3
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 class ConfigSource(enum.IntEnum):
