@@ -140,6 +140,16 @@ class RequestContext:
             self.connection.principal, self.connection.client_host, operation, resource_type, name
         )
 
+    def authorized_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do `operation` to some resource of the type (Kafka's
+        `authorizeByResourceType`: an idempotent producer that may WRITE some topic)."""
+        authorization = self.node.authorization
+        if authorization is None:
+            return True
+        return authorization.current().authorize_any(
+            self.connection.principal, self.connection.client_host, operation, resource_type
+        )
+
     def authorized_cluster(self, operation: AclOperation) -> bool:
         return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 

@@ -16,6 +16,9 @@ type (LITERAL `*`), or every resource whose name starts with the pattern (PREFIX
 5. Otherwise the action is denied, unless no ACL at all matched the resource and
    `allow.everyone.if.no.acl.found` is true.
 
+`Authorizer.authorize_any` decides whether some resource of a type allows an operation (Kafka's
+`authorizeByResourceType`, KIP-679: an idempotent producer may WRITE some topic).
+
 `AclFilter` is the filter of DescribeAcls and DeleteAcls: ANY (or a null field) matches
 anything; pattern type MATCH matches the ACLs that would apply to the named resource.
 The codes are Kafka's wire values.
@@ -78,6 +81,7 @@ class AclPermission(IntEnum):
 
 
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name, as Kafka names it
+_NO_SUCH_RESOURCE = "hardcode"  # the name Kafka's authorizeByResourceType asks about first
 
 # What an ALLOW of an operation also allows.
 _IMPLIED: dict[AclOperation, frozenset[AclOperation]] = {
@@ -241,7 +245,9 @@ class Authorizer:
         self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
         self._prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
         self._prefix_lengths: dict[ResourceType, set[int]] = {}
+        self._by_type: dict[ResourceType, list[AclBinding]] = {}
         for binding in acls:
+            self._by_type.setdefault(binding.resource_type, []).append(binding)
             if binding.pattern_type == PatternType.PREFIXED:
                 key = (binding.resource_type, binding.resource_name)
                 self._prefixed.setdefault(key, []).append(binding)
@@ -279,6 +285,51 @@ class Authorizer:
             if self.authorize(principal, host, operation, resource_type, name):
                 bits |= 1 << operation
         return bits
+
+    def authorize_any(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether the principal may do `operation` to at least one resource of the type, as
+        Kafka's `Authorizer.authorizeByResourceType` decides:
+
+        - yes if it may do it to a resource named as none is (a super user may; so may anyone
+          when no ACL names such a resource and `allow.everyone.if.no.acl.found` is true);
+        - no if a DENY names every resource (`*`);
+        - yes if an ALLOW names every resource, or a name or prefix that no DENY covers (a
+          literal DENY of that name, or a prefixed DENY of one of its prefixes);
+        - no otherwise.
+
+        Only the ACLs of the principal (or User:*) from the host (or *) of this operation (or
+        ALL) count: unlike `authorize`, no operation implies another here."""
+        if self.authorize(principal, host, operation, resource_type, _NO_SUCH_RESOURCE):
+            return True
+        denied_names: set[str] = set()
+        denied_prefixes: set[str] = set()
+        allowed: list[AclBinding] = []
+        for binding in self._by_type.get(resource_type, ()):
+            if (
+                binding.principal not in (principal, WILDCARD_PRINCIPAL)
+                or binding.host not in (host, WILDCARD_HOST)
+                or binding.operation not in (operation, AclOperation.ALL)
+            ):
+                continue
+            literal = binding.pattern_type == PatternType.LITERAL
+            if binding.permission == AclPermission.ALLOW:
+                allowed.append(binding)
+            elif literal and binding.resource_name == WILDCARD_RESOURCE:
+                return False
+            else:
+                (denied_names if literal else denied_prefixes).add(binding.resource_name)
+        for binding in allowed:
+            name = binding.resource_name
+            if binding.pattern_type == PatternType.LITERAL:
+                if name == WILDCARD_RESOURCE:
+                    return True
+                if name in denied_names:
+                    continue
+            if not any(name[:length] in denied_prefixes for length in range(1, len(name) + 1)):
+                return True
+        return False
 
     def _matching(self, resource_type: ResourceType, name: str) -> Iterable[AclBinding]:
         yield from self._literal.get((resource_type, name), ())

@@ -5,6 +5,11 @@ flexible; v4 batches transactions for brokers (`transactions` in, `results_by_tr
 with `verify_only` for KIP-890's server-side verification; the v3 fields are renamed
 `v3_and_below_*`); v5 adds TRANSACTION_ABORTABLE. Errors apply to every partition of a
 transaction, as in Kafka.
+
+A client (v0-3) needs WRITE on the transactional id (else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED, the other
+partitions OPERATION_NOT_ATTEMPTED); a broker (v4+) CLUSTER_ACTION on the cluster
+(CLUSTER_AUTHORIZATION_FAILED, top level).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -34,16 +40,24 @@ async def _add(
     verify_only: bool,
 ) -> list[dict[str, Any]]:
     image = ctx.node.metadata_image
+    client = ctx.api_version <= 3  # (brokers' requests are authorized as a whole)
     wanted: list[TopicPartition] = []
     codes: dict[TopicPartition, int] = {}
     for topic in topics:
         known = image.topics.get(topic.name)
+        denied = client and not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
         for index in topic.partitions:
             tp = TopicPartition(topic.name, index)
             wanted.append(tp)
-            if known is None or index not in known.partitions:
+            if denied:
+                codes[tp] = ErrorCode.topic_authorization_failed
+            elif known is None or index not in known.partitions:
                 codes[tp] = ErrorCode.unknown_topic_or_partition
-    if codes:  # Kafka refuses the whole request: the others get OPERATION_NOT_ATTEMPTED
+    if client and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        codes = dict.fromkeys(wanted, int(ErrorCode.transactional_id_authorization_failed))
+    elif codes:  # Kafka refuses the whole request: the others get OPERATION_NOT_ATTEMPTED
         for tp in wanted:
             codes.setdefault(tp, ErrorCode.operation_not_attempted)
     else:
@@ -86,6 +100,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> dic
             verify_only=False,
         )
         return {"throttle_time": 0, "results_by_topic_v3_and_below": results}
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     by_transaction = []
     for transaction in request.transactions:
         results = await _add(

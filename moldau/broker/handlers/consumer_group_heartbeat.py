@@ -5,6 +5,9 @@ member id, new epoch and (when it changed) its assignment, computed by a server-
 v0: the coordinator generates the member id on the first heartbeat; v1: the client does
 (KIP-1082) and may subscribe with a regular expression (matched against topic names here;
 librdkafka sends "" for none).
+
+The principal needs READ on the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic
+it subscribes by name (TOPIC_AUTHORIZATION_FAILED, the message naming those it may not).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.assignors import TopicMetadata
 from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest, heartbeat_error
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -25,6 +29,19 @@ def _error(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(ErrorCode.group_authorization_failed)
+    subscribed = request.subscribed_topic_names
+    hidden = sorted(
+        {
+            name
+            for name in subscribed or ()
+            if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        }
+    )
+    if hidden:
+        message = f"Not authorized to describe the subscribed topics {', '.join(hidden)}"
+        return _error(ErrorCode.topic_authorization_failed, message)
     runtime = ctx.node.group_coordinator
     if runtime is None:
         return _error(ErrorCode.coordinator_not_available)
@@ -41,7 +58,6 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
             for entry in request.topic_partitions
             if entry.partitions
         }
-    subscribed = request.subscribed_topic_names
     try:
         response: dict[str, Any] = await runtime.consumer_group_heartbeat(
             ConsumerGroupHeartbeatRequest(

@@ -4,6 +4,9 @@ v1 adds throttle time; v2 same; v3 authorized_operations; v4 group_instance_id o
 flexible; v6 error_message, and an unknown group answers GROUP_ID_NOT_FOUND (older versions
 answer no error and state Dead, KIP-1043). Member metadata and assignment are only shown while
 the group is Stable, as Kafka does.
+
+A group the principal may not DESCRIBE is answered GROUP_AUTHORIZATION_FAILED. The authorized
+operations are the principal's on the group when asked for (v3+) and the group is described.
 """
 
 from __future__ import annotations
@@ -11,15 +14,22 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict[str, Any]:
     runtime = ctx.node.group_coordinator
     try:
+        ctx.require(
+            AclOperation.DESCRIBE,
+            ResourceType.GROUP,
+            group_id,
+            ErrorCode.group_authorization_failed,
+        )
         if runtime is None:
             raise KafkaError(ErrorCode.coordinator_not_available)
         answer: dict[str, Any] = runtime.describe_group(group_id)
@@ -39,10 +49,19 @@ def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
     if unknown and ctx.api_version < 6:
         answer["error_code"] = ErrorCode.none
         answer["error_message"] = None
-    answer["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
+    described = with_operations and answer["error_code"] == ErrorCode.none
+    answer["authorized_operations"] = (
+        ctx.authorized_operations(ResourceType.GROUP, group_id)
+        if described
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
     return answer
 
 
 @handler(ApiKey.DESCRIBE_GROUPS, 0, 6)
 def handle_describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    return {"throttle_time": 0, "groups": [_describe(ctx, group_id) for group_id in request.groups]}
+    with_operations = bool(getattr(request, "include_authorized_operations", False))
+    return {
+        "throttle_time": 0,
+        "groups": [_describe(ctx, group_id, with_operations) for group_id in request.groups],
+    }

@@ -2,7 +2,8 @@
 
 For each partition led here: every producer id in its producer state with its epoch, last
 sequence and timestamp, coordinator epoch and the first offset of its open transaction (-1 when
-none), so a hanging transaction can be found.
+none), so a hanging transaction can be found. A topic the principal may not READ answers
+TOPIC_AUTHORIZATION_FAILED for its partitions, whether or not it exists, as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -20,6 +22,7 @@ def handle_describe_producers(ctx: RequestContext, request: Any) -> dict[str, An
     replica_manager = ctx.node.replica_manager
     topics = []
     for topic in request.topics:
+        may_read = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic.name)
         partitions = []
         for index in topic.partition_indexes:
             answer: dict[str, Any] = {
@@ -29,6 +32,8 @@ def handle_describe_producers(ctx: RequestContext, request: Any) -> dict[str, An
                 "active_producers": [],
             }
             try:
+                if not may_read:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 partition = replica_manager.leader_partition(TopicPartition(topic.name, index))
             except KafkaError as error:
                 answer["error_code"] = error.code

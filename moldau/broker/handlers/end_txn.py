@@ -4,7 +4,8 @@ v1 is v0; v2 adds PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH); v
 TRANSACTION_ABORTABLE; v5 is transaction version 2 (KIP-890 part 2): the coordinator bumps the
 epoch at the end of every transaction and answers the new producer id and epoch, so a delayed
 EndTxn of an older transaction cannot end a newer one. The answer comes once the Prepare* state
-is durable; the markers are written after it.
+is durable; the markers are written after it. The principal needs WRITE on the transactional
+id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from moldau.broker.handlers.add_partitions_to_txn import fenced_code
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.transaction_metadata import TRANSACTION_VERSION_2
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -23,6 +25,12 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
     runtime = ctx.node.transaction_coordinator
     answer: dict[str, Any] = {"producer_id": -1, "producer_epoch": -1}
     try:
+        ctx.require(
+            AclOperation.WRITE,
+            ResourceType.TRANSACTIONAL_ID,
+            request.transactional_id,
+            ErrorCode.transactional_id_authorization_failed,
+        )
         if runtime is None:
             raise KafkaError(ErrorCode.coordinator_not_available)
         answer = await runtime.end_transaction(

@@ -6,7 +6,9 @@ error codes. A group's coordinator is the leader of its `__consumer_offsets` par
 transactional id's the leader of its `__transaction_state` partition, named with the host and
 port advertised for the request's listener. The first request for a topic that does not
 exist yet creates it (`internal_topics.py`) and is answered COORDINATOR_NOT_AVAILABLE, as
-Kafka's is, until the topic's partitions have leaders.
+Kafka's is, until the topic's partitions have leaders. The principal needs DESCRIBE on each
+group (GROUP_AUTHORIZATION_FAILED) or transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+it asks about; creating the internal topic is not checked, as in Kafka.
 """
 
 from __future__ import annotations
@@ -16,11 +18,21 @@ from typing import Any
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.runtime import OFFSETS_TOPIC
 from moldau.coordinator.transaction_runtime import TRANSACTION_STATE_TOPIC
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+# What a key names, and the error (with Kafka's message) when the principal may not describe it.
+_RESOURCES = {
+    GROUP_KEY: (ResourceType.GROUP, ErrorCode.group_authorization_failed, "Group"),
+    TRANSACTION_KEY: (
+        ResourceType.TRANSACTIONAL_ID,
+        ErrorCode.transactional_id_authorization_failed,
+        "Transactional Id",
+    ),
+}
 
 
 def _endpoint(ctx: RequestContext, node_id: int) -> tuple[str, int] | None:
@@ -58,6 +70,11 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
         "error_code": ErrorCode.none,
         "error_message": None,
     }
+    if key_type in _RESOURCES:
+        resource_type, denied, what = _RESOURCES[key_type]
+        if not ctx.authorized(AclOperation.DESCRIBE, resource_type, key):
+            answer.update(error_code=denied, error_message=f"{what} authorization failed.")
+            return answer
     coordinator_id: int | None
     if key_type == GROUP_KEY:
         coordinator_id = _coordinator_id(ctx, ctx.node.group_coordinator, OFFSETS_TOPIC, key)

@@ -6,6 +6,10 @@ v5 TRANSACTION_ABORTABLE (KIP-890). (v6, two-phase commit, KIP-939, is not serve
 idempotent producer without a transactional id always gets a fresh producer id with epoch 0, as
 Kafka does; a transactional id goes to its transaction coordinator, which bumps the epoch (or
 moves to a new producer id) and fences the previous producer with that id.
+
+A transactional producer needs WRITE on its transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent one IDEMPOTENT_WRITE on the cluster or
+WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -25,6 +30,9 @@ log = logging.getLogger(__name__)
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
     node = ctx.node
     transactional_id = getattr(request, "transactional_id", None)
+    refusal = _refusal(ctx, transactional_id)
+    if refusal is not None:
+        return _error(refusal)
     if transactional_id is not None:
         runtime = node.transaction_coordinator
         if runtime is None:
@@ -54,6 +62,18 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> dict[str
         "producer_id": producer_id,
         "producer_epoch": 0,
     }
+
+
+def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    if transactional_id is not None:
+        if ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if ctx.authorized_cluster(AclOperation.IDEMPOTENT_WRITE) or ctx.authorized_any(
+        AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 def _error(code: ErrorCode) -> dict[str, Any]:

@@ -4,6 +4,8 @@ v1 adds rebalance_timeout (v0 uses the session timeout); v2 throttle time; v4 an
 join without member id with MEMBER_ID_REQUIRED and a generated id (KIP-394); v5 adds
 group_instance_id (static membership, KIP-345); v6 flexible; v7 protocol_type in the response;
 v8 a reason; v9 skip_assignment for a static leader that rejoined without a rebalance.
+
+The principal needs READ on the group (GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.classic import JoinGroupRequest
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -19,6 +22,12 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 @handler(ApiKey.JOIN_GROUP, 0, 9)
 async def handle_join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require(
+        AclOperation.READ,
+        ResourceType.GROUP,
+        request.group_id,
+        ErrorCode.group_authorization_failed,
+    )
     runtime = ctx.node.group_coordinator
     if runtime is None:
         raise KafkaError(ErrorCode.coordinator_not_available)

@@ -2,6 +2,8 @@
 
 v0-2 name one member_id (v1 adds throttle time); v3 batches members by member id and
 group_instance_id (KIP-345), with an error per member; v4 flexible; v5 a reason per member.
+
+The principal needs READ on the group (GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -9,12 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 @handler(ApiKey.LEAVE_GROUP, 0, 5)
 async def handle_leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require(
+        AclOperation.READ,
+        ResourceType.GROUP,
+        request.group_id,
+        ErrorCode.group_authorization_failed,
+    )
     runtime = ctx.node.group_coordinator
     if runtime is None:
         raise KafkaError(ErrorCode.coordinator_not_available)

@@ -2,7 +2,8 @@
 
 v0 filters by state names and producer ids (unknown state names are echoed back in
 `unknown_state_filters`); v1 adds a minimum duration of ongoing transactions (KIP-994); v2 a
-regular expression on the transactional id (KIP-1152).
+regular expression on the transactional id (KIP-1152). Only the ids the principal may DESCRIBE
+are listed, as in Kafka.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.transaction_records import TransactionState
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -39,6 +41,13 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any
             min_duration_ms=getattr(request, "duration_filter", -1),
             pattern=getattr(request, "transactional_id_pattern", None),
         )
+    listed = [
+        state
+        for state in listed
+        if ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, state["transactional_id"]
+        )
+    ]
     return {
         "throttle_time": 0,
         "error_code": code,

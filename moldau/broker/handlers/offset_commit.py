@@ -5,6 +5,9 @@ throttle time; v5 drops retention_time; v6 committed_leader_epoch; v7 group_inst
 flexible; v9 reads generation_id_or_member_epoch as a KIP-848 member epoch for consumer groups;
 v10 names topics by topic_id. Errors are per partition; a commit for a topic or partition that
 does not exist answers UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), as Kafka does.
+
+The principal needs READ on the group (else every partition answers GROUP_AUTHORIZATION_FAILED)
+and READ on each topic (TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.offsets import PartitionCommit
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -24,6 +28,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> dict[str, A
     commits: list[PartitionCommit] = []
     refused: dict[tuple[str, int], ErrorCode] = {}
     order: list[tuple[Any, str, list[int]]] = []  # (wire topic key, name, partitions)
+    may_read_group = ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id)
     for topic in request.topics:
         if by_id:
             found = image.topics_by_id.get(topic.topic_id)
@@ -33,12 +38,22 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> dict[str, A
             found = image.topics.get(topic.name)
             name = topic.name
             missing_code = ErrorCode.unknown_topic_or_partition
+        refusal = None  # (an unknown topic id has no name to authorize)
+        if not may_read_group:
+            refusal = ErrorCode.group_authorization_failed
+        elif (found is not None or not by_id) and not ctx.authorized(
+            AclOperation.READ, ResourceType.TOPIC, name
+        ):
+            refusal = ErrorCode.topic_authorization_failed
         indexes = []
         for partition in topic.partitions:
             index = partition.partition_index
             indexes.append(index)
-            if found is None or index not in found.partitions:
-                refused[(name, index)] = missing_code
+            code = refusal
+            if code is None and (found is None or index not in found.partitions):
+                code = missing_code
+            if code is not None:
+                refused[(name, index)] = code
                 continue
             commits.append(
                 PartitionCommit(

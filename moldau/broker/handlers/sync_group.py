@@ -3,6 +3,8 @@
 v1 adds throttle time; v2 same; v3 group_instance_id; v4 flexible; v5 protocol_type and
 protocol_name in both directions (checked against the group's). A follower's request is parked
 until the leader's arrives; the assignment is answered once it is durable.
+
+The principal needs READ on the group (GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -10,12 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 @handler(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    ctx.require(
+        AclOperation.READ,
+        ResourceType.GROUP,
+        request.group_id,
+        ErrorCode.group_authorization_failed,
+    )
     runtime = ctx.node.group_coordinator
     if runtime is None:
         raise KafkaError(ErrorCode.coordinator_not_available)

@@ -4,6 +4,10 @@ v1 is v0; v2 adds committed_leader_epoch; v3 adds generation_id, member_id and
 group_instance_id (KIP-447: the group fences zombie members) and flexible versions, and
 PRODUCER_FENCED; v4 TRANSACTION_ABORTABLE; v5 is v4 for transaction version 2. The offsets stay
 pending until the transaction's marker reaches the group's `__consumer_offsets` partition.
+
+The principal needs WRITE on the transactional id and READ on the group (else every partition
+answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, or GROUP_AUTHORIZATION_FAILED), and READ on each
+topic (TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence), as in Kafka.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from moldau.broker.handlers.produce import ask_transaction_coordinator
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.offsets import PartitionCommit
 from moldau.coordinator.runtime import OFFSETS_TOPIC
+from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -26,14 +31,23 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[st
     commits: list[PartitionCommit] = []
     codes: dict[tuple[str, int], int] = {}
     order: list[tuple[str, list[int]]] = []
+    refusal = _refusal(ctx, request)
     for topic in request.topics:
         known = image.topics.get(topic.name)
+        topic_refusal = refusal
+        if refusal is None and not ctx.authorized(
+            AclOperation.READ, ResourceType.TOPIC, topic.name
+        ):
+            topic_refusal = ErrorCode.topic_authorization_failed
         indexes = []
         for partition in topic.partitions:
             index = partition.partition_index
             indexes.append(index)
-            if known is None or index not in known.partitions:
-                codes[(topic.name, index)] = ErrorCode.unknown_topic_or_partition
+            refused = topic_refusal
+            if refused is None and (known is None or index not in known.partitions):
+                refused = ErrorCode.unknown_topic_or_partition
+            if refused is not None:
+                codes[(topic.name, index)] = refused
                 continue
             commits.append(
                 PartitionCommit(
@@ -45,7 +59,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[st
                 )
             )
         order.append((topic.name, indexes))
-    code = await _check_transaction(ctx, request)
+    code = await _check_transaction(ctx, request) if commits else int(ErrorCode.none)
     if code != ErrorCode.none:
         for commit in commits:
             codes[(commit.topic, commit.partition)] = code
@@ -87,6 +101,18 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[st
             for name, indexes in order
         ],
     }
+
+
+def _refusal(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """The error of every partition when the principal may not write the transactional id or
+    read the group."""
+    if not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return ErrorCode.transactional_id_authorization_failed
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed
+    return None
 
 
 async def _check_transaction(ctx: RequestContext, request: Any) -> int:

@@ -8,6 +8,9 @@ producer epoch and coordinator epoch in storage) and counts once it is replicate
 an acks=all write. A marker for `__consumer_offsets` goes through the group coordinator, which
 makes the transaction's pending offsets take effect (or drops them) and writes the marker after
 its earlier writes.
+
+The principal needs CLUSTER_ACTION on the cluster (a broker's), or ALTER (an admin aborting a
+hanging transaction), as in Kafka: else every partition answers CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.runtime import OFFSETS_TOPIC
 from moldau.coordinator.transaction_metadata import MarkerRequest
+from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import ControlRecordType, build_control_batch
@@ -147,6 +151,9 @@ async def _send_to_leader(
 
 @handler(ApiKey.WRITE_TXN_MARKERS, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    allowed = ctx.authorized_cluster(AclOperation.ALTER) or ctx.authorized_cluster(
+        AclOperation.CLUSTER_ACTION
+    )
     answers = []
     for marker in request.markers:
         partitions = tuple(
@@ -154,19 +161,22 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> dict[st
             for topic in marker.topics
             for index in topic.partition_indexes
         )
-        codes = await write_markers(
-            ctx.node,
-            MarkerRequest(
-                transactional_id="",
-                producer_id=marker.producer_id,
-                producer_epoch=marker.producer_epoch,
-                committed=marker.transaction_result,
-                partitions=partitions,
-                transaction_version=getattr(marker, "transaction_version", 0),
-            ),
-            marker.coordinator_epoch,
-            forward=False,  # (what this broker does not lead is refused, not sent on)
-        )
+        if not allowed:  # (this response has no top-level error code)
+            codes = dict.fromkeys(partitions, int(ErrorCode.cluster_authorization_failed))
+        else:
+            codes = await write_markers(
+                ctx.node,
+                MarkerRequest(
+                    transactional_id="",
+                    producer_id=marker.producer_id,
+                    producer_epoch=marker.producer_epoch,
+                    committed=marker.transaction_result,
+                    partitions=partitions,
+                    transaction_version=getattr(marker, "transaction_version", 0),
+                ),
+                marker.coordinator_epoch,
+                forward=False,  # (what this broker does not lead is refused, not sent on)
+            )
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(

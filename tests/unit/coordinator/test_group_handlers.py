@@ -32,6 +32,7 @@ TOPIC_ID = uuid.UUID(int=7)
 
 class FakeNode:
     node_id = 1
+    authorization = None  # (no authorizer: everything is allowed)
 
     def __init__(self, runtime: GroupCoordinatorRuntime) -> None:
         topic = SimpleNamespace(name="t", topic_id=TOPIC_ID, partitions={0: None, 1: None})

@@ -182,6 +182,57 @@ def test_authorized_operations_are_a_bit_set_of_the_resource_types_operations():
     )
 
 
+def write_anything(acls, *, principal="User:alice", host="h", **settings):
+    authorizer = Authorizer(acls, **settings)
+    return authorizer.authorize_any(principal, host, Op.WRITE, TOPIC)
+
+
+@pytest.mark.parametrize(
+    "acls,expected",
+    [
+        ([], False),
+        ([acl("orders", Op.WRITE)], True),
+        ([acl("logs-", Op.WRITE, pattern=PREFIXED)], True),
+        ([acl("*", Op.WRITE)], True),
+        ([acl("orders", Op.ALL)], True),
+        ([acl("orders", Op.WRITE, principal="User:*")], True),
+        # Only this operation counts, only this principal's ACLs, only from this host.
+        ([acl("orders", Op.READ)], False),
+        ([acl("orders", Op.WRITE, principal="User:bob")], False),
+        ([acl("orders", Op.WRITE, host="10.0.0.1")], False),
+        ([acl("orders", Op.WRITE, resource_type=GROUP)], False),
+        # A DENY that covers the ALLOW dominates it; one that covers other names does not.
+        ([acl("orders", Op.WRITE), acl("orders", Op.WRITE, DENY)], False),
+        ([acl("orders", Op.WRITE), acl("ord", Op.WRITE, DENY, pattern=PREFIXED)], False),
+        (
+            [
+                acl("logs-", Op.WRITE, pattern=PREFIXED),
+                acl("logs-", Op.ALL, DENY, pattern=PREFIXED),
+            ],
+            False,
+        ),
+        ([acl("logs-", Op.WRITE, pattern=PREFIXED), acl("logs-a", Op.WRITE, DENY)], True),
+        ([acl("orders", Op.WRITE), acl("orders-x", Op.WRITE, DENY, pattern=PREFIXED)], True),
+        ([acl("orders", Op.WRITE), acl("orders", Op.READ, DENY)], True),
+        ([acl("a", Op.WRITE), acl("orders", Op.WRITE), acl("a", Op.WRITE, DENY)], True),
+        # A DENY of every topic dominates anything, a wildcard ALLOW any DENY of some topics.
+        ([acl("orders", Op.WRITE), acl("*", Op.WRITE, DENY, principal="User:*")], False),
+        ([acl("*", Op.WRITE), acl("*", Op.WRITE, DENY)], False),
+        ([acl("*", Op.WRITE), acl("o", Op.WRITE, DENY, pattern=PREFIXED)], True),
+    ],
+)
+def test_authorize_any_is_kafkas_authorize_by_resource_type(acls, expected):
+    assert write_anything(acls) is expected
+
+
+def test_authorize_any_lets_super_users_and_the_no_acl_default_through():
+    denied_everywhere = [acl("*", Op.WRITE, DENY, principal="User:*")]
+    assert write_anything(denied_everywhere, principal="User:root", super_users={"User:root"})
+    assert write_anything([], allow_if_no_acl=True)
+    # The default applies while no ACL would name a topic nobody has named.
+    assert not write_anything([acl("*", Op.READ, principal="User:bob")], allow_if_no_acl=True)
+
+
 @pytest.mark.parametrize(
     "binding,message",
     [
