@@ -126,7 +126,7 @@ def describe_topic_config(
                 source=ConfigSource.DEFAULT_CONFIG,
             )
         )
-        return _described(name, key, synonyms, read_only=False)
+        return _described(name, key, synonyms, read_only=key.read_only)
     broker_layers = _broker_layers(image, config, TOPIC_SYNONYMS[name], node_id=node_id)
     # A broker property with no value at all (e.g. log.retention.ms unset) falls to the topic
     # key's own default, still reported as DEFAULT_CONFIG.
@@ -136,7 +136,7 @@ def describe_topic_config(
                 name=layer.name, value=format_value(key, key.default), source=layer.source
             )
         synonyms.append(layer)
-    return _described(name, key, synonyms, read_only=False)
+    return _described(name, key, synonyms, read_only=key.read_only)
 
 
 def describe_broker_configs(
