@@ -171,6 +171,7 @@ class BrokerConfig:
     def __init__(self, static: Mapping[str, Any] | None = None) -> None:
         self._static: dict[str, Any] = {}
         self._dynamic: dict[str, Any] = {}
+        self._dynamic_defaults: dict[str, Any] = {}
         self._unknown: dict[str, str] = {}
         for name, raw in (static or {}).items():
             key = BROKER_KEYS.get(name)
@@ -196,19 +197,32 @@ class BrokerConfig:
         merged.update(parse_overrides(overrides))
         return cls(merged)
 
-    def set_dynamic(self, name: str, raw: str | None) -> None:
+    def set_dynamic(self, name: str, raw: str | None, *, cluster_default: bool = False) -> None:
+        """A dynamic broker config from the metadata log: this node's own (resource "<node id>"),
+        or with `cluster_default` the cluster-wide default (resource "")."""
         key = BROKER_KEYS.get(name)
         if key is None:
             raise ConfigError(f"Unknown broker configuration {name}")
+        layer = self._dynamic_defaults if cluster_default else self._dynamic
         if raw is None:
-            self._dynamic.pop(name, None)
+            layer.pop(name, None)
         else:
-            self._dynamic[name] = parse_value(key, raw)
+            layer[name] = parse_value(key, raw)
 
     def entry(self, name: str) -> ConfigEntry:
+        """The value in use and its layer, as Kafka reports it: this node's dynamic config, then
+        the cluster-wide dynamic default, then server.properties (with the environment and
+        --override), then the default."""
         key = BROKER_KEYS.get(name)
         if name in self._dynamic:
             return ConfigEntry(name, self._dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG, key)
+        if name in self._dynamic_defaults:
+            return ConfigEntry(
+                name,
+                self._dynamic_defaults[name],
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                key,
+            )
         if name in self._static:
             return ConfigEntry(name, self._static[name], ConfigSource.STATIC_BROKER_CONFIG, key)
         if key is None:
@@ -219,7 +233,7 @@ class BrokerConfig:
         return self.entry(name).value
 
     def is_set(self, name: str) -> bool:
-        return name in self._dynamic or name in self._static
+        return name in self._dynamic or name in self._dynamic_defaults or name in self._static
 
     def explicit_names(self) -> list[str]:
         """Every property given by a file, the environment or an override, known or not."""

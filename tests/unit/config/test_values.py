@@ -152,3 +152,17 @@ def test_log_roll_jitter_ms_defaults_to_log_roll_jitter_hours() -> None:
     assert config.get("log.roll.jitter.ms") == 7_200_000
     assert config.topic_config({})["segment.jitter.ms"] == 7_200_000
     assert BrokerConfig.load(environ={}).topic_config({})["segment.jitter.ms"] == 0
+
+
+def test_dynamic_configs_report_whether_they_are_the_nodes_or_the_clusters() -> None:
+    config = BrokerConfig.load(environ={}, overrides=["log.retention.ms=1000"])
+    config.set_dynamic("log.retention.ms", "2000", cluster_default=True)
+    entry = config.entry("log.retention.ms")
+    assert (entry.value, entry.source) == (2000, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    config.set_dynamic("log.retention.ms", "3000")
+    entry = config.entry("log.retention.ms")
+    assert (entry.value, entry.source) == (3000, ConfigSource.DYNAMIC_BROKER_CONFIG)
+    config.set_dynamic("log.retention.ms", None)
+    config.set_dynamic("log.retention.ms", None, cluster_default=True)
+    entry = config.entry("log.retention.ms")
+    assert (entry.value, entry.source) == (1000, ConfigSource.STATIC_BROKER_CONFIG)

@@ -198,6 +198,43 @@ def test_resources_that_cannot_be_described(resource_type, resource_name, code):
     assert raised.value.code == code
 
 
+def test_a_static_or_dynamic_value_lists_kafkas_default_under_it() -> None:
+    image, config = image_with(
+        static={"log.segment.bytes": "5000"}, broker_configs=[("1", "num.partitions", "3")]
+    )
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    assert [(s.value, s.source) for s in entries["log.segment.bytes"].synonyms] == [
+        ("5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("1073741824", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert [(s.value, s.source) for s in entries["num.partitions"].synonyms] == [
+        ("3", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("1", ConfigSource.DEFAULT_CONFIG),
+    ]
+    topic = by_name(
+        describe_configs(image, config, resource_type=TOPIC, resource_name="t", node_id=1)
+    )
+    assert [(s.name, s.source) for s in topic["segment.bytes"].synonyms] == [
+        ("log.segment.bytes", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG),
+    ]
+
+
+def test_a_cluster_default_the_image_lacks_yet_is_reported_as_the_cluster_default() -> None:
+    image, config = image_with()
+    config.set_dynamic("log.retention.bytes", "1234", cluster_default=True)
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    retention = entries["log.retention.bytes"]
+    assert (retention.value, retention.source) == (
+        "1234",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+
+
 def test_keys_moldau_does_not_act_on_are_described_read_only_with_the_reason() -> None:
     image, config = image_with(static={"num.network.threads": "8"})
     broker = by_name(
