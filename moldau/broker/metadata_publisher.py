@@ -59,19 +59,22 @@ class MetadataPublisher:
             previous is None or previous.broker_configs is not image.broker_configs
         )
         if broker_configs_changed:
-            overrides = image.broker_config_overrides(node.node_id)
-            removed = (
-                set(previous.broker_config_overrides(node.node_id)) - set(overrides)
-                if previous is not None
-                else set()
-            )
-            for name in removed:
-                node.config.set_dynamic(name, None)
-            for name, value in overrides.items():
-                try:
-                    node.config.set_dynamic(name, value)
-                except ValueError:
-                    log.warning("ignoring dynamic broker config %s=%r", name, value)
+            # This node's own dynamic configs and the cluster-wide defaults stay apart, so that
+            # DescribeConfigs reports which of the two a value came from.
+            for resource, cluster_default in ((str(node.node_id), False), ("", True)):
+                overrides = image.broker_configs.get(resource, {})
+                removed = (
+                    set(previous.broker_configs.get(resource, {})) - set(overrides)
+                    if previous is not None
+                    else set()
+                )
+                for name in removed:
+                    node.config.set_dynamic(name, None, cluster_default=cluster_default)
+                for name, value in overrides.items():
+                    try:
+                        node.config.set_dynamic(name, value, cluster_default=cluster_default)
+                    except ValueError:
+                        log.warning("ignoring dynamic broker config %s=%r", name, value)
         for name, topic in image.topics.items():
             old_topic = previous.topics.get(name) if previous is not None else None
             if old_topic is topic:

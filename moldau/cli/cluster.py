@@ -30,8 +30,15 @@ from moldau.cli.common import (
     run,
 )
 from moldau.cli.topic import source_name
-from moldau.client.admin import AdminClient, AlterConfigOp, ConfigResource, ResourceType
+from moldau.client.admin import (
+    AdminClient,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from moldau.client.quorum import FeatureMetadata, QuorumInfo, describe_controllers
+from moldau.config.keys import NOT_APPLICABLE_PREFIX
 
 cluster_app = typer.Typer(help="The cluster as a whole.", no_args_is_help=True)
 cluster_app.command("up")(cluster_up.up)
@@ -229,9 +236,25 @@ async def _broker_id(admin: AdminClient, broker: int | None) -> int:
     return next(iter(cluster.brokers))
 
 
+def _no_effect(entry: ConfigEntry) -> str | None:
+    """Why a config of Kafka's has no effect on a Moldau broker (None: it does, or the broker
+    is not Moldau's and said nothing)."""
+    documentation = entry.documentation or ""
+    if entry.is_read_only and documentation.startswith(NOT_APPLICABLE_PREFIX):
+        return documentation.removeprefix(NOT_APPLICABLE_PREFIX)
+    return None
+
+
 @config_app.command("describe")
 def describe(
     broker: BrokerOption = None,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also Kafka's configs that have no effect in Moldau (read-only), with why.",
+        ),
+    ] = False,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
@@ -243,28 +266,38 @@ def describe(
         async with AdminClient(client) as admin:
             node_id = await _broker_id(admin, broker)
             entries = await admin.describe_configs(
-                ConfigResource(ResourceType.BROKER, str(node_id))
+                ConfigResource(ResourceType.BROKER, str(node_id)), include_documentation=True
             )
-        data: dict[str, Any] = {
-            "broker": node_id,
-            "configs": [
-                {
-                    "name": e.name,
-                    "value": None if e.is_sensitive else e.value,
-                    "source": source_name(e.source),
-                    "read_only": e.is_read_only,
-                    "sensitive": e.is_sensitive,
-                }
-                for e in entries.values()
-            ],
-        }
+        configs = []
+        for e in entries.values():
+            no_effect = _no_effect(e)
+            if no_effect is not None and not show_all:
+                continue
+            config: dict[str, Any] = {
+                "name": e.name,
+                "value": None if e.is_sensitive else e.value,
+                "source": source_name(e.source),
+                "read_only": e.is_read_only,
+                "sensitive": e.is_sensitive,
+            }
+            if no_effect is not None:
+                config["no_effect"] = no_effect
+            configs.append(config)
+        data: dict[str, Any] = {"broker": node_id, "configs": configs}
+
+        def row(c: dict[str, Any]) -> tuple[str, str | None, str]:
+            return c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"]
+
         text = f"Configs for broker {node_id} are:\n" + plain_table(
-            ["CONFIG", "VALUE", "SOURCE"],
-            [
-                (c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"])
-                for c in data["configs"]
-            ],
+            ["CONFIG", "VALUE", "SOURCE"], [row(c) for c in configs if "no_effect" not in c]
         )
+        inert = [c for c in configs if "no_effect" in c]
+        if inert:
+            text += "\n\nKafka's configs with no effect in Moldau (read-only):\n" + "\n".join(
+                f"{name}={value} ({source}): {c['no_effect']}"
+                for c in inert
+                for name, value, source in [row(c)]
+            )
         emit(data, output, text)
 
     run(body())

@@ -27,7 +27,7 @@ def server_command(
     log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING")] = "INFO",
 ) -> None:
     """Start a Moldau node (a combined single-node cluster by default)."""
-    from moldau.config.cluster import ClusterLayout, check_properties
+    from moldau.config.cluster import ClusterLayout, check_properties, inert_properties
     from moldau.config.values import BrokerConfig, ConfigError
     from moldau.server import StopError, install_event_loop_policy, serve
 
@@ -42,6 +42,8 @@ def server_command(
         )
         for warning in check_properties(config):
             logging.getLogger("moldau.config").warning("%s", warning)
+        for note in inert_properties(config):
+            logging.getLogger("moldau.config").info("%s", note)
         ClusterLayout.from_config(config)
     except (ConfigError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -116,6 +116,7 @@ class ConfigEntry:
     is_read_only: bool
     is_sensitive: bool
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+    documentation: str | None = None  # asked for with include_documentation
 
     @property
     def is_default(self) -> bool:
@@ -325,7 +326,11 @@ class AdminClient(ClientBase):
         return await self.cluster.any_connection()
 
     async def describe_configs(
-        self, resource: ConfigResource, *, include_synonyms: bool = False
+        self,
+        resource: ConfigResource,
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
     ) -> dict[str, ConfigEntry]:
         connection = await self._config_connection(resource)
         response = await connection.request(
@@ -339,6 +344,7 @@ class AdminClient(ClientBase):
                     }
                 ],
                 "include_synonyms": include_synonyms,
+                "include_documentation": include_documentation,
             },
         )
         result = response.results[0]
@@ -356,6 +362,7 @@ class AdminClient(ClientBase):
                     (s.name, s.value, _enum(ConfigSource, s.source))
                     for s in getattr(entry, "synonyms", ())
                 ),
+                documentation=getattr(entry, "documentation", None),
             )
         return dict(sorted(entries.items()))
 

@@ -339,8 +339,17 @@ def _inter_broker_name(
 
 
 # Properties Kafka has that Moldau refuses rather than ignore: a node configured for a principal
-# builder or TLS engine it lacks must not start with other principals or in the clear.
-_UNSUPPORTED = {"principal.builder.class", "ssl.engine.factory.class"}
+# builder, TLS engine, policy or quota plugin it lacks must not start without it. (Other `sasl.*`
+# and `ssl.*` keys it does not act on are refused below; Kerberos keys are not, GSSAPI being
+# refused where it would be used.)
+_UNSUPPORTED = {
+    "principal.builder.class",
+    "ssl.engine.factory.class",
+    "alter.config.policy.class.name",
+    "create.topic.policy.class.name",
+    "client.quota.callback.class",
+}
+_KERBEROS_PREFIX = "sasl.kerberos."
 _SASL_KEYS = (
     "sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
     "sasl.mechanism.controller.protocol and listener.name.<listener>.<mechanism>.sasl.jaas.config"
@@ -348,9 +357,15 @@ _SASL_KEYS = (
 _JAAS_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
 
 
+def _acted_on(name: str) -> bool:
+    key = BROKER_KEYS.get(name)
+    return key is not None and key.applies
+
+
 def check_properties(config: BrokerConfig) -> list[str]:
     """Warnings for properties Moldau does not know (with the closest known name); raises
-    ConfigError for security settings it cannot honour."""
+    ConfigError for security settings it cannot honour. Kafka's keys that have no effect in
+    Moldau are not warned about here (`inert_properties` lists those set)."""
     for name in config.explicit_names():
         value = config.get(name) if name in BROKER_KEYS else config.raw_unknown(name)
         if value in (None, "", []):
@@ -364,11 +379,15 @@ def check_properties(config: BrokerConfig) -> list[str]:
                 "sasl.jaas.config is set; a broker takes it per listener and mechanism, as "
                 "Kafka's do: listener.name.<listener>.<mechanism>.sasl.jaas.config"
             )
-        if name.startswith("sasl.") and name not in BROKER_KEYS:
+        if (
+            name.startswith("sasl.")
+            and not name.startswith(_KERBEROS_PREFIX)
+            and not _acted_on(name)
+        ):
             raise ConfigError(
                 f"{name} is not a SASL setting Moldau can act on (it reads {_SASL_KEYS}); remove it"
             )
-        if name.startswith("ssl.") and name not in BROKER_KEYS:
+        if name.startswith("ssl.") and not _acted_on(name):
             raise ConfigError(
                 f"{name} is not a TLS setting Moldau can act on (it reads ssl.keystore.*, "
                 "ssl.truststore.*, ssl.key.password, ssl.client.auth, ssl.protocol, "
@@ -385,6 +404,23 @@ def check_properties(config: BrokerConfig) -> list[str]:
         hint = f" (did you mean {close[0]}?)" if close else ""
         warnings.append(f"unknown configuration {name} is ignored{hint}")
     return warnings
+
+
+def inert_properties(config: BrokerConfig) -> list[str]:
+    """One line for each of Kafka's keys set to other than its default that has no effect in
+    Moldau, saying why: it is accepted (a Kafka server.properties loads) but not silently."""
+    notes = []
+    for name in config.explicit_names():
+        key = BROKER_KEYS.get(name)
+        if key is None or key.applies:
+            continue
+        value = config.get(name)
+        if value == parse_value(key, key.default):
+            continue
+        notes.append(
+            f"{name}={config.entry(name).text} has no effect in Moldau: {key.not_applicable}"
+        )
+    return notes
 
 
 _PER_LISTENER_KEYS = {"sasl.enabled.mechanisms", "max.connections"}
@@ -419,6 +455,6 @@ def _check_listener_overrides(config: BrokerConfig) -> None:
                 f"{property_name} is set, but Moldau reads only ssl.*, sasl.enabled.mechanisms, "
                 "max.connections and <mechanism>.sasl.jaas.config per listener; remove it"
             )
-        if key not in BROKER_KEYS:
+        if not _acted_on(key):
             raise ConfigError(f"{property_name}: {key} is not a TLS setting Moldau can act on")
         parse_value(BROKER_KEYS[key], config.raw_unknown(property_name))

@@ -7,56 +7,34 @@ exactly as Kafka's `LogConfig` does, so DescribeConfigs can report the source of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-from typing import Any
+from collections.abc import Iterable
+
+from moldau.config.kafka_only import KAFKA_ONLY_BROKER_KEYS, KAFKA_ONLY_TOPIC_KEYS
+from moldau.config.keys import ConfigKey, ConfigType, config_key
+
+__all__ = [
+    "BROKER_KEYS",
+    "COMPRESSION_TYPES",
+    "LEADER_SELECTOR",
+    "LONG_MAX",
+    "MAX_BROKER_PARTITIONS_DEFAULT",
+    "RACK_AWARE_SELECTOR",
+    "TOPIC_KEYS",
+    "TOPIC_SYNONYMS",
+    "ConfigKey",
+    "ConfigType",
+]
+
+_key = config_key
 
 
-class ConfigType(Enum):
-    BOOLEAN = "boolean"
-    STRING = "string"
-    INT = "int"
-    SHORT = "short"
-    LONG = "long"
-    DOUBLE = "double"
-    LIST = "list"
-    PASSWORD = "password"
-    CLASS = "class"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigKey:
-    name: str
-    type: ConfigType
-    default: Any
-    doc: str = ""
-    read_only: bool = False
-    sensitive: bool = False
-    valid_values: tuple[str, ...] | None = None
-    minimum: float | None = None
-
-
-def _key(
-    name: str,
-    type_: ConfigType,
-    default: Any,
-    doc: str = "",
-    *,
-    read_only: bool = False,
-    sensitive: bool = False,
-    valid_values: tuple[str, ...] | None = None,
-    minimum: float | None = None,
-) -> ConfigKey:
-    return ConfigKey(
-        name=name,
-        type=type_,
-        default=default,
-        doc=doc,
-        read_only=read_only,
-        sensitive=sensitive,
-        valid_values=valid_values,
-        minimum=minimum,
-    )
+def _by_name(keys: Iterable[ConfigKey]) -> dict[str, ConfigKey]:
+    table: dict[str, ConfigKey] = {}
+    for key in keys:
+        if key.name in table:
+            raise AssertionError(f"{key.name} is defined twice")
+        table[key.name] = key
+    return table
 
 
 B, S, INT, L, D, LS, P = (
@@ -76,9 +54,9 @@ LONG_MAX = 9223372036854775807
 MAX_BROKER_PARTITIONS_DEFAULT = 20_000
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
-BROKER_KEYS: dict[str, ConfigKey] = {
-    k.name: k
-    for k in [
+# Every broker property: those Moldau acts on, then Kafka's others (moldau.config.kafka_only).
+BROKER_KEYS: dict[str, ConfigKey] = _by_name(
+    [
         _key("node.id", INT, 1, "The node id of this server.", read_only=True),
         _key("broker.id", INT, -1, "Alias of node.id.", read_only=True),
         _key("process.roles", LS, "broker,controller", "Roles of this node.", read_only=True),
@@ -167,6 +145,14 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=1,
         ),
         _key("default.replication.factor", INT, 1),
+        _key(
+            "max.request.partition.size.limit",
+            INT,
+            2000,
+            "The most partitions one DescribeTopicPartitions answer holds.",
+            read_only=True,
+            minimum=1,
+        ),
         _key("min.insync.replicas", INT, 1, minimum=1),
         _key("auto.create.topics.enable", B, True),
         _key("delete.topic.enable", B, True),
@@ -181,9 +167,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         ),
         _key("message.max.bytes", INT, 1048588, minimum=0),
         _key("socket.request.max.bytes", INT, 104857600, read_only=True, minimum=1),
-        _key("socket.send.buffer.bytes", INT, 102400, read_only=True),
-        _key("socket.receive.buffer.bytes", INT, 102400, read_only=True),
-        _key("queued.max.requests", INT, 500, read_only=True),
         _key(
             "queued.max.request.bytes",
             L,
@@ -230,13 +213,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "commas (hostName:100,127.0.0.1:200).",
             read_only=True,
         ),
-        _key("num.network.threads", INT, 3),
-        _key("num.io.threads", INT, 8),
-        _key("num.recovery.threads.per.data.dir", INT, 2),
         _key("log.segment.bytes", INT, 1073741824, minimum=14),
         _key("log.roll.ms", L, None),
         _key("log.roll.hours", INT, 168),
-        _key("log.roll.jitter.ms", L, 0),
+        _key("log.roll.jitter.hours", INT, 0, read_only=True, minimum=0),
+        _key("log.roll.jitter.ms", L, None),
         _key("log.retention.ms", L, None),
         _key("log.retention.minutes", INT, None),
         _key("log.retention.hours", INT, 168),
@@ -244,7 +225,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("log.retention.check.interval.ms", L, 300000, minimum=1),
         _key("log.cleanup.policy", LS, "delete", valid_values=("delete", "compact")),
         _key("log.cleaner.enable", B, True),
-        _key("log.cleaner.threads", INT, 1),
         _key("log.cleaner.backoff.ms", L, 15000),
         _key("log.cleaner.delete.retention.ms", L, 86400000),
         _key("log.cleaner.min.compaction.lag.ms", L, 0),
@@ -301,9 +281,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=-1,
         ),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
-        _key("compression.gzip.level", INT, -1),
-        _key("compression.lz4.level", INT, 9),
-        _key("compression.zstd.level", INT, 3),
         _key("unclean.leader.election.enable", B, False),
         _key(
             "auto.leader.rebalance.enable",
@@ -374,6 +351,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _key("transaction.max.timeout.ms", INT, 900000),
         _key("transactional.id.expiration.ms", INT, 604800000),
         _key(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            INT,
+            3600000,
+            "How often the transaction coordinator forgets transactional ids idle for "
+            "transactional.id.expiration.ms.",
+            read_only=True,
+            minimum=1,
+        ),
+        _key(
             "producer.id.expiration.ms",
             INT,
             86400000,
@@ -389,7 +375,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             read_only=True,
             minimum=1,
         ),
-        _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000),
         _key(
             "security.inter.broker.protocol",
             S,
@@ -592,8 +577,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "Whether an action on a resource no ACL names is allowed (otherwise it is denied).",
             read_only=True,
         ),
+        *KAFKA_ONLY_BROKER_KEYS,
     ]
-}
+)
 
 # Topic config -> the broker property that supplies its default (Kafka's "synonym").
 TOPIC_SYNONYMS: dict[str, str] = {
@@ -623,16 +609,14 @@ TOPIC_SYNONYMS: dict[str, str] = {
     "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
 }
 
-TOPIC_KEYS: dict[str, ConfigKey] = {
-    k.name: k
-    for k in [
+TOPIC_KEYS: dict[str, ConfigKey] = _by_name(
+    [
         _key("cleanup.policy", LS, "delete", valid_values=("delete", "compact")),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
-        _key("compression.gzip.level", INT, -1),
-        _key("compression.lz4.level", INT, 9),
-        _key("compression.zstd.level", INT, 3),
         _key("delete.retention.ms", L, 86400000, minimum=0),
         _key("file.delete.delay.ms", L, 60000, minimum=0),
         _key("flush.messages", L, 9223372036854775807, minimum=1),
@@ -659,5 +643,6 @@ TOPIC_KEYS: dict[str, ConfigKey] = {
         # `partition:broker,...` or `*` (no broker property supplies a default).
         _key("leader.replication.throttled.replicas", LS, ""),
         _key("follower.replication.throttled.replicas", LS, ""),
+        *KAFKA_ONLY_TOPIC_KEYS,
     ]
-}
+)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -38,51 +38,65 @@ class ConfigSource(Enum):
     DEFAULT_CONFIG = 5
 
 
+_INTEGER_BITS = {ConfigType.SHORT: 16, ConfigType.INT: 32, ConfigType.LONG: 64}
+
+
 def parse_value(key: ConfigKey, raw: Any) -> Any:
-    """Turn a raw value (usually a string) into the key's type, or raise ConfigError."""
+    """Turn a raw value (usually a string) into the key's type, or raise ConfigError with
+    Kafka's message: "Invalid value abc for configuration retention.ms: Not a number of type
+    LONG" (ConfigDef's parse errors and its Range, ValidString and ValidList validators)."""
     if raw is None:
         return None
-    try:
-        if key.type is ConfigType.BOOLEAN:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text not in ("true", "false"):
-                raise ValueError("expected true or false")
-            return text == "true"
-        if key.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
-            value = _number(raw, int, key)
-            limit = 2**31 if key.type is ConfigType.INT else 2**63
-            if not -limit <= value < limit:
-                raise ValueError("out of range")
-            if key.minimum is not None and value < key.minimum:
-                raise ValueError(f"must be at least {key.minimum:g}")
-            return value
-        if key.type is ConfigType.DOUBLE:
-            number = _number(raw, float, key)
-            if key.minimum is not None and number < key.minimum:
-                raise ValueError(f"must be at least {key.minimum:g}")
-            return number
-        if key.type is ConfigType.LIST:
-            items = [part.strip() for part in str(raw).split(",") if part.strip()]
-            if key.valid_values is not None:
-                for item in items:
-                    if item not in key.valid_values:
-                        raise ValueError(f"{item!r} is not one of {', '.join(key.valid_values)}")
-            return items
-        text = str(raw)
-        if key.valid_values is not None and text not in key.valid_values:
-            raise ValueError(f"must be one of {', '.join(key.valid_values)}")
-        return text
-    except ValueError as exc:
-        raise ConfigError(f"Invalid value {raw} for configuration {key.name}: {exc}") from None
+
+    def invalid(reason: str, value: Any = raw) -> ConfigError:
+        return ConfigError(f"Invalid value {value} for configuration {key.name}: {reason}")
+
+    if key.type is ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise invalid("Expected value to be either true or false")
+        return text == "true"
+    if key.type in _INTEGER_BITS:
+        limit = 2 ** (_INTEGER_BITS[key.type] - 1)
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = None
+        if value is None or not -limit <= value < limit:  # Java's parse fails past the type
+            raise invalid(f"Not a number of type {key.type.name}")
+        _check_range(key, value, invalid)
+        return value
+    if key.type is ConfigType.DOUBLE:
+        try:
+            number = float(str(raw).strip())
+        except ValueError:
+            raise invalid(f"Not a number of type {key.type.name}") from None
+        _check_range(key, number, invalid)
+        return number
+    if key.type is ConfigType.LIST:
+        items = [part.strip() for part in str(raw).split(",") if part.strip()]
+        if key.valid_values is not None:
+            for item in items:
+                if item not in key.valid_values:
+                    raise invalid(_one_of(key.valid_values), item)
+        return items
+    text = str(raw)
+    if key.valid_values is not None and text not in key.valid_values:
+        raise invalid(_one_of(key.valid_values))
+    return text
 
 
-def _number(raw: Any, kind: type[int] | type[float], key: ConfigKey) -> Any:
-    try:
-        return kind(str(raw).strip())
-    except ValueError:  # Kafka's words, not Python's ("invalid literal for int()")
-        raise ValueError(f"Not a number of type {key.type.name}") from None
+def _check_range(key: ConfigKey, number: float, invalid: Callable[[str], ConfigError]) -> None:
+    if key.minimum is not None and number < key.minimum:
+        raise invalid(f"Value must be at least {key.minimum:g}")
+    if key.maximum is not None and number > key.maximum:
+        raise invalid(f"Value must be no more than {key.maximum:g}")
+
+
+def _one_of(valid_values: tuple[str, ...]) -> str:
+    return f"String must be one of: {', '.join(valid_values)}"
 
 
 def format_value(key: ConfigKey, value: Any) -> str | None:
@@ -157,6 +171,7 @@ class BrokerConfig:
     def __init__(self, static: Mapping[str, Any] | None = None) -> None:
         self._static: dict[str, Any] = {}
         self._dynamic: dict[str, Any] = {}
+        self._dynamic_defaults: dict[str, Any] = {}
         self._unknown: dict[str, str] = {}
         for name, raw in (static or {}).items():
             key = BROKER_KEYS.get(name)
@@ -182,19 +197,32 @@ class BrokerConfig:
         merged.update(parse_overrides(overrides))
         return cls(merged)
 
-    def set_dynamic(self, name: str, raw: str | None) -> None:
+    def set_dynamic(self, name: str, raw: str | None, *, cluster_default: bool = False) -> None:
+        """A dynamic broker config from the metadata log: this node's own (resource "<node id>"),
+        or with `cluster_default` the cluster-wide default (resource "")."""
         key = BROKER_KEYS.get(name)
         if key is None:
             raise ConfigError(f"Unknown broker configuration {name}")
+        layer = self._dynamic_defaults if cluster_default else self._dynamic
         if raw is None:
-            self._dynamic.pop(name, None)
+            layer.pop(name, None)
         else:
-            self._dynamic[name] = parse_value(key, raw)
+            layer[name] = parse_value(key, raw)
 
     def entry(self, name: str) -> ConfigEntry:
+        """The value in use and its layer, as Kafka reports it: this node's dynamic config, then
+        the cluster-wide dynamic default, then server.properties (with the environment and
+        --override), then the default."""
         key = BROKER_KEYS.get(name)
         if name in self._dynamic:
             return ConfigEntry(name, self._dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG, key)
+        if name in self._dynamic_defaults:
+            return ConfigEntry(
+                name,
+                self._dynamic_defaults[name],
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                key,
+            )
         if name in self._static:
             return ConfigEntry(name, self._static[name], ConfigSource.STATIC_BROKER_CONFIG, key)
         if key is None:
@@ -205,7 +233,7 @@ class BrokerConfig:
         return self.entry(name).value
 
     def is_set(self, name: str) -> bool:
-        return name in self._dynamic or name in self._static
+        return name in self._dynamic or name in self._dynamic_defaults or name in self._static
 
     def explicit_names(self) -> list[str]:
         """Every property given by a file, the environment or an override, known or not."""
@@ -228,6 +256,8 @@ class BrokerConfig:
             return int(self.get("log.retention.hours")) * 3_600_000
         if name == "log.roll.ms":
             return int(self.get("log.roll.hours")) * 3_600_000
+        if name == "log.roll.jitter.ms":
+            return int(self.get("log.roll.jitter.hours")) * 3_600_000
         if name == "log.flush.interval.ms":
             return self.get("log.flush.scheduler.interval.ms")
         if name == "node.id" and self.is_set("broker.id"):
@@ -285,6 +315,12 @@ def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, Any]:
         if value is None:
             raise ConfigError(f"Null value not supported for topic config: {name}")
         parsed[name] = parse_value(key, value)
+        if not key.applies and parsed[name] != parse_value(key, key.default):
+            # Kafka's value would ask for something Moldau does not do: refuse it, not keep it.
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: it has no effect in Moldau "
+                f"({key.not_applicable}) and may only be {format_value(key, key.default)}"
+            )
         if name.endswith(".replication.throttled.replicas"):
             parse_throttled_replicas(name, parsed[name])
     return parsed

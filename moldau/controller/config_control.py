@@ -157,8 +157,9 @@ def _validate(resource: ConfigResource, configs: Mapping[str, str | None]) -> No
     for name, value in configs.items():
         key = _key_of(resource, name)
         if key.read_only:
+            why = "" if key.applies else f" (it has no effect in Moldau: {key.not_applicable})"
             raise KafkaError(
-                ErrorCode.invalid_config, f"Cannot update these configs dynamically: {name}"
+                ErrorCode.invalid_config, f"Cannot update these configs dynamically: {name}{why}"
             )
         if value is None:
             raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for: {name}")

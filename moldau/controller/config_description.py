@@ -126,7 +126,7 @@ def describe_topic_config(
                 source=ConfigSource.DEFAULT_CONFIG,
             )
         )
-        return _described(name, key, synonyms, read_only=False)
+        return _described(name, key, synonyms, read_only=key.read_only)
     broker_layers = _broker_layers(image, config, TOPIC_SYNONYMS[name], node_id=node_id)
     # A broker property with no value at all (e.g. log.retention.ms unset) falls to the topic
     # key's own default, still reported as DEFAULT_CONFIG.
@@ -136,7 +136,7 @@ def describe_topic_config(
                 name=layer.name, value=format_value(key, key.default), source=layer.source
             )
         synonyms.append(layer)
-    return _described(name, key, synonyms, read_only=False)
+    return _described(name, key, synonyms, read_only=key.read_only)
 
 
 def describe_broker_configs(
@@ -221,9 +221,14 @@ def _broker_layers(
     elif entry.source is ConfigSource.DEFAULT_CONFIG:
         value = None if raw_defaults and key.default is None else entry.text
         layers.append(ConfigSynonym(name=name, value=value, source=entry.source))
+        return layers
     elif not layers:
-        # Dynamic in the node's config but no longer in the image: report what the node uses.
+        # Dynamic in the node's config but not (or no longer) in the image: what the node uses.
         layers.append(ConfigSynonym(name=name, value=entry.text, source=entry.source))
+    if key.default is not None:
+        # Kafka lists the default under the layers that override it.
+        default = format_value(key, parse_value(key, key.default))
+        layers.append(ConfigSynonym(name=name, value=default, source=ConfigSource.DEFAULT_CONFIG))
     return layers
 
 

@@ -119,6 +119,19 @@ def test_broker_config_set_describe_delete(server) -> None:  # type: ignore[no-u
     assert entry()["value"] != "3600000"
 
 
+def test_broker_config_describe_all_adds_kafkas_configs_with_no_effect(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    listed = moldau("config", "describe", "--format", "json", bootstrap=b).json()["configs"]
+    assert "num.network.threads" not in {c["name"] for c in listed}
+    every = moldau("config", "describe", "--all", "--format", "json", bootstrap=b).json()
+    threads = {c["name"]: c for c in every["configs"]}["num.network.threads"]
+    assert threads["read_only"] and "event loop" in threads["no_effect"]
+    assert len(every["configs"]) >= 300
+    text = moldau("config", "describe", "--all", bootstrap=b).text
+    assert "Kafka's configs with no effect in Moldau (read-only):" in text
+    assert "\nnum.network.threads=3 (default): " in text
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from moldau.config.authorization import STANDARD_AUTHORIZER
-from moldau.config.cluster import ClusterLayout, Voter, check_properties
+from moldau.config.cluster import ClusterLayout, Voter, check_properties, inert_properties
 from moldau.config.values import BrokerConfig, ConfigError
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
@@ -139,6 +139,44 @@ def test_unknown_properties_are_reported_with_the_closest_known_name() -> None:
     ]
 
 
+def test_kafka_keys_moldau_does_not_act_on_are_not_unknown() -> None:
+    config = BrokerConfig(
+        {
+            "sasl.kerberos.min.time.before.relogin": "30000",
+            "sasl.kerberos.service.name": "kafka",
+            "num.network.threads": "8",
+            "num.io.threads": "8",
+            "group.share.max.groups": "20",
+            "log.cleaner.threads": "2",
+        }
+    )
+    assert check_properties(config) == []
+    misspelt = BrokerConfig(
+        {"num.netwrok.threads": "8", "sasl.kerberos.min.time.before.relogin": "1"}
+    )
+    assert check_properties(misspelt) == [
+        "unknown configuration num.netwrok.threads is ignored (did you mean num.network.threads?)"
+    ]
+
+
+def test_kafka_keys_set_to_no_effect_are_listed_with_the_reason() -> None:
+    notes = inert_properties(
+        BrokerConfig(
+            {
+                "num.network.threads": "8",
+                "num.io.threads": "8",  # Kafka's default: nothing to say
+                "remote.log.storage.system.enable": "true",
+                "log.retention.ms": "5",
+            }
+        )
+    )
+    assert [note.split(" has no effect in Moldau: ")[0] for note in notes] == [
+        "num.network.threads=8",
+        "remote.log.storage.system.enable=true",
+    ]
+    assert "event loop" in notes[0] and "tiered storage" in notes[1]
+
+
 @pytest.mark.parametrize(
     ("properties", "message"),
     [
@@ -147,6 +185,11 @@ def test_unknown_properties_are_reported_with_the_closest_known_name() -> None:
         ({"principal.builder.class": "x"}, "has only its own"),
         ({"sasl.jaas.config": "x"}, "per listener and mechanism"),
         ({"sasl.server.callback.handler.class": "x"}, "not a SASL setting Moldau can act on"),
+        ({"sasl.login.class": "x"}, "not a SASL setting Moldau can act on"),
+        ({"sasl.oauthbearer.expected.issuer": "x"}, "not a SASL setting Moldau can act on"),
+        ({"sasl.server.max.receive.size": "1024"}, "not a SASL setting Moldau can act on"),
+        ({"create.topic.policy.class.name": "x"}, "has only its own"),
+        ({"client.quota.callback.class": "x"}, "has only its own"),
         ({"listener.name.plaintext.gssapi.sasl.jaas.config": "x"}, "does not support"),
         ({"listener.name.plaintext.oauthbearer.sasl.jaas.config": "x"}, "does not support"),
         ({"listener.name.plaintext.sasl.kerberos.service.name": "x"}, "reads only ssl.*"),
@@ -174,6 +217,8 @@ def test_sasl_listeners_are_accepted() -> None:
     ("properties", "message"),
     [
         ({"ssl.keymanager.algorithm": "SunX509"}, "not a TLS setting Moldau can act on"),
+        ({"ssl.allow.dn.changes": "true"}, "not a TLS setting Moldau can act on"),
+        ({"ssl.engine.factory.class": "x"}, "has only its own"),
         ({"listener.name.other.ssl.keystore.type": "PEM"}, "neither in listeners"),
         ({"listener.name.plaintext.ssl.client.auth": "sometimes"}, "must be one of"),
         ({"listener.name.plaintext.ssl.provider": "SUN"}, "not a TLS setting"),

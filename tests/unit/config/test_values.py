@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from moldau.config.values import BrokerConfig, ConfigError, ConfigSource, validate_topic_configs
+from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS
+from moldau.config.values import (
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    parse_value,
+    validate_topic_configs,
+)
 
 
 def test_defaults_start_a_single_node_on_localhost_9092() -> None:
@@ -63,3 +70,99 @@ def test_topic_configs_from_clients_are_validated() -> None:
         validate_topic_configs({"no.such.config": "1"})
     with pytest.raises(ConfigError):
         validate_topic_configs({"cleanup.policy": "shred"})
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        (
+            "retention.ms",
+            "abc",
+            "Invalid value abc for configuration retention.ms: Not a number of type LONG",
+        ),
+        (
+            "segment.bytes",
+            "1.5",
+            "Invalid value 1.5 for configuration segment.bytes: Not a number of type INT",
+        ),
+        (
+            "segment.bytes",
+            "2147483648",
+            "Invalid value 2147483648 for configuration segment.bytes: Not a number of type INT",
+        ),
+        (
+            "preallocate",
+            "yes",
+            "Invalid value yes for configuration preallocate: Expected value to be either true or false",
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            "half",
+            "Invalid value half for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE",
+        ),
+        (
+            "min.insync.replicas",
+            "0",
+            "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1",
+        ),
+        (
+            "cleanup.policy",
+            "delete,shred",
+            "Invalid value shred for configuration cleanup.policy: String must be one of: delete, compact",
+        ),
+        (
+            "message.timestamp.type",
+            "Now",
+            "Invalid value Now for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime",
+        ),
+        (
+            "compression.lz4.level",
+            "18",
+            "Invalid value 18 for configuration compression.lz4.level: Value must be no more than 17",
+        ),
+    ],
+)
+def test_invalid_values_get_kafkas_message(name: str, raw: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_value(TOPIC_KEYS[name], raw)
+    assert str(caught.value) == message
+
+
+def test_short_keys_hold_sixteen_bits() -> None:
+    key = BROKER_KEYS["sasl.login.refresh.buffer.seconds"]
+    assert parse_value(key, "32767") == 32767
+    with pytest.raises(ConfigError, match="Not a number of type SHORT"):
+        parse_value(key, "32768")
+
+
+def test_topic_keys_moldau_does_not_act_on_take_only_kafkas_default() -> None:
+    assert validate_topic_configs({"remote.storage.enable": "false"}) == {
+        "remote.storage.enable": False
+    }
+    with pytest.raises(ConfigError) as caught:
+        validate_topic_configs({"remote.storage.enable": "true"})
+    assert str(caught.value).startswith(
+        "Invalid value true for configuration remote.storage.enable: it has no effect in Moldau"
+    )
+    assert "tiered storage" in str(caught.value) and str(caught.value).endswith("be false")
+
+
+def test_log_roll_jitter_ms_defaults_to_log_roll_jitter_hours() -> None:
+    config = BrokerConfig.load(environ={}, overrides=["log.roll.jitter.hours=2"])
+    assert config.get("log.roll.jitter.ms") == 7_200_000
+    assert config.topic_config({})["segment.jitter.ms"] == 7_200_000
+    assert BrokerConfig.load(environ={}).topic_config({})["segment.jitter.ms"] == 0
+
+
+def test_dynamic_configs_report_whether_they_are_the_nodes_or_the_clusters() -> None:
+    config = BrokerConfig.load(environ={}, overrides=["log.retention.ms=1000"])
+    config.set_dynamic("log.retention.ms", "2000", cluster_default=True)
+    entry = config.entry("log.retention.ms")
+    assert (entry.value, entry.source) == (2000, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    config.set_dynamic("log.retention.ms", "3000")
+    entry = config.entry("log.retention.ms")
+    assert (entry.value, entry.source) == (3000, ConfigSource.DYNAMIC_BROKER_CONFIG)
+    config.set_dynamic("log.retention.ms", None)
+    config.set_dynamic("log.retention.ms", None, cluster_default=True)
+    entry = config.entry("log.retention.ms")
+    assert (entry.value, entry.source) == (1000, ConfigSource.STATIC_BROKER_CONFIG)

@@ -196,3 +196,77 @@ def test_resources_that_cannot_be_described(resource_type, resource_name, code):
             image, config, resource_type=resource_type, resource_name=resource_name, node_id=1
         )
     assert raised.value.code == code
+
+
+def test_a_static_or_dynamic_value_lists_kafkas_default_under_it() -> None:
+    image, config = image_with(
+        static={"log.segment.bytes": "5000"}, broker_configs=[("1", "num.partitions", "3")]
+    )
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    assert [(s.value, s.source) for s in entries["log.segment.bytes"].synonyms] == [
+        ("5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("1073741824", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert [(s.value, s.source) for s in entries["num.partitions"].synonyms] == [
+        ("3", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("1", ConfigSource.DEFAULT_CONFIG),
+    ]
+    topic = by_name(
+        describe_configs(image, config, resource_type=TOPIC, resource_name="t", node_id=1)
+    )
+    assert [(s.name, s.source) for s in topic["segment.bytes"].synonyms] == [
+        ("log.segment.bytes", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG),
+    ]
+
+
+def test_a_cluster_default_the_image_lacks_yet_is_reported_as_the_cluster_default() -> None:
+    image, config = image_with()
+    config.set_dynamic("log.retention.bytes", "1234", cluster_default=True)
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    retention = entries["log.retention.bytes"]
+    assert (retention.value, retention.source) == (
+        "1234",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+
+
+def test_keys_moldau_does_not_act_on_are_described_read_only_with_the_reason() -> None:
+    image, config = image_with(static={"num.network.threads": "8"})
+    broker = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    threads = broker["num.network.threads"]
+    assert (threads.value, threads.source, threads.read_only) == (
+        "8",
+        ConfigSource.STATIC_BROKER_CONFIG,
+        True,
+    )
+    assert threads.documentation is not None
+    assert threads.documentation.startswith("No effect in Moldau: ")
+    assert len(broker) >= 300
+    topic = by_name(
+        describe_configs(image, config, resource_type=TOPIC, resource_name="t", node_id=1)
+    )
+    assert topic["remote.storage.enable"].read_only and not topic["retention.ms"].read_only
+    assert topic["local.retention.ms"].value == "-2"
+
+
+def test_altering_a_key_moldau_does_not_act_on_is_refused_with_the_reason() -> None:
+    core = ControllerCore(config=BrokerConfig({}))
+    [result] = core.incremental_alter_configs(
+        [
+            IncrementalAlterConfigsResource(
+                resource=ConfigResource(resource_type=BROKER, resource_name="1"),
+                configs=[AlterableConfig(name="num.io.threads", op=AlterConfigOp.SET, value="16")],
+            )
+        ]
+    )[1]
+    assert result.error_code == ErrorCode.invalid_config
+    assert result.error_message.startswith(
+        "Cannot update these configs dynamically: num.io.threads (it has no effect in Moldau: "
+    )

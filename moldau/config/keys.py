@@ -1,0 +1,75 @@
+"""What a configuration key is: Kafka's name, type, default and valid range (Kafka's ConfigDef.ConfigKey).
+
+A key Moldau does not act on carries `not_applicable`, the reason it has no effect here; such a
+key is read-only in DescribeConfigs and its description starts with `NOT_APPLICABLE_PREFIX`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+NOT_APPLICABLE_PREFIX = "No effect in Moldau: "
+
+
+class ConfigType(Enum):
+    BOOLEAN = "boolean"
+    STRING = "string"
+    INT = "int"
+    SHORT = "short"
+    LONG = "long"
+    DOUBLE = "double"
+    LIST = "list"
+    PASSWORD = "password"
+    CLASS = "class"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str = ""
+    read_only: bool = False
+    sensitive: bool = False
+    valid_values: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    not_applicable: str | None = None  # why the key has no effect in Moldau
+
+    @property
+    def applies(self) -> bool:
+        """Moldau acts on the key (False: it is known only because Kafka has it)."""
+        return self.not_applicable is None
+
+
+def config_key(
+    name: str,
+    type_: ConfigType,
+    default: Any,
+    doc: str = "",
+    *,
+    read_only: bool = False,
+    sensitive: bool = False,
+    valid_values: tuple[str, ...] | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    not_applicable: str | None = None,
+) -> ConfigKey:
+    """A key; one `not_applicable` is read-only and documented by its reason."""
+    if not_applicable is not None:
+        doc = NOT_APPLICABLE_PREFIX + not_applicable
+        read_only = True
+    return ConfigKey(
+        name=name,
+        type=type_,
+        default=default,
+        doc=doc,
+        read_only=read_only,
+        sensitive=sensitive or type_ is ConfigType.PASSWORD,
+        valid_values=valid_values,
+        minimum=minimum,
+        maximum=maximum,
+        not_applicable=not_applicable,
+    )
