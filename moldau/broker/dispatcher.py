@@ -10,6 +10,12 @@ until it has authenticated (after a v0 SaslHandshake its frames are bare tokens)
 request closes it, as Kafka's SaslServerAuthenticator does. A connection whose session has
 expired (`connections.max.reauth.ms`) is closed on its next request unless that request
 re-authenticates (`moldau.broker.authentication`).
+
+Client quotas are applied here, in one place (`moldau.broker.quotas.QuotaUsage`): on the
+broker's listeners, a request of a client some quota holds back is timed, its usage recorded
+when the handler returns and when its answer is known (at once, or when its Deferred or task
+completes), the throttle time set in the answer and the connection muted for it. While no
+quota is set, a request costs two attribute reads more.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from moldau.broker.quotas import ClientQuota, QuotaUsage
 from moldau.broker.registry import (
     BROKER,
+    HandlerSpec,
     RequestContext,
     Response,
     Scope,
@@ -56,6 +64,8 @@ class Dispatcher:
     def __init__(self, node: Node, scope: Scope = BROKER) -> None:
         self._node = node
         self.scope = scope
+        # Client quotas hold back clients on the broker's listeners only.
+        self._client_quotas = node.client_quotas if scope == BROKER else None
 
     def __call__(self, frame: bytes | memoryview, info: ConnectionInfo) -> Any:
         if not info.authenticated:
@@ -87,6 +97,11 @@ class Dispatcher:
             raise CloseConnection(str(exc)) from None
         if spec.forward and self.scope == BROKER and self._node.must_forward:
             return self._forward(header, bytes(frame))
+        quotas = self._client_quotas
+        if quotas is not None and quotas.enforced and info.authenticated:
+            quota = quotas.of_client(info.principal, header.client_id)
+            if quota is not None and quota.covers(header.api_key, request):
+                return self._serve_under_quota(spec, header, info, request, quota, len(frame))
         try:
             result = spec.function(RequestContext(header, self._node, info, self.scope), request)
         except Exception as exc:
@@ -98,14 +113,41 @@ class Dispatcher:
                 return self._finish_async(header, result)
         return self._encode(header, result)
 
-    def _finish_deferred(self, header: RequestHeader, deferred: Deferred) -> Deferred:
+    def _serve_under_quota(
+        self,
+        spec: HandlerSpec,
+        header: RequestHeader,
+        info: ConnectionInfo,
+        request: Any,
+        quota: ClientQuota,
+        request_bytes: int,
+    ) -> Any:
+        """Serve a request that counts against the client's quotas: timed (request_percentage),
+        and settled with its answer (`QuotaUsage.settle`)."""
+        context = RequestContext(header, self._node, info, self.scope, quota)
+        started = time.perf_counter()
+        try:
+            result = spec.function(context, request)
+        except Exception as exc:
+            return self._failure(header, exc)
+        usage = QuotaUsage(quota, header, request, request_bytes=request_bytes, mute=info.mute)
+        usage.handled(time.perf_counter() - started)
+        if isinstance(result, Deferred):
+            return self._finish_deferred(header, result, usage)
+        if inspect.isawaitable(result):
+            return self._finish_async(header, result, usage)
+        return self._encode(header, result, usage)
+
+    def _finish_deferred(
+        self, header: RequestHeader, deferred: Deferred, usage: QuotaUsage | None = None
+    ) -> Deferred:
         """The encoded response, settled in the same call chain as the handler's `Deferred`:
         the connection writes it with no loop iteration in between."""
         encoded = Deferred()
 
         def resolved(body: Any) -> None:
             try:
-                response = self._encode(header, body)
+                response = self._encode(header, body, usage)
             except Exception as failure:  # an encoder bug: the connection logs and closes
                 encoded.fail(failure)
                 return
@@ -135,17 +177,21 @@ class Dispatcher:
             return self._failure(header, exc)
         return _INT32.pack(len(answer)) + _INT32.pack(header.correlation_id) + answer[4:]
 
-    async def _finish_async(self, header: RequestHeader, pending: Any) -> Any:
+    async def _finish_async(
+        self, header: RequestHeader, pending: Any, usage: QuotaUsage | None = None
+    ) -> Any:
         try:
             result = await pending
         except CloseConnection:
             raise
         except Exception as exc:
             return self._failure(header, exc)
-        return self._encode(header, result)
+        return self._encode(header, result, usage)
 
-    def _encode(self, header: RequestHeader, result: Any) -> Any:
+    def _encode(self, header: RequestHeader, result: Any, usage: QuotaUsage | None = None) -> Any:
         try:
+            if usage is not None:
+                result = usage.settle(result)
             return self._encode_result(header, result)
         except Exception as exc:  # a handler answered what its version cannot carry: a bug
             log.exception(

@@ -35,6 +35,7 @@ from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.quorum_transport import QuorumTransport
+from moldau.broker.quotas import ClientQuotas
 from moldau.broker.registry import BROKER, CONTROLLER, load_handlers
 from moldau.broker.resources import (
     check_partition_limits,
@@ -97,6 +98,7 @@ class Node:
         self.connection_quotas = connection_quotas(config, self.layout)  # (ConfigError)
         # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
         self.authorization = NodeAuthorization.of(config, self._acls)
+        self.client_quotas = ClientQuotas.of(config, clock)  # (enforced on broker listeners)
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -177,6 +179,8 @@ class Node:
             # publisher judge which logs on disk belong to no topic.
             self.controller.add_publisher(self._publisher.publish)
             self._publisher.publish(None, self.controller.image)
+            self.controller.add_publisher(self._follow_client_quotas)
+            self._follow_client_quotas(None, self.controller.image)
             self.producer_id_manager = ProducerIdManager(self._allocate_producer_ids, self.node_id)
             await self._start_coordinators()
             self._start_background_jobs()
@@ -712,6 +716,9 @@ class Node:
             return _NO_ACLS
         acls: Mapping[Any, AclBinding] = self.metadata_image.acls
         return acls
+
+    def _follow_client_quotas(self, _delta: Any, image: MetadataImage) -> None:
+        self.client_quotas.follow(image.client_quotas)
 
     @property
     def metadata_image(self) -> MetadataImage:

@@ -33,6 +33,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from moldau.broker.node import Node
+    from moldau.broker.quotas import ClientQuota
 
 HandlerResult = Any  # dict | Response | None
 HandlerFunction = Callable[["RequestContext", Any], HandlerResult | Awaitable[HandlerResult]]
@@ -85,6 +86,7 @@ class RequestContext:
     node: Node
     connection: ConnectionInfo = field(default_factory=_local_connection)
     scope: Scope = BROKER  # which kind of listener the request came on
+    quota: ClientQuota | None = None  # the client's quotas when one applies to this request
 
     @property
     def api_version(self) -> int:

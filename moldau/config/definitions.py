@@ -333,6 +333,24 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
         # `*.replication.throttled.replicas` name (moldau.replication.throttle).
         _key("leader.replication.throttled.rate", L, LONG_MAX, minimum=0),
         _key("follower.replication.throttled.rate", L, LONG_MAX, minimum=0),
+        # Client quotas (moldau.broker.quotas): the rate of each is measured over
+        # quota.window.num windows of quota.window.size.seconds, as in Kafka.
+        _key(
+            "quota.window.num",
+            INT,
+            11,
+            "The number of samples to retain in memory for client quotas.",
+            minimum=1,
+            read_only=True,
+        ),
+        _key(
+            "quota.window.size.seconds",
+            INT,
+            1,
+            "The time span of each sample for client quotas.",
+            minimum=1,
+            read_only=True,
+        ),
         _key("replication.quota.window.num", INT, 11, minimum=1, read_only=True),
         _key("replication.quota.window.size.seconds", INT, 1, minimum=1, read_only=True),
         _key("offsets.topic.num.partitions", INT, 50, read_only=True),

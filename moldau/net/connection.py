@@ -26,7 +26,10 @@ same reasons):
 - a frame larger than SMALL_FRAME_BYTES needs a reservation of its whole size from the node's
   `RequestMemoryPool` (`queued.max.request.bytes`) before its body is kept;
 - a frame must arrive whole within `request_timeout_s` of its first byte, and a connection with
-  nothing to do is closed after `idle_timeout_s` (`connections.max.idle.ms`).
+  nothing to do is closed after `idle_timeout_s` (`connections.max.idle.ms`);
+- a client over its quota is muted (KIP-219): its answer leaves at once, then no frame is
+  taken and reading pauses until the throttle time has passed (`ConnectionInfo.mute`, called
+  by the processor; a later mute only extends an earlier one).
 """
 
 from __future__ import annotations
@@ -99,7 +102,8 @@ class ConnectionInfo:
     `closing`: the processor wants the connection closed once the answers taken so far have
     been written (a failed authentication); no further frame is dispatched. `authentication`
     is the SASL session the broker keeps for the connection, and `session_expires_at` its
-    end (time.monotonic(), KIP-368) when the listener limits sessions."""
+    end (time.monotonic(), KIP-368) when the listener limits sessions. `mute(seconds)` takes
+    no further frame from the connection for that long (a throttled client, KIP-219)."""
 
     client_host: str
     client_port: int
@@ -114,6 +118,7 @@ class ConnectionInfo:
     authentication: Any = None
     session_expires_at: float | None = None
     set_authenticated: Callable[[str], None] | None = None
+    mute: Callable[[float], None] | None = None
 
 
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
@@ -186,6 +191,9 @@ class KafkaConnection(asyncio.Protocol):
         self._waiting_writable = False
         self._reading_paused = False
         self._writing_paused = False
+        self._muted = False  # throttled: no frame is taken until `_mute_timer` fires
+        self._muted_until = 0.0
+        self._mute_timer: asyncio.TimerHandle | None = None
         self._closing = False
         self._draining = False  # the node is stopping (`stop_taking_requests`)
         self._reading = False  # inside data_received: answers settled now join its one write
@@ -215,6 +223,7 @@ class KafkaConnection(asyncio.Protocol):
             authenticated=not self._requires_authentication,
             state={},
             set_authenticated=self.authenticated,
+            mute=self.mute,
         )
         if self._quotas is not None:
             refusal = self._quotas.admit(self._listener_name, self.info.client_host)
@@ -375,6 +384,9 @@ class KafkaConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
         if self._on_close is not None:
             self._on_close(self)
 
@@ -570,10 +582,31 @@ class KafkaConnection(asyncio.Protocol):
         return (
             len(self._slots) >= MAX_IN_FLIGHT
             or self._writing_paused
+            or self._muted
             or len(self._out) > 8
             or self._draining
             or (self.info is not None and self.info.closing)
         )
+
+    def mute(self, seconds: float) -> None:
+        """Take no frame for `seconds` (KIP-219: a client over its quota). Answers already
+        taken still leave; reading pauses meanwhile, as for the other limits."""
+        if self._closing or seconds <= 0:
+            return
+        until = time.monotonic() + seconds
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._muted = True
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._mute_timer = asyncio.get_running_loop().call_later(seconds, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        self._muted = False
+        self._after_progress()
 
     def stop_taking_requests(self) -> None:
         """The node is stopping: answer the requests taken, dispatch no further frame."""

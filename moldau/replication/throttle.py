@@ -10,19 +10,19 @@ stalls acks=all: a leader answers an out-of-sync follower no records while the q
 exceeded, and such a follower leaves the partition out of its fetches; the bytes of every
 throttled replica count.
 
-The rate is Kafka's: bytes over `samples` windows of `window_s` seconds, divided by the time the
-windows span, at least `(samples - 1) * window_s` (so a fresh quota lets that many seconds'
-worth through at once). Pure: the clock is passed in.
+The rate is Kafka's (`moldau.rate.SampledRate`): bytes over `samples` windows of `window_s`
+seconds, divided by the time the windows span, at least `(samples - 1) * window_s` (so a fresh
+quota lets that many seconds' worth through at once). Pure: the clock is passed in.
 """
 
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Callable
 
 from moldau.config.definitions import LONG_MAX
 from moldau.config.values import ConfigError, parse_throttled_replicas
+from moldau.rate import SampledRate
 from moldau.types import TopicPartition
 
 SAMPLES = 11  # replication.quota.window.num (a broker property, as the next)
@@ -45,34 +45,20 @@ class ReplicationQuota:
     ) -> None:
         self._limit = limit
         self._now = now
-        self._samples = samples
-        self._window_s = window_s
-        self._windows: deque[tuple[int, int]] = deque()  # (window number, bytes)
+        self._rate = SampledRate(samples=samples, window_ms=max(round(window_s * 1000), 1))
 
     def record(self, size: int) -> None:
-        window = int(self._now() // self._window_s)
-        if self._windows and self._windows[-1][0] == window:
-            self._windows[-1] = (window, self._windows[-1][1] + size)
-        else:
-            self._windows.append((window, size))
-        self._expire(window)
+        self._rate.record(size, self._now_ms())
 
     def rate(self) -> float:
-        now = self._now()
-        self._expire(int(now // self._window_s))
-        if not self._windows:
-            return 0.0
-        span = now - self._windows[0][0] * self._window_s
-        span = max(span, (self._samples - 1) * self._window_s)
-        return sum(size for _, size in self._windows) / span
+        return self._rate.measure(self._now_ms())
 
     def exceeded(self) -> bool:
         limit = self._limit()
         return limit < LONG_MAX and self.rate() > limit
 
-    def _expire(self, window: int) -> None:
-        while self._windows and self._windows[0][0] <= window - self._samples:
-            self._windows.popleft()
+    def _now_ms(self) -> int:
+        return int(self._now() * 1000)
 
 
 class ReplicationThrottle:

@@ -60,7 +60,7 @@ def setup() -> None:
         lambda user, mechanism: CREDENTIALS.get((user, mechanism)),
     )
     security = SimpleNamespace(authenticator=lambda info: authenticator.session(info))
-    node: Any = SimpleNamespace(security=security, must_forward=False)
+    node: Any = SimpleNamespace(security=security, must_forward=False, client_quotas=None)
     _dispatcher = Dispatcher(node)
     logging.getLogger().addHandler(_collector)
     logging.getLogger().setLevel(logging.WARNING)

@@ -388,7 +388,7 @@ def test_describe_quorum_of_another_partition_is_unknown(wire):
     ]
 
 
-# Client quotas (stored in the metadata, not enforced).
+# Client quotas in the metadata (their enforcement: test_client_quotas.py).
 
 
 def alter_quotas(wire, entries, *, version=1, validate_only=False):

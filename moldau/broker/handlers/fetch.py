@@ -16,6 +16,9 @@ A fetch naming a replica id (`replica_id` before v15, `replica_state` after) is 
 replicating: it reads up to the log end rather than the high watermark, gets the diverging epoch
 when its log went astray, and its fetch offset is its progress (`ReplicaManager.
 read_for_follower`). Only a replica of the partition is served so.
+
+A consumer held to a consumer_byte_rate asks for at most what its quota lets through at once
+(`ClientQuota.fetch_max_bytes`); the throttling itself is the dispatcher's (moldau.broker.quotas).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
     max_wait_ms = max(millis(request.max_wait), 0)
 
     topics: list[tuple[FetchTopicData, list[_PartitionFetch]]] = []
-    replica_id, replica_epoch = _replica(request)
+    replica_id, replica_epoch = replica_of(request)
     # A follower needs CLUSTER_ACTION, a consumer READ on each topic; authorization comes
     # before existence, as in Kafka.
     followers_allowed = replica_id < 0 or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
@@ -115,6 +118,8 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
         return _replica_fetch(
             ctx, request, topics, replica_id, replica_epoch, max_bytes, max_wait_ms
         )
+    if ctx.quota is not None:  # a consumer under consumer_byte_rate (moldau.broker.quotas)
+        max_bytes = ctx.quota.fetch_max_bytes(max_bytes)
     # KIP-392: from v11 a consumer may read a follower (up to its high watermark), and a leader
     # may send a consumer in another rack to a replica in its own (`client.rack`).
     followers = version >= 11
@@ -212,7 +217,7 @@ def _respond(ctx: RequestContext, version: int, result: list[FetchTopicData]) ->
     )
 
 
-def _replica(request: Any) -> tuple[int, int]:
+def replica_of(request: Any) -> tuple[int, int]:
     """(replica id, broker epoch) of a follower's fetch; (-1, -1) for a consumer's."""
     state = getattr(request, "replica_state", None)
     if state is not None and int(state.replica_id) >= 0:

@@ -138,3 +138,39 @@ def test_large_frames_wait_for_the_memory_pool_and_release_it_when_answered() ->
         assert pool.used == 0
 
     asyncio.run(scenario())
+
+
+def test_a_muted_connection_answers_at_once_then_takes_no_frame_until_the_mute_ends() -> None:
+    async def scenario() -> None:
+        taken: list[bytes] = []
+
+        def process(frame: Any, info: Any) -> bytes:
+            taken.append(bytes(frame))
+            if bytes(frame) == b"first":
+                info.mute(0.05)  # a throttled client (KIP-219)
+            return _frame(b"answer-" + bytes(frame))
+
+        connection, transport = _connection(process)
+        connection.data_received(_frame(b"first") + _frame(b"second"))
+        assert taken == [b"first"]
+        assert transport.written == [_frame(b"answer-first")]  # sent, not held back
+        assert not transport.reading
+        connection.mute(0.01)  # a shorter mute does not cut the longer one short
+        await asyncio.sleep(0.03)
+        assert taken == [b"first"]
+        await asyncio.sleep(0.05)
+        assert taken == [b"first", b"second"]
+        assert transport.reading
+        connection.connection_lost(None)
+
+    asyncio.run(scenario())
+
+
+def test_closing_a_muted_connection_cancels_its_mute() -> None:
+    async def scenario() -> None:
+        connection, _ = _connection(lambda frame, info: b"")
+        connection.mute(10.0)
+        connection.connection_lost(None)
+        assert connection._mute_timer is None
+
+    asyncio.run(scenario())
