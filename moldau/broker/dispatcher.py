@@ -20,6 +20,7 @@ quota is set, a request costs two attribute reads more.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import struct
@@ -102,6 +103,14 @@ class Dispatcher:
             quota = quotas.of_client(info.principal, header.client_id)
             if quota is not None and quota.covers(header.api_key, request):
                 return self._serve_under_quota(spec, header, info, request, quota, len(frame))
+        return self.serve(spec, header, request, info)
+
+    def serve(
+        self, spec: HandlerSpec, header: RequestHeader, request: Any, info: ConnectionInfo
+    ) -> Any:
+        """The handler's answer to a decoded request no client quota covers, encoded: a frame,
+        chunks or None, or one of them later (a `Deferred` or an awaitable). A failure is
+        answered as `_failure` says."""
         try:
             result = spec.function(RequestContext(header, self._node, info, self.scope), request)
         except Exception as exc:
@@ -166,6 +175,21 @@ class Dispatcher:
 
         deferred.then(resolved, failed)
         return encoded
+
+    async def serve_forwarded(
+        self, spec: HandlerSpec, header: RequestHeader, request: Any, info: ConnectionInfo
+    ) -> bytes:
+        """`serve` for a request that came inside another (a forwarded one, KIP-590): its
+        response once ready, header and body without the size prefix. Raises CloseConnection
+        where the client's own connection would have been closed."""
+        outcome = self.serve(spec, header, request, info)
+        if isinstance(outcome, Deferred):
+            outcome = await _settled(outcome)
+        elif inspect.isawaitable(outcome):
+            outcome = await outcome
+        if not isinstance(outcome, bytes):  # no answer (acks=0) or chunks (Fetch): not forwarded
+            raise CloseConnection(f"API {header.api_key} has no answer to forward")
+        return outcome[4:]
 
     async def _forward(self, header: RequestHeader, frame: bytes) -> Any:
         """Pass a metadata change to the active controller and its answer back (KIP-590)."""
@@ -239,6 +263,21 @@ def _expired(expires_at: float, frame: bytes | memoryview) -> bool:
     if time.monotonic() < expires_at:
         return False
     return len(frame) < 2 or int.from_bytes(frame[0:2], "big", signed=True) not in _SASL_KEYS
+
+
+def _settled(deferred: Deferred) -> asyncio.Future[Any]:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def resolved(value: Any) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    def failed(error: BaseException) -> None:
+        if not future.done():
+            future.set_exception(error)
+
+    deferred.then(resolved, failed)
+    return future
 
 
 def _frame_chunks(header: RequestHeader, chunks: list[Any]) -> list[Any]:
