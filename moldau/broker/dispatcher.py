@@ -179,7 +179,7 @@ class Dispatcher:
     async def serve_forwarded(
         self, spec: HandlerSpec, header: RequestHeader, request: Any, info: ConnectionInfo
     ) -> bytes:
-        """`serve` for a request that came inside another (a forwarded one, KIP-590): its
+        """`serve` for a request that came inside an Envelope (`handlers/envelope.py`): its
         response once ready, header and body without the size prefix. Raises CloseConnection
         where the client's own connection would have been closed."""
         outcome = self.serve(spec, header, request, info)

@@ -1,0 +1,229 @@
+"""Envelope (KIP-590) on a controller listener, without sockets: the inner handler (a spy in the
+controller's registry) sees the client's principal and address, and each malformed envelope
+gets Kafka's error."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import ipaddress
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from moldau.broker.dispatcher import Dispatcher
+from moldau.broker.registry import CONTROLLER, RequestContext, load_handlers
+from moldau.net.connection import ConnectionInfo
+from moldau.net.deferred import Deferred
+from moldau.protocol.adapter import decode_response, encode_request
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+CREATE_TOPICS = {"topics": [], "timeout": 1000, "validate_only": False}
+UPDATE_FEATURES = {"timeout": 1000, "feature_updates": [], "validate_only": False}
+NO_TOPICS_CREATED = {"throttle_time": 0, "topics": []}
+
+
+def connection(principal: str, client_host: str) -> ConnectionInfo:
+    return ConnectionInfo(
+        client_host=client_host,
+        client_port=50_000,
+        listener_name="CONTROLLER",
+        security_protocol="SASL_PLAINTEXT",
+        zero_copy=False,
+        authenticated=True,
+        principal=principal,
+        state={},
+    )
+
+
+BROKER_CONNECTION = connection("User:broker", "127.0.0.2")
+
+
+class InnerHandlers:
+    """The controller's handlers of forwarded APIs, replaced by spies: each records the context
+    it was called with and answers what the test says."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._monkeypatch = monkeypatch
+        self.contexts: list[RequestContext] = []
+
+    def answer(self, api_key: int, outcome: Any) -> None:
+        """`outcome`: a dict to answer with, an exception to raise, or a callable making either."""
+        controller_handlers = load_handlers()[CONTROLLER]
+
+        def spy(ctx: RequestContext, request: Any) -> Any:
+            self.contexts.append(ctx)
+            result = outcome() if callable(outcome) else outcome
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+        spec = dataclasses.replace(controller_handlers[api_key], function=spy)
+        self._monkeypatch.setitem(controller_handlers, api_key, spec)
+
+
+@pytest.fixture
+def inner(monkeypatch: pytest.MonkeyPatch) -> InnerHandlers:
+    return InnerHandlers(monkeypatch)
+
+
+CONTROLLER_NODE = SimpleNamespace(node_id=1)
+
+
+async def settle(outcome: Any) -> Any:
+    return await outcome if inspect.isawaitable(outcome) else outcome
+
+
+async def send_envelope(envelope: dict[str, Any]) -> Any:
+    """An EnvelopeRequest through the controller listener's dispatcher, its answer decoded."""
+    frame = encode_request(ApiKey.ENVELOPE, 0, 11, "broker-2", envelope)[4:]
+    answer = await settle(Dispatcher(CONTROLLER_NODE, CONTROLLER)(frame, BROKER_CONNECTION))  # type: ignore[arg-type]
+    correlation_id, response = decode_response(ApiKey.ENVELOPE, 0, answer[4:])
+    assert correlation_id == 11
+    return response
+
+
+def client_request(api_key: int, version: int, body: dict[str, Any]) -> bytes:
+    return encode_request(api_key, version, 4242, "admin-client", body)[4:]
+
+
+def envelope(inner_frame: bytes, **fields: Any) -> dict[str, Any]:
+    return {
+        "request_data": inner_frame,
+        "request_principal": b"User:alice",
+        "client_host_address": bytes([192, 0, 2, 7]),
+        **fields,
+    }
+
+
+@pytest.mark.parametrize("client_host", ["192.0.2.7", "2001:db8::7"])
+def test_the_inner_request_is_served_as_the_client_from_its_address(
+    inner: InnerHandlers, client_host: str
+) -> None:
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    address = ipaddress.ip_address(client_host).packed
+    request = envelope(
+        client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS), client_host_address=address
+    )
+
+    response = asyncio.run(send_envelope(request))
+
+    assert response.error_code == ErrorCode.none
+    correlation_id, created = decode_response(ApiKey.CREATE_TOPICS, 7, response.response_data)
+    assert correlation_id == 4242 and created.topics == ()
+    [ctx] = inner.contexts
+    assert (ctx.principal, ctx.client_host) == ("User:alice", client_host)
+    assert (ctx.listener_name, ctx.scope, ctx.client_id) == (
+        "CONTROLLER",
+        CONTROLLER,
+        "admin-client",
+    )
+    assert (BROKER_CONNECTION.principal, BROKER_CONNECTION.client_host) == (
+        "User:broker",
+        "127.0.0.2",
+    )
+
+
+def test_an_inner_answer_given_later_is_awaited(inner: InnerHandlers) -> None:
+    def later() -> Deferred:
+        deferred = Deferred()
+        asyncio.get_running_loop().call_later(0.01, deferred.resolve, NO_TOPICS_CREATED)
+        return deferred
+
+    inner.answer(ApiKey.CREATE_TOPICS, later)
+    response = asyncio.run(
+        send_envelope(envelope(client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)))
+    )
+    assert response.error_code == ErrorCode.none
+    assert decode_response(ApiKey.CREATE_TOPICS, 7, response.response_data)[0] == 4242
+
+
+def test_an_inner_failure_is_answered_in_the_inner_apis_own_shape(inner: InnerHandlers) -> None:
+    inner.answer(ApiKey.UPDATE_FEATURES, KafkaError(ErrorCode.not_controller))
+    forwarded = envelope(client_request(ApiKey.UPDATE_FEATURES, 1, UPDATE_FEATURES))
+    response = asyncio.run(send_envelope(forwarded))
+    assert response.error_code == ErrorCode.none
+    _, answer = decode_response(ApiKey.UPDATE_FEATURES, 1, response.response_data)
+    assert answer.error_code == ErrorCode.not_controller
+
+
+def test_an_inner_failure_that_would_close_the_clients_connection_is_unknown_server_error(
+    inner: InnerHandlers,
+) -> None:
+    """CreateTopics has no top-level error code: a failing handler closes a client's connection,
+    and the controller's connection to the broker stays."""
+    inner.answer(ApiKey.CREATE_TOPICS, RuntimeError("a handler bug"))
+    response = asyncio.run(
+        send_envelope(envelope(client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)))
+    )
+    assert response.error_code == ErrorCode.unknown_server_error
+    assert response.response_data is None
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [b"alice", b":alice", b"User\xff:alice", None],
+    ids=["no-type", "empty-type", "not-utf8", "null"],
+)
+def test_a_principal_that_is_not_utf8_type_and_name_is_principal_deserialization_failure(
+    inner: InnerHandlers, principal: bytes | None
+) -> None:
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    forwarded = envelope(
+        client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS), request_principal=principal
+    )
+    response = asyncio.run(send_envelope(forwarded))
+    assert response.error_code == ErrorCode.principal_deserialization_failure == 97
+    assert inner.contexts == []
+
+
+@pytest.mark.parametrize("address", [b"", bytes(5), bytes(15)])
+def test_a_client_address_of_neither_4_nor_16_bytes_is_invalid_request(address: bytes) -> None:
+    forwarded = envelope(
+        client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS), client_host_address=address
+    )
+    assert asyncio.run(send_envelope(forwarded)).error_code == ErrorCode.invalid_request
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "body"),
+    [
+        (ApiKey.METADATA, 12, {"topics": None}),  # served by brokers, never forwarded
+        (ApiKey.BROKER_HEARTBEAT, 1, {"broker_id": 2, "broker_epoch": 1}),  # a broker's own
+        (ApiKey.ENVELOPE, 0, envelope(b"")),  # an envelope in an envelope
+    ],
+    ids=["metadata", "broker-heartbeat", "envelope"],
+)
+def test_an_inner_api_that_is_not_forwarded_is_invalid_request(
+    api_key: int, version: int, body: dict[str, Any]
+) -> None:
+    forwarded = envelope(client_request(api_key, version, body))
+    assert asyncio.run(send_envelope(forwarded)).error_code == ErrorCode.invalid_request
+
+
+def test_an_unknown_inner_api_is_invalid_request() -> None:
+    unknown = (9999).to_bytes(2, "big") + client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)[2:]
+    assert asyncio.run(send_envelope(envelope(unknown))).error_code == ErrorCode.invalid_request
+
+
+WHOLE = client_request(ApiKey.CREATE_TOPICS, 7, {**CREATE_TOPICS, "topics": [{"name": "t"}]})
+MALFORMED = {
+    "empty": b"",
+    "short-header": WHOLE[:5],
+    "truncated-body": WHOLE[:-3],
+    "version-not-served": WHOLE[:2] + (99).to_bytes(2, "big") + WHOLE[4:],
+}
+
+
+@pytest.mark.parametrize("frame", MALFORMED.values(), ids=MALFORMED.keys())
+def test_an_inner_request_that_does_not_parse_is_unsupported_version(
+    inner: InnerHandlers, frame: bytes
+) -> None:
+    """As Kafka's EnvelopeUtils: UNSUPPORTED_VERSION tells a bad inner request apart from a bad
+    envelope (INVALID_REQUEST)."""
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    assert asyncio.run(send_envelope(envelope(frame))).error_code == ErrorCode.unsupported_version
+    assert inner.contexts == []
