@@ -5,8 +5,9 @@ or observer) knows it; its address is the voter's (`QuorumAddresses`). When this
 is itself the active controller, calls run in-process. Otherwise requests go to the controller
 listener of the active one: typed calls for what the broker asks for itself (registration,
 heartbeats, ISR changes, producer ids, internal topics) or a controller for itself (its
-registration, KIP-919), and `forward()` for clients' requests that change metadata, passed on
-byte for byte and answered byte for byte.
+registration, KIP-919), and `forward()` for clients' requests that change metadata: each in an
+Envelope naming the client's principal and address (`moldau.broker.envelope`), answered with
+the inner response as the controller encoded it.
 
 A call that finds no active controller, cannot reach it, or hears NOT_CONTROLLER waits for the
 quorum to name a leader and tries again, until its deadline.
@@ -275,10 +276,16 @@ class ControllerChannel:
 
     # --- clients' requests -----------------------------------------------------------------
 
-    async def forward(self, frame: bytes | memoryview) -> bytes:
-        """Pass a client's request (a frame without its size prefix) to the active controller;
-        its answer, also without size prefix, with this channel's correlation id first."""
-        answer: bytes = await self._with_connection(lambda connection: connection.forward(frame))
+    async def forward(self, envelope: dict[str, Any]) -> bytes:
+        """Pass a client's request to the active controller in an Envelope
+        (`moldau.broker.envelope.envelope_request`); the answer inside it, response header and
+        body without size prefix. Raises KafkaError with the Envelope's error (NOT_CONTROLLER
+        once the deadline has passed: until then the call is retried)."""
+        response = await self._call(ApiKey.ENVELOPE, envelope)
+        _raise_for(response.error_code, "the forwarded request")
+        if response.response_data is None:
+            raise KafkaError(ErrorCode.unknown_server_error, "the controller's envelope was empty")
+        answer: bytes = response.response_data
         return answer
 
     # --- the connection to the active controller -------------------------------------------

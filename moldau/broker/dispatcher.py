@@ -16,6 +16,11 @@ broker's listeners, a request of a client some quota holds back is timed, its us
 when the handler returns and when its answer is known (at once, or when its Deferred or task
 completes), the throttle time set in the answer and the connection muted for it. While no
 quota is set, a request costs two attribute reads more.
+
+A metadata change (`forward=True`) that reaches a broker which is not the active controller goes
+there inside an Envelope naming the client's principal and address (KIP-590,
+`moldau.broker.envelope`); the controller's Envelope handler serves the inner request through
+`serve_forwarded`, on a connection that has the client's principal and host.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from moldau.broker.envelope import envelope_request
 from moldau.broker.quotas import ClientQuota, QuotaUsage
 from moldau.broker.registry import (
     BROKER,
@@ -97,7 +103,7 @@ class Dispatcher:
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
         if spec.forward and self.scope == BROKER and self._node.must_forward:
-            return self._forward(header, bytes(frame))
+            return self._forward(header, envelope_request(frame, info))
         quotas = self._client_quotas
         if quotas is not None and quotas.enforced and info.authenticated:
             quota = quotas.of_client(info.principal, header.client_id)
@@ -191,13 +197,14 @@ class Dispatcher:
             raise CloseConnection(f"API {header.api_key} has no answer to forward")
         return outcome[4:]
 
-    async def _forward(self, header: RequestHeader, frame: bytes) -> Any:
-        """Pass a metadata change to the active controller and its answer back (KIP-590)."""
+    async def _forward(self, header: RequestHeader, envelope: dict[str, Any]) -> Any:
+        """Pass a metadata change to the active controller in an Envelope naming the client's
+        principal and address (KIP-590, `moldau.broker.envelope`), and its answer back."""
         channel = self._node.controller_channel
         assert channel is not None  # (a node that forwards has a channel: `must_forward`)
         try:
-            answer = await channel.forward(frame)
-        except KafkaError as exc:
+            answer = await channel.forward(envelope)
+        except KafkaError as exc:  # the Envelope's error, in the client's API's answer
             return self._failure(header, exc)
         return _INT32.pack(len(answer)) + _INT32.pack(header.correlation_id) + answer[4:]
 

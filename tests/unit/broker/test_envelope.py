@@ -1,6 +1,6 @@
-"""Envelope (KIP-590) on a controller listener, without sockets: the inner handler (a spy in the
-controller's registry) sees the client's principal and address, and each malformed envelope
-gets Kafka's error."""
+"""Forwarding in an Envelope (KIP-590), without sockets: a broker's dispatcher wraps a client's
+metadata change, its real `ControllerChannel` sends it to a controller's dispatcher, and the inner
+handler (a spy in the controller's registry) sees the client's principal and address."""
 
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 
+from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.dispatcher import Dispatcher
-from moldau.broker.registry import CONTROLLER, RequestContext, load_handlers
-from moldau.net.connection import ConnectionInfo
+from moldau.broker.envelope import envelope_request
+from moldau.broker.quorum_addresses import QuorumAddresses
+from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
+from moldau.config.cluster import Voter
+from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import decode_response, encode_request
 from moldau.protocol.api_keys import ApiKey
@@ -97,6 +101,9 @@ def envelope(inner_frame: bytes, **fields: Any) -> dict[str, Any]:
         "client_host_address": bytes([192, 0, 2, 7]),
         **fields,
     }
+
+
+# --- the controller: Envelope's handler ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("client_host", ["192.0.2.7", "2001:db8::7"])
@@ -227,3 +234,127 @@ def test_an_inner_request_that_does_not_parse_is_unsupported_version(
     inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
     assert asyncio.run(send_envelope(envelope(frame))).error_code == ErrorCode.unsupported_version
     assert inner.contexts == []
+
+
+# --- the broker: `Dispatcher._forward` through a real `ControllerChannel` -------------------------
+
+
+class LoopbackConnection:
+    """The channel's connection to the active controller, answered by a controller's dispatcher
+    in-process; `refusals`: envelope errors answered first, one per request."""
+
+    is_open = True
+
+    def __init__(self, refusals: list[ErrorCode] | None = None) -> None:
+        self.refusals = list(refusals or [])
+        self.envelopes: list[dict[str, Any]] = []
+
+    async def request(self, api_key: int, body: dict[str, Any]) -> Any:
+        assert api_key == ApiKey.ENVELOPE
+        self.envelopes.append(body)
+        if self.refusals:
+            return SimpleNamespace(error_code=self.refusals.pop(0), response_data=None)
+        return await send_envelope(body)
+
+    async def close(self) -> None:
+        pass
+
+
+class ForwardingBroker:
+    """A broker that is not the active controller: node 2, the controller is node 1."""
+
+    def __init__(self, connection: LoopbackConnection) -> None:
+        controller = SimpleNamespace(is_active=False, leader_id=1, active_changed=asyncio.Event())
+        addresses = QuorumAddresses(voters=(Voter(1, "127.0.0.1", 1),))
+        self.channel = ControllerChannel(controller, addresses, node_id=2, timeout_s=2.0)  # type: ignore[arg-type]
+
+        async def connect(leader: int) -> LoopbackConnection:
+            return connection
+
+        self.channel._connect = connect  # type: ignore[method-assign,assignment]
+        self.node = SimpleNamespace(
+            must_forward=True, controller_channel=self.channel, client_quotas=None
+        )
+
+    async def request(self, frame: bytes, client: ConnectionInfo) -> bytes:
+        """The client's frame through the broker listener's dispatcher; the response frame."""
+        answer: bytes = await settle(Dispatcher(self.node, BROKER)(frame, client))  # type: ignore[arg-type]
+        return answer
+
+
+ALICE = connection("User:alice", "192.0.2.7")
+
+
+def test_a_broker_forwards_a_metadata_change_as_the_client_from_its_address(
+    inner: InnerHandlers,
+) -> None:
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    loopback = LoopbackConnection()
+    frame = client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)
+
+    answer = asyncio.run(ForwardingBroker(loopback).request(frame, ALICE))
+
+    assert int.from_bytes(answer[:4], "big") == len(answer) - 4
+    correlation_id, created = decode_response(ApiKey.CREATE_TOPICS, 7, answer[4:])
+    assert correlation_id == 4242 and created.topics == ()
+    [sent] = loopback.envelopes
+    assert sent == {
+        "request_data": frame,
+        "request_principal": b"User:alice",
+        "client_host_address": bytes([192, 0, 2, 7]),
+    }
+    [ctx] = inner.contexts
+    assert (ctx.principal, ctx.client_host) == ("User:alice", "192.0.2.7")
+
+
+def test_the_envelope_names_the_principal_the_request_came_with() -> None:
+    """A re-authentication between the request's arrival and its sending changes nothing."""
+    loopback = LoopbackConnection()
+    client = dataclasses.replace(ALICE)
+
+    async def scenario() -> None:
+        pending = Dispatcher(ForwardingBroker(loopback).node, BROKER)(  # type: ignore[arg-type]
+            client_request(ApiKey.UPDATE_FEATURES, 1, UPDATE_FEATURES), client
+        )
+        client.principal = "User:bob"
+        await pending
+
+    asyncio.run(scenario())
+    assert loopback.envelopes[0]["request_principal"] == b"User:alice"
+
+
+def test_an_envelope_refused_with_not_controller_is_sent_again(inner: InnerHandlers) -> None:
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    loopback = LoopbackConnection(refusals=[ErrorCode.not_controller])
+    frame = client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)
+    answer = asyncio.run(ForwardingBroker(loopback).request(frame, ALICE))
+    assert decode_response(ApiKey.CREATE_TOPICS, 7, answer[4:])[0] == 4242
+    assert len(loopback.envelopes) == 2 and len(inner.contexts) == 1
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [ErrorCode.cluster_authorization_failed, ErrorCode.principal_deserialization_failure],
+)
+def test_an_envelope_refused_is_answered_with_its_error_in_the_clients_api(
+    refusal: ErrorCode,
+) -> None:
+    loopback = LoopbackConnection(refusals=[refusal])
+    frame = client_request(ApiKey.UPDATE_FEATURES, 1, UPDATE_FEATURES)
+    answer = asyncio.run(ForwardingBroker(loopback).request(frame, ALICE))
+    correlation_id, refused = decode_response(ApiKey.UPDATE_FEATURES, 1, answer[4:])
+    assert correlation_id == 4242 and refused.error_code == refusal
+
+
+def test_an_envelope_refused_for_an_api_without_an_error_code_closes_the_clients_connection() -> (
+    None
+):
+    loopback = LoopbackConnection(refusals=[ErrorCode.cluster_authorization_failed])
+    frame = client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)
+    with pytest.raises(CloseConnection):
+        asyncio.run(ForwardingBroker(loopback).request(frame, ALICE))
+
+
+def test_a_client_host_that_is_no_ip_address_is_sent_as_the_unspecified_address() -> None:
+    request = envelope_request(b"frame", connection("User:alice", ""))
+    assert request["client_host_address"] == bytes(4)

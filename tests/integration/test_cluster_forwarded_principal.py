@@ -1,0 +1,94 @@
+"""A client's metadata change reaches the controller as the client (KIP-590): a broker-only node
+and a controller-only node in this process (`moldau.Server`), SASL PLAIN on both listeners.
+alice creates a topic through the broker, which forwards it in an Envelope over its own SASL
+connection to the controller; the controller's CreateTopics handler (wrapped in a spy) sees
+`User:alice` from the client's address, not the broker."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import moldau
+from moldau.broker.registry import CONTROLLER, RequestContext, load_handlers
+from moldau.protocol.api_keys import ApiKey
+from moldau.raft.meta_properties import random_uuid_string
+
+from .cluster import LOOPBACK, format_storage, free_port
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+@pytest.fixture
+def seen_by_the_controller(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(principal, client host) of each CreateTopics the controller listener serves."""
+    seen: list[tuple[str, str]] = []
+    controller_handlers = load_handlers()[CONTROLLER]
+    spec = controller_handlers[ApiKey.CREATE_TOPICS]
+
+    def spy(ctx: RequestContext, request: Any) -> Any:
+        seen.append((ctx.principal, ctx.client_host))
+        return spec.function(ctx, request)
+
+    monkeypatch.setitem(
+        controller_handlers, ApiKey.CREATE_TOPICS, dataclasses.replace(spec, function=spy)
+    )
+    return seen
+
+
+def test_a_topic_created_through_a_broker_reaches_the_controller_as_the_client(
+    tmp_path: Path, seen_by_the_controller: list[tuple[str, str]]
+) -> None:
+    controller_port, broker_port = free_port(), free_port()
+    common = {
+        "controller.quorum.bootstrap.servers": f"{LOOPBACK}:{controller_port}",
+        "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": (
+            f'{PLAIN} required username="controller" password="controller-secret" '
+            'user_controller="controller-secret";'
+        ),
+        "broker.heartbeat.interval.ms": "500",
+    }
+    controller = {
+        **common,
+        "node.id": "1",
+        "process.roles": "controller",
+        "listeners": f"CONTROLLER://{LOOPBACK}:{controller_port}",
+        "log.dirs": str(tmp_path / "controller"),
+    }
+    broker = {
+        **common,
+        "node.id": "2",
+        "process.roles": "broker",
+        "listeners": f"BROKER://{LOOPBACK}:{broker_port}",
+        "log.dirs": str(tmp_path / "broker"),
+        "inter.broker.listener.name": "BROKER",
+        "listener.name.broker.sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.broker.plain.sasl.jaas.config": (
+            f'{PLAIN} required username="broker" password="broker-secret" '
+            'user_broker="broker-secret" user_alice="alice-secret";'
+        ),
+    }
+    cluster_id = random_uuid_string()
+    format_storage(cluster_id, controller, ["--standalone"])
+    format_storage(cluster_id, broker)
+    with moldau.Server(config=controller), moldau.Server(config=broker) as broker_node:
+        admin = AdminClient(
+            {
+                "bootstrap.servers": broker_node.bootstrap_servers,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+            }
+        )
+        created = admin.create_topics([NewTopic("alices", num_partitions=1, replication_factor=1)])
+        created["alices"].result(30)
+        assert seen_by_the_controller == [("User:alice", LOOPBACK)]
