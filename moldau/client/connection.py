@@ -395,31 +395,6 @@ class BrokerConnection:
             api_key, version, data, timeout=timeout, expect_response=expect_response
         )
 
-    async def forward(self, frame: bytes | memoryview, *, timeout: float | None = None) -> bytes:
-        """Send a whole request frame as it came (without its size prefix) under a correlation
-        id of this connection; return the response frame (without its size prefix) as it came
-        back, its first four bytes this connection's correlation id. A broker forwarding a
-        client's request to the controller keeps the request's version and bytes this way."""
-        if self._closed_error is not None:
-            raise self._closed_error
-        assert self._transport is not None
-        correlation_id = next(self._correlation_ids)
-        data = bytearray(frame)
-        data[4:8] = correlation_id.to_bytes(4, "big", signed=True)
-        api_key = int.from_bytes(data[0:2], "big", signed=True)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._in_flight[correlation_id] = (api_key, -1, future)
-        self._transport.write(len(data).to_bytes(4, "big") + data)
-        try:
-            async with asyncio.timeout(timeout or self.request_timeout):
-                return bytes(await future)
-        except TimeoutError:
-            self._in_flight.pop(correlation_id, None)
-            raise KafkaException(
-                ErrorCode.request_timed_out,
-                f"no answer from broker {self.address} to a forwarded request",
-            ) from None
-
     async def _round_trip(
         self,
         api_key: int,
