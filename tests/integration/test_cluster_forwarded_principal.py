@@ -2,16 +2,28 @@
 and a controller-only node in this process (`moldau.Server`), SASL PLAIN on both listeners.
 alice creates a topic through the broker, which forwards it in an Envelope over its own SASL
 connection to the controller; the controller's CreateTopics handler (wrapped in a spy) sees
-`User:alice` from the client's address, not the broker."""
+`User:alice` from the client's address, not the broker. Under Kafka's authorizer, with the
+nodes' principals super users, alice's own ACLs decide."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 import moldau
 from moldau.broker.registry import CONTROLLER, RequestContext, load_handlers
@@ -21,6 +33,10 @@ from moldau.raft.meta_properties import random_uuid_string
 from .cluster import LOOPBACK, format_storage, free_port
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:broker;User:controller",
+}
 
 
 @pytest.fixture
@@ -40,9 +56,9 @@ def seen_by_the_controller(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
     return seen
 
 
-def test_a_topic_created_through_a_broker_reaches_the_controller_as_the_client(
-    tmp_path: Path, seen_by_the_controller: list[tuple[str, str]]
-) -> None:
+@contextmanager
+def controller_and_broker(tmp_path: Path, extra: dict[str, str]) -> Iterator[str]:
+    """The two nodes running; the broker's bootstrap address."""
     controller_port, broker_port = free_port(), free_port()
     common = {
         "controller.quorum.bootstrap.servers": f"{LOOPBACK}:{controller_port}",
@@ -54,6 +70,7 @@ def test_a_topic_created_through_a_broker_reaches_the_controller_as_the_client(
             'user_controller="controller-secret";'
         ),
         "broker.heartbeat.interval.ms": "500",
+        **extra,
     }
     controller = {
         **common,
@@ -80,15 +97,45 @@ def test_a_topic_created_through_a_broker_reaches_the_controller_as_the_client(
     format_storage(cluster_id, controller, ["--standalone"])
     format_storage(cluster_id, broker)
     with moldau.Server(config=controller), moldau.Server(config=broker) as broker_node:
-        admin = AdminClient(
-            {
-                "bootstrap.servers": broker_node.bootstrap_servers,
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice",
-                "sasl.password": "alice-secret",
-            }
-        )
-        created = admin.create_topics([NewTopic("alices", num_partitions=1, replication_factor=1)])
-        created["alices"].result(30)
+        yield broker_node.bootstrap_servers
+
+
+def admin_client(bootstrap: str, user: str) -> AdminClient:
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": f"{user}-secret",
+        }
+    )
+
+
+def create_topic(admin: AdminClient, name: str) -> None:
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(30)
+
+
+def test_a_topic_created_through_a_broker_reaches_the_controller_as_the_client(
+    tmp_path: Path, seen_by_the_controller: list[tuple[str, str]]
+) -> None:
+    with controller_and_broker(tmp_path, {}) as bootstrap:
+        create_topic(admin_client(bootstrap, "alice"), "alices")
         assert seen_by_the_controller == [("User:alice", LOOPBACK)]
+
+
+def test_under_an_authorizer_the_controller_checks_the_clients_acls_not_the_brokers(
+    tmp_path: Path,
+) -> None:
+    with controller_and_broker(tmp_path, AUTHORIZER) as bootstrap:
+        alice = admin_client(bootstrap, "alice")
+        with pytest.raises(KafkaException) as refused:
+            create_topic(alice, "alices")
+        assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        grant = AclBinding(
+            ResourceType.TOPIC, "alices", ResourcePatternType.LITERAL,
+            "User:alice", "*", AclOperation.CREATE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        admin = admin_client(bootstrap, "broker")  # (a super user)
+        admin.create_acls([grant])[grant].result(30)
+        create_topic(alice, "alices")

@@ -1,10 +1,12 @@
 """Envelope (key 58) v0, on the controller listener (KIP-590): a client's metadata change that a
 broker passes on to the active controller, with the client's principal and address.
 
-The inner request is served as if the client had sent it on this connection, with the client's
-principal and host in its place (`moldau.broker.envelope`, which also holds the byte format);
-the answer carries its response, header and body, in `response_data`. Errors are Kafka's
-EnvelopeUtils': a principal that does not parse PRINCIPAL_DESERIALIZATION_FAILURE; a client
+The sender needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise, as
+Kafka's ControllerApis): only a broker may speak for a client. The inner request is served as if
+the client had sent it on this connection, with the client's principal and host in its place
+(`moldau.broker.envelope`, which also holds the byte format), so its own checks are the
+client's; the answer carries its response, header and body, in `response_data`. Errors are
+Kafka's EnvelopeUtils': a principal that does not parse PRINCIPAL_DESERIALIZATION_FAILURE; a client
 address of neither 4 nor 16 bytes, or an inner API that is not forwarded to the controller,
 INVALID_REQUEST; an inner request that does not parse (header, version or body)
 UNSUPPORTED_VERSION, which tells it apart from a malformed envelope. A failure of the inner API
@@ -20,6 +22,7 @@ from typing import Any
 from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.envelope import forwarded_connection
 from moldau.broker.registry import CONTROLLER, HandlerSpec, RequestContext, handler, handler_for
+from moldau.metadata.acls import AclOperation
 from moldau.net.connection import CloseConnection
 from moldau.protocol.adapter import (
     MalformedRequest,
@@ -33,7 +36,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 @handler(ApiKey.ENVELOPE, 0, 0, scopes=(CONTROLLER,))
 async def handle_envelope(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    # authorization: the sender needs CLUSTER_ACTION on the cluster (added with ACLs)
+    ctx.require_cluster(AclOperation.CLUSTER_ACTION)
     connection = forwarded_connection(ctx.connection, request)
     header, spec, inner = _inner_request(request.request_data)
     dispatcher = Dispatcher(ctx.node, CONTROLLER)

@@ -19,6 +19,7 @@ from moldau.broker.envelope import envelope_request
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
 from moldau.config.cluster import Voter
+from moldau.metadata.acls import Authorizer
 from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import decode_response, encode_request
@@ -74,17 +75,23 @@ def inner(monkeypatch: pytest.MonkeyPatch) -> InnerHandlers:
     return InnerHandlers(monkeypatch)
 
 
-CONTROLLER_NODE = SimpleNamespace(node_id=1)
+# Under Kafka's authorizer, the nodes' own principal a super user (and no ACLs).
+AUTHORIZER = Authorizer((), super_users=("User:broker",))
+CONTROLLER_NODE = SimpleNamespace(
+    node_id=1, authorization=SimpleNamespace(current=lambda: AUTHORIZER)
+)
 
 
 async def settle(outcome: Any) -> Any:
     return await outcome if inspect.isawaitable(outcome) else outcome
 
 
-async def send_envelope(envelope: dict[str, Any]) -> Any:
+async def send_envelope(
+    envelope: dict[str, Any], *, sender: ConnectionInfo = BROKER_CONNECTION
+) -> Any:
     """An EnvelopeRequest through the controller listener's dispatcher, its answer decoded."""
     frame = encode_request(ApiKey.ENVELOPE, 0, 11, "broker-2", envelope)[4:]
-    answer = await settle(Dispatcher(CONTROLLER_NODE, CONTROLLER)(frame, BROKER_CONNECTION))  # type: ignore[arg-type]
+    answer = await settle(Dispatcher(CONTROLLER_NODE, CONTROLLER)(frame, sender))  # type: ignore[arg-type]
     correlation_id, response = decode_response(ApiKey.ENVELOPE, 0, answer[4:])
     assert correlation_id == 11
     return response
@@ -168,6 +175,19 @@ def test_an_inner_failure_that_would_close_the_clients_connection_is_unknown_ser
     )
     assert response.error_code == ErrorCode.unknown_server_error
     assert response.response_data is None
+
+
+def test_an_envelope_from_a_sender_without_cluster_action_is_cluster_authorization_failed(
+    inner: InnerHandlers,
+) -> None:
+    """A client that reaches a controller listener cannot speak for another principal."""
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    forwarded = envelope(
+        client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS), request_principal=b"User:admin"
+    )
+    response = asyncio.run(send_envelope(forwarded, sender=connection("User:mallory", "10.0.0.9")))
+    assert response.error_code == ErrorCode.cluster_authorization_failed
+    assert inner.contexts == []
 
 
 @pytest.mark.parametrize(
