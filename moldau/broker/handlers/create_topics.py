@@ -54,7 +54,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, A
                     topics, validate_only=bool(request.validate_only)
                 )
             )
-        except KafkaError as error:  # NOT_CONTROLLER: the broker that forwarded it asks again
+        except KafkaError as error:  # NOT_CONTROLLER (leadership moved meanwhile): clients retry
             return [
                 CreateTopicResult(name=t.name, error_code=error.code, error_message=str(error))
                 for t in topics

@@ -11,7 +11,9 @@ address of neither 4 nor 16 bytes, or an inner API that is not forwarded to the 
 INVALID_REQUEST; an inner request that does not parse (header, version or body)
 UNSUPPORTED_VERSION, which tells it apart from a malformed envelope. A failure of the inner API
 is answered inside the envelope, as its own answer; one that would have closed the client's
-connection is UNKNOWN_SERVER_ERROR here (the broker closes the client's connection then).
+connection is UNKNOWN_SERVER_ERROR here (the broker closes the client's connection then). A
+node that is not the active controller answers NOT_CONTROLLER on the envelope itself, so that the
+broker finds the new one and sends it again.
 Moldau's brokers send it from `Dispatcher._forward`.
 """
 
@@ -37,6 +39,8 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 @handler(ApiKey.ENVELOPE, 0, 0, scopes=(CONTROLLER,))
 async def handle_envelope(ctx: RequestContext, request: Any) -> dict[str, Any]:
     ctx.require_cluster(AclOperation.CLUSTER_ACTION)
+    if not ctx.controller.is_active:  # the envelope's own NOT_CONTROLLER: the broker asks again
+        raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
     connection = forwarded_connection(ctx.connection, request)
     header, spec, inner = _inner_request(request.request_data)
     dispatcher = Dispatcher(ctx.node, CONTROLLER)

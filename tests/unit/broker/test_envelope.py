@@ -78,7 +78,9 @@ def inner(monkeypatch: pytest.MonkeyPatch) -> InnerHandlers:
 # Under Kafka's authorizer, the nodes' own principal a super user (and no ACLs).
 AUTHORIZER = Authorizer((), super_users=("User:broker",))
 CONTROLLER_NODE = SimpleNamespace(
-    node_id=1, authorization=SimpleNamespace(current=lambda: AUTHORIZER)
+    node_id=1,
+    authorization=SimpleNamespace(current=lambda: AUTHORIZER),
+    controller=SimpleNamespace(is_active=True),
 )
 
 
@@ -153,6 +155,19 @@ def test_an_inner_answer_given_later_is_awaited(inner: InnerHandlers) -> None:
     )
     assert response.error_code == ErrorCode.none
     assert decode_response(ApiKey.CREATE_TOPICS, 7, response.response_data)[0] == 4242
+
+
+def test_a_node_that_is_not_the_active_controller_answers_the_envelope_not_controller(
+    inner: InnerHandlers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inner.answer(ApiKey.CREATE_TOPICS, NO_TOPICS_CREATED)
+    monkeypatch.setattr(CONTROLLER_NODE.controller, "is_active", False)
+    response = asyncio.run(
+        send_envelope(envelope(client_request(ApiKey.CREATE_TOPICS, 7, CREATE_TOPICS)))
+    )
+    assert response.error_code == ErrorCode.not_controller
+    assert response.response_data is None
+    assert inner.contexts == []  # (not served: the broker sends it to the new controller)
 
 
 def test_an_inner_failure_is_answered_in_the_inner_apis_own_shape(inner: InnerHandlers) -> None:
