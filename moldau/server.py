@@ -46,11 +46,18 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await node.start()
+        started = await _start_unless_stopped(node, stop)
     except BaseException:
         with contextlib.suppress(Exception):
             await node.stop()
         raise
+    if not started:  # told to stop while starting (a quorum it cannot reach, say)
+        log.info("shutting down before the node was ready")
+        try:
+            await node.stop()
+        except Exception as error:
+            raise StopError(str(error)) from error
+        return
     try:
         if print_ready:
             if node.layout.is_broker:
@@ -66,6 +73,22 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
             await node.stop()
         except Exception as error:
             raise StopError(str(error)) from error
+
+
+async def _start_unless_stopped(node: Node, stop: asyncio.Event) -> bool:
+    """Start the node; False if `stop` was set first (the start is cancelled then): a node
+    waiting for its quorum or its registration must still obey SIGTERM."""
+    starting = asyncio.ensure_future(node.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if starting.done():
+        starting.result()  # (its failure, if it failed)
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await starting
+    return False
 
 
 class Server:

@@ -144,11 +144,10 @@ class ClusterLayout:
 
     @property
     def standalone(self) -> bool:
-        """A cluster of one run in-process: no voters nor bootstrap servers configured, or
-        only this node as a static voter."""
-        if self.dynamic:
-            return False
-        return not self.voters or (len(self.voters) == 1 and self.is_voter)
+        """A cluster of one run in-process: neither voters nor bootstrap servers configured.
+        A node named as the only voter in `controller.quorum.voters` is a quorum of one that
+        other nodes may join (brokers, observers), so it runs the quorum as in any cluster."""
+        return not self.dynamic and not self.voters
 
     @property
     def voter_ids(self) -> tuple[int, ...]:

@@ -435,3 +435,43 @@ def test_a_stopping_active_controller_hands_over_before_the_fetch_timeout(
     )
     assert new_leader != leader
     assert time.monotonic() - began < 10
+
+
+@pytest.mark.parametrize(
+    "roles", [[CONTROLLER, BROKER], [COMBINED, BROKER]], ids=["dedicated", "combined"]
+)
+def test_a_quorum_of_one_static_voter_serves_other_brokers(
+    start_server, tmp_path: Path, roles: list[str]
+) -> None:
+    """`controller.quorum.voters` naming one node is a quorum that brokers join as observers
+    (it used to be run as a node alone, which answered no observer's fetch)."""
+    cluster = build_cluster(start_server, tmp_path, roles=roles, extra=FAST)
+    broker = cluster.nodes[2]
+    quorum = _quorum(broker.bootstrap)
+    assert [v.replica_id for v in quorum.current_voters] == [1]
+    assert 2 in [o.replica_id for o in quorum.observers]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("one-voter", 1, 1)])["one-voter"].result(15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("one-voter", value=b"hello")
+    assert producer.flush(15) == 0
+    cluster.stop_all()
+
+
+def test_a_broker_waiting_for_its_quorum_stops_on_sigterm(start_server, tmp_path: Path) -> None:
+    """SIGTERM while the node starts (here: its only controller never comes) stops it cleanly."""
+    cluster = build_cluster(start_server, tmp_path, roles=[CONTROLLER, BROKER], launch=False)
+    broker = cluster.nodes[2]
+    assert cluster.factory is not None
+    broker.server = cluster.factory(launch_only=True, **{
+        key.replace(".", "_"): value for key, value in broker.overrides.items()
+    })  # fmt: skip
+    wait_for(
+        lambda: "joining the metadata quorum" in broker.server.output_tail(50),
+        timeout_s=30,
+        what="the broker waiting for its quorum",
+    )
+    started = time.monotonic()
+    assert broker.server.stop() == 0
+    assert time.monotonic() - started < 10
+    assert "shutting down before the node was ready" in broker.server.output_tail(50)

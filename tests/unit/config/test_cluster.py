@@ -22,6 +22,17 @@ def test_the_zero_configuration_node_is_a_standalone_combined_node() -> None:
     assert layout.inter_broker_listener_name == "PLAINTEXT"
 
 
+def test_a_node_named_the_only_voter_runs_a_quorum_others_may_join() -> None:
+    layout = _layout(
+        **{
+            "controller.quorum.voters": "1@127.0.0.1:9093",
+            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "controller.listener.names": "CONTROLLER",
+        }
+    )
+    assert layout.is_voter and not layout.standalone
+
+
 def test_a_combined_voter_of_three_listens_for_clients_and_controllers() -> None:
     layout = _layout(
         **{
