@@ -57,6 +57,11 @@ from moldau.controller.bootstrap_metadata import (
 )
 from moldau.controller.core import ControllerCore
 from moldau.controller.feature_control import FeatureUpdate, FeatureUpdateResult
+from moldau.controller.metadata_storage import (
+    METADATA_RESERVE_BYTES,
+    metadata_log_directory,
+    open_metadata_storage,
+)
 from moldau.controller.operations import (
     AlterConfigsResource,
     AlterPartitionResult,
@@ -97,14 +102,9 @@ from moldau.metadata.snapshot import decode_snapshot
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.driver import QuorumStateStore, RaftDriver, RaftTransport
 from moldau.raft.file_log import FileReplicatedLog
-from moldau.raft.file_snapshots import FileSnapshotStore, snapshot_file_name
 from moldau.raft.log import LogEntry, OffsetAndEpoch, ReplicatedLog
 from moldau.raft.meta_properties import (
-    BOOTSTRAP_SNAPSHOT_ID,
-    METADATA_LOG_DIRECTORY_NAME,
     StorageFormatError,
-    ensure_formatted,
-    read_meta_properties,
 )
 from moldau.raft.node import (
     AddVoter,
@@ -122,17 +122,8 @@ from moldau.raft.voter_set import Endpoint, VoterNode
 
 logger = logging.getLogger(__name__)
 
-# Space the metadata log keeps free for itself: an operation that would leave less is refused.
-METADATA_RESERVE_BYTES = 1024 * 1024
-
 Publisher = Callable[[MetadataDelta, MetadataImage], None]
 T = TypeVar("T")
-
-
-def metadata_log_directory(config: BrokerConfig) -> str:
-    """`<metadata.log.dir, or the first of log.dirs>/__cluster_metadata-0`."""
-    base = config.get("metadata.log.dir") or config.log_dirs[0]
-    return os.path.join(str(base), METADATA_LOG_DIRECTORY_NAME)
 
 
 # How often the active controller looks for brokers whose session ran out.
@@ -248,40 +239,8 @@ class QuorumController:
         loop = asyncio.get_running_loop()
         layout = layout or ClusterLayout.from_config(config)
 
-        def open_storage() -> tuple[str, str | None, FileReplicatedLog, FileSnapshotStore]:
-            metadata_dir = os.path.dirname(directory)
-            directories = [*config.log_dirs, metadata_dir]
-            if not layout.standalone:
-                for path in directories:
-                    if read_meta_properties(path) is None:
-                        raise StorageFormatError(
-                            f"{path} is not formatted; a node of a cluster starts on storage "
-                            "formatted with the cluster's id: moldau storage format -t "
-                            "CLUSTER_ID with this node's settings"
-                        )
-            if not layout.dynamic and os.path.exists(
-                os.path.join(directory, snapshot_file_name(BOOTSTRAP_SNAPSHOT_ID))
-            ):
-                raise StorageFormatError(
-                    f"{directory} was formatted for dynamic voters (--standalone or "
-                    "--initial-controllers); set controller.quorum.bootstrap.servers instead "
-                    "of controller.quorum.voters"
-                )
-            cluster_id = ensure_formatted(
-                directories, node_id=config.node_id, cluster_id=config.get("cluster.id")
-            )
-            properties = read_meta_properties(metadata_dir)
-            os.makedirs(directory, exist_ok=True)
-            metadata_reserve.release_if_full(directory, needed=METADATA_RESERVE_BYTES)
-            return (
-                cluster_id,
-                (properties.directory_id or None) if properties else None,
-                FileReplicatedLog(directory),
-                FileSnapshotStore(directory),
-            )
-
         cluster_id, directory_id, log, snapshots = await loop.run_in_executor(
-            executor, open_storage
+            executor, open_metadata_storage, config, layout, directory
         )
         try:
             bootstrap_metadata = read_bootstrap_metadata(os.path.dirname(directory))

@@ -13,7 +13,7 @@ import pytest
 
 from moldau.controller import metadata_reserve
 from moldau.controller.operations import NewTopic, PartitionsIncrease
-from moldau.controller.quorum_controller import METADATA_RESERVE_BYTES, metadata_log_directory
+from moldau.controller.metadata_storage import METADATA_RESERVE_BYTES, metadata_log_directory
 from moldau.protocol.errors import ErrorCode
 
 from .test_quorum_controller import config_for, open_controller

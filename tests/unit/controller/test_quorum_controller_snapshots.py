@@ -11,7 +11,7 @@ from moldau.controller.operations import (
     IncrementalAlterConfigsResource,
     NewTopic,
 )
-from moldau.controller.quorum_controller import metadata_log_directory
+from moldau.controller.metadata_storage import metadata_log_directory
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.records import (
     ConfigResourceType,
