@@ -8,6 +8,7 @@ About 70 s on a loaded 2-core machine.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,9 @@ def test_atheris_target_finds_nothing_in_a_fixed_run(target: str, tmp_path: Path
     )
     output = result.stderr + result.stdout
     assert result.returncode == 0, f"{target} fuzzing failed:\n{output[-6000:]}"
-    assert f"Done {RUNS[target]} runs" in output, output[-2000:]
+    # (libFuzzer may count one run more than asked, when a run was under way as it stopped)
+    done = re.search(r"Done (\d+) runs", output)
+    assert done is not None and int(done.group(1)) >= RUNS[target], output[-2000:]
 
 
 @pytest.mark.parametrize(
