@@ -131,10 +131,10 @@ class JwksSource:
 
 
 def _tls_context(settings: JwksValidatorSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    if settings.trusted_pem is not None:
-        context = ssl.create_default_context(cadata=settings.trusted_pem.decode("ascii"))
-    return context
+    """The JAAS truststore's authorities, else the system's; the host name is checked."""
+    if settings.trusted_pem is None:
+        return ssl.create_default_context()
+    return ssl.create_default_context(cadata=settings.trusted_pem.decode("ascii"))
 
 
 def _read_file(path: str) -> bytes:

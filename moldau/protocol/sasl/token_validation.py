@@ -142,7 +142,7 @@ class UnsecuredTokenValidator:
         jws = _decode(token)
         if jws.header.get("alg") != "none":
             raise InvalidToken(
-                f'an unsecured token must have "alg":"none", not {jws.header.get("alg")!r} '
+                f'an unsecured token must have "alg":"none", not {_short(jws.header.get("alg"))} '
                 "(this listener validates no signature)"
             )
         if jws.signature:
@@ -162,7 +162,8 @@ class UnsecuredTokenValidator:
         for required in self.required_scope:
             if required not in scope:
                 raise InvalidToken(
-                    f"the token's scope {sorted(scope)} lacks the required scope {required!r}",
+                    f"the token's scope {_short(sorted(scope))} lacks the required scope "
+                    f"{required!r}",
                     status=INSUFFICIENT_SCOPE,
                     scope=" ".join(self.required_scope),
                 )
