@@ -13,7 +13,6 @@ with the token (KIP-368); keys the provider rotates in are fetched when a token 
 
 from __future__ import annotations
 
-import asyncio
 import http.server
 import re
 import ssl
@@ -28,6 +27,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
+from moldau.config.sasl import SaslCredentials
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl.oauthbearer import ACKNOWLEDGE_ERROR, initial_response, unsecured_token
@@ -35,7 +35,8 @@ from tests.certificates import Certificates, make_certificates
 from tests.jwt_tokens import IdentityProvider, new_key, sign
 
 from .conftest import MoldauServer, ServerFactory
-from .test_sasl_listeners import authentication_errors, round_trip
+from .test_sasl_listeners import authentication_errors, logs_in, round_trip
+from .test_sasl_wire import metadata_requests_for
 from .test_tls_listeners import listener_port, log_lines, poll_until
 from .wire import Connection
 
@@ -205,14 +206,7 @@ def test_keys_come_over_https_and_a_rotated_key_is_fetched_when_a_token_names_it
     provider.add("rsa-2")  # the provider rotates in a key the broker has not seen
     rotated = signed_by(lambda: provider.token("rsa-2", sub="alice", aud=AUDIENCE))
 
-    def logs_in() -> bool:
-        try:
-            client = AdminClient({"bootstrap.servers": address, **rotated})
-            return bool(client.list_topics(timeout=2).brokers)
-        except Exception:
-            return False
-
-    poll_until(logs_in, "a token signed by the rotated key logs in")
+    poll_until(lambda: logs_in(address, rotated), "a token signed by the rotated key logs in")
     assert log_lines(oauth_server, r"no key 'rsa-2', fetching the key set again")
     assert log_lines(oauth_server, r"JWKS https://.*: 3 keys")
 
@@ -291,34 +285,15 @@ def test_the_moldau_cli_produces_and_consumes_with_an_unsecured_token(
 def test_moldau_client_connections_renew_their_token_before_the_session_ends(
     oauth_server: MoldauServer, provider: IdentityProvider
 ) -> None:
-    from moldau.client.connection import BrokerConnection
-    from moldau.config.sasl import SaslCredentials
-
     issued: list[str] = []
 
     def token() -> tuple[str, dict[str, str]]:
         issued.append(provider.token("ec-1", sub="alice", aud=AUDIENCE, lifetime_s=2))
         return issued[-1], {}
 
-    async def use_for(seconds: float) -> int:
-        connection = await BrokerConnection.open(
-            "127.0.0.1",
-            listener_port(oauth_server, "SIGNED"),
-            sasl=SaslCredentials("OAUTHBEARER", "alice", "", token),
-        )
-        answered = 0
-        try:
-            ends = time.monotonic() + seconds
-            while time.monotonic() < ends:
-                await connection.request(ApiKey.METADATA, {"topics": []})
-                answered += 1
-                await asyncio.sleep(0.05)
-        finally:
-            await connection.close()
-        return answered
-
     before = len(log_lines(oauth_server, "session expired"))
-    assert asyncio.run(use_for(4.5)) > 20
+    alice = SaslCredentials("OAUTHBEARER", "alice", "", token)
+    assert metadata_requests_for(listener_port(oauth_server, "SIGNED"), alice, 4.5) > 20
     assert len(issued) >= 3  # (re-authenticated with a fresh token at 85 % of each)
     assert len(log_lines(oauth_server, "session expired")) == before
 
