@@ -12,13 +12,16 @@ credentials are looked up); `SaslSession` is one connection's state machine:
 
 Until complete, the dispatcher serves only ApiVersions, SaslHandshake and SaslAuthenticate;
 anything else closes the connection. When complete, the principal (`User:<name>`) is set on the
-connection for authorization and the small pre-authentication frame cap is lifted. With
-`connections.max.reauth.ms` a session begun with SaslAuthenticate v1+ ends after that long
-(its `session_lifetime_ms`); a request after the end closes the connection unless it starts a
-re-authentication.
+connection for authorization and the small pre-authentication frame cap is lifted. A session
+ends, as Kafka's does, after `connections.max.reauth.ms` (begun with SaslAuthenticate v1+) or
+when its credential expires (an OAUTHBEARER token's `exp`, whatever the version), whichever is
+first; v1+ clients are told it in `session_lifetime_ms`. A request after the end closes the
+connection unless it starts a re-authentication.
 
-Every failure is logged in one line (peer, listener, mechanism, user, the reason) and answered
-with Kafka's error code and message; what a client learns is no more than Kafka tells it.
+Every failure is logged in one line (peer, listener, mechanism, the reason) and answered with
+Kafka's error code and message; what a client learns is no more than Kafka tells it. An
+OAUTHBEARER token refused is answered first with RFC 7628's JSON error (the line is logged
+then); the client's acknowledgement fails the exchange with that JSON as the message.
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from moldau.config.sasl import SaslListenerSettings
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.config.sasl import OAUTHBEARER, SaslListenerSettings
 from moldau.net.connection import ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.net.principal import USER
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.sasl.oauthbearer import OAuthBearerFailure, OAuthBearerServer
 from moldau.protocol.sasl.plain import PlainFailure, authenticate_plain
 from moldau.protocol.sasl.scram import ScramCredential, ScramFailure, ScramServer
+from moldau.protocol.sasl.token_validation import TokenValidator
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +57,23 @@ CredentialLookup = Callable[[str, str], ScramCredential | None]  # (user, mechan
 
 
 class SaslAuthenticator:
-    """One SASL listener's authentication: its settings and the SCRAM credential store."""
+    """One SASL listener's authentication: its settings, the SCRAM credential store and, with
+    OAUTHBEARER, the token validator (`moldau.protocol.sasl.token_validation`)."""
 
-    def __init__(self, settings: SaslListenerSettings, scram_credentials: CredentialLookup):
+    def __init__(
+        self,
+        settings: SaslListenerSettings,
+        scram_credentials: CredentialLookup,
+        *,
+        token_validator: TokenValidator | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if OAUTHBEARER in settings.mechanisms and token_validator is None:
+            raise ValueError("a listener enabling OAUTHBEARER needs a token validator")
         self.settings = settings
+        self.clock = clock
         self._scram_credentials = scram_credentials
+        self._token_validator = token_validator
 
     def session(self, info: ConnectionInfo) -> SaslSession:
         if info.authentication is None:
@@ -66,6 +84,9 @@ class SaslAuthenticator:
     def exchange(self, mechanism: str) -> _Exchange:
         if mechanism == "PLAIN":
             return _PlainExchange(self.settings.plain_users)
+        if mechanism == OAUTHBEARER:
+            assert self._token_validator is not None
+            return _OAuthBearerExchange(OAuthBearerServer(self._token_validator, self.clock.now_ms))
         lookup = self._scram_credentials
         return _ScramExchange(ScramServer(mechanism, lambda user: lookup(user, mechanism)))
 
@@ -73,6 +94,8 @@ class SaslAuthenticator:
 class _Exchange:
     complete = False
     user: str | None = None
+    expires_at_ms: int | None = None  # wall clock: when the credential expires, if it does
+    rejection: str | None = None  # refused, with one round left (OAUTHBEARER's error)
 
     def receive(self, token: bytes) -> bytes:
         raise NotImplementedError
@@ -98,6 +121,21 @@ class _ScramExchange(_Exchange):
         return answer
 
 
+class _OAuthBearerExchange(_Exchange):
+    def __init__(self, server: OAuthBearerServer) -> None:
+        self._server = server
+
+    def receive(self, token: bytes) -> bytes:
+        server = self._server
+        answer = server.receive(token)
+        self.complete, self.user = server.complete, server.user
+        if server.token is not None:
+            self.expires_at_ms = server.token.expires_at_ms
+        if server.rejection is not None:
+            self.rejection = f"{server.rejection} ({server.rejection.status})"
+        return answer
+
+
 class AuthenticationFailed(Exception):
     """A failed step: `message` is what Kafka answers, `reason` what the broker logs."""
 
@@ -119,6 +157,8 @@ class SaslSession:
         self._exchange: _Exchange | None = None
         self._reauthenticates = False  # begun with SaslAuthenticate v1+: may re-authenticate
         self._user: str | None = None
+        self._credential_expires_at_ms: int | None = None
+        self._failure_logged = False
 
     @property
     def mechanisms(self) -> list[str]:
@@ -179,9 +219,10 @@ class SaslSession:
         except AuthenticationFailed as failure:
             return self._fail(_authenticate_answer(failure.code, failure.message), failure.reason)
         lifetime_ms = 0
-        if self.state == COMPLETE and version >= 1:  # (v0 clients cannot re-authenticate)
-            self._reauthenticates = True
-            lifetime_ms = self._start_session()
+        if self.state == COMPLETE:
+            if version >= 1:  # (v0 clients cannot re-authenticate)
+                self._reauthenticates = True
+            lifetime_ms = self._start_session(reauthenticates=version >= 1)
         return {
             "error_code": ErrorCode.none,
             "error_message": None,
@@ -198,6 +239,8 @@ class SaslSession:
             answer = self._step(bytes(token))
         except AuthenticationFailed as failure:
             return self._fail(None, failure.reason)
+        if self.state == COMPLETE:
+            self._start_session(reauthenticates=False)
         return len(answer).to_bytes(4, "big") + answer
 
     # --- steps -----------------------------------------------------------------------------------
@@ -207,10 +250,14 @@ class SaslSession:
         assert exchange is not None and mechanism is not None
         try:
             answer = exchange.receive(bytes(token))
-        except PlainFailure as failure:
-            message = _generic(mechanism) if failure.generic else str(failure)
+        except (PlainFailure, OAuthBearerFailure) as failure:
+            message = (
+                _generic(mechanism, self.state == REAUTHENTICATE)
+                if failure.generic
+                else str(failure)
+            )
             raise AuthenticationFailed(
-                ErrorCode.sasl_authentication_failed, message, str(failure)
+                ErrorCode.sasl_authentication_failed, message, failure.reason
             ) from None
         except ScramFailure as failure:
             raise AuthenticationFailed(
@@ -218,8 +265,11 @@ class SaslSession:
                 _generic(mechanism, self.state == REAUTHENTICATE),
                 f"{failure} (e={failure.error})",
             ) from None
+        if exchange.rejection is not None and not self._failure_logged:
+            self._log_failure(exchange.rejection)  # (now: the client may never acknowledge)
         if exchange.complete:
             assert exchange.user is not None
+            self._credential_expires_at_ms = exchange.expires_at_ms
             self._completed(exchange.user)
         return answer
 
@@ -242,14 +292,23 @@ class SaslSession:
             info.authenticated, info.principal = True, principal
         log.debug("%s authenticated as %s with %s", _peer(info), principal, self.mechanism)
 
-    def _start_session(self) -> int:
-        lifetime_ms = self._authenticator.settings.reauthentication_ms
-        if lifetime_ms > 0:
-            self._info.session_expires_at = time.monotonic() + lifetime_ms / 1000
+    def _start_session(self, *, reauthenticates: bool) -> int:
+        """The session's lifetime in ms as Kafka's authenticator computes it (0: unlimited):
+        `connections.max.reauth.ms` for a client that can re-authenticate, bounded by when the
+        credential expires for any client."""
+        max_ms = self._authenticator.settings.reauthentication_ms if reauthenticates else 0
+        expires_at_ms = self._credential_expires_at_ms
+        if expires_at_ms is None and max_ms <= 0:
+            self._info.session_expires_at = None
+            return 0
+        lifetime_ms = max_ms
+        if expires_at_ms is not None:
+            left_ms = max(0, expires_at_ms - self._authenticator.clock.now_ms())
+            lifetime_ms = min(left_ms, max_ms) if max_ms > 0 else left_ms
+        self._info.session_expires_at = time.monotonic() + lifetime_ms / 1000
         return lifetime_ms
 
-    def _fail(self, answer: Any, reason: str) -> Deferred | Any:
-        """Log one line, then answer after the delay and close (Kafka's delayed close)."""
+    def _log_failure(self, reason: str) -> None:
         info = self._info
         log.info(
             "failed authentication with %s on %s (%s%s): %s",
@@ -259,6 +318,14 @@ class SaslSession:
             f", {self.state}" if self.state == REAUTHENTICATE else "",
             reason,
         )
+        self._failure_logged = True
+
+    def _fail(self, answer: Any, reason: str) -> Deferred | Any:
+        """Log one line (unless the refusal was logged already), then answer after the delay
+        and close (Kafka's delayed close)."""
+        info = self._info
+        if not self._failure_logged:
+            self._log_failure(reason)
         self.state = FAILED
         self._exchange = None
         info.closing = True

@@ -8,8 +8,8 @@ response has a top-level error code, and otherwise closes the connection.
 On a SASL listener a connection is served only ApiVersions, SaslHandshake and SaslAuthenticate
 until it has authenticated (after a v0 SaslHandshake its frames are bare tokens); any other
 request closes it, as Kafka's SaslServerAuthenticator does. A connection whose session has
-expired (`connections.max.reauth.ms`) is closed on its next request unless that request
-re-authenticates (`moldau.broker.authentication`).
+expired (`connections.max.reauth.ms`, an OAUTHBEARER token's expiry) is closed on its next
+request unless that request re-authenticates (`moldau.broker.authentication`).
 
 Client quotas are applied here, in one place (`moldau.broker.quotas.QuotaUsage`): on the
 broker's listeners, a request of a client some quota holds back is timed, its usage recorded
@@ -80,7 +80,9 @@ class Dispatcher:
             if session.raw_tokens:
                 return session.raw_token(frame)
         elif info.session_expires_at is not None and _expired(info.session_expires_at, frame):
-            raise CloseConnection("its SASL session expired (connections.max.reauth.ms)")
+            raise CloseConnection(
+                "its SASL session expired (connections.max.reauth.ms or its token's expiry)"
+            )
         try:
             header = decode_request_header(frame)
         except MalformedRequest as exc:

@@ -90,7 +90,7 @@ class Node:
         self.layout = ClusterLayout.from_config(config)
         # (ConfigError: TLS or SASL cannot be set up)
         self.security = NodeSecurity.of(
-            config, self.layout, scram_credentials=self._scram_credential
+            config, self.layout, scram_credentials=self._scram_credential, clock=clock
         )
         self.connection_quotas = connection_quotas(config, self.layout)  # (ConfigError)
         # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
@@ -133,6 +133,7 @@ class Node:
         max_open_files = open_segment_files(self.config, soft, hard)
         load_handlers()
         layout = self.layout
+        await self.security.start()  # (OAUTHBEARER key sets: fetched in the background)
         if layout.is_broker:
             for address in layout.client_listeners:
                 await self._bind(address, Dispatcher(self, BROKER), self.listeners)
@@ -484,6 +485,7 @@ class Node:
 
     async def stop(self) -> None:
         if not self.listeners and not self.controller_listeners and self.controller is None:
+            await self.security.stop()
             return
         # Controlled shutdown first, while every listener still serves (as Kafka's broker does):
         # producers write here until their leaderships have moved, followers catch up with it.
@@ -539,6 +541,7 @@ class Node:
         for listener in self.controller_listeners:
             await listener.close()
         self.controller_listeners.clear()
+        await self.security.stop()
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
             self.log_manager = None

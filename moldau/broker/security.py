@@ -9,7 +9,9 @@ clear or unauthenticated instead.
 
 - SSL and SASL_SSL listeners get a `TlsServer`; SASL_PLAINTEXT and SASL_SSL listeners a
   `SaslAuthenticator` (their enabled mechanisms, PLAIN users from JAAS, SCRAM credentials from
-  the metadata image through `scram_credentials`).
+  the metadata image through `scram_credentials`, OAUTHBEARER's token validator: Kafka's
+  unsecured one, or KIP-768's over a `JwksSource`, whose refreshes run between `start()` and
+  `stop()`).
 - When the inter-broker (controller) listener is SSL or SASL_SSL the node connects to it with
   TLS; when it is SASL, it authenticates with `sasl.mechanism.inter.broker.protocol`
   (`sasl.mechanism.controller.protocol`) and the username and password of that listener's JAAS
@@ -23,7 +25,14 @@ import ssl
 from dataclasses import dataclass, field
 
 from moldau.broker.authentication import CredentialLookup, SaslAuthenticator, SaslSession
+from moldau.broker.jwks import JwksSource
+from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
+from moldau.config.oauthbearer import (
+    JwksValidatorSettings,
+    OAuthBearerSettings,
+    check_validator_keys,
+)
 from moldau.config.sasl import (
     SASL_PROTOCOLS,
     SaslCredentials,
@@ -36,6 +45,11 @@ from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.net.connection_quotas import UNLIMITED, ConnectionQuotas, parse_overrides
 from moldau.net.principal import PrincipalMappingError, principal_builder
 from moldau.net.tls import TlsServer
+from moldau.protocol.sasl.token_validation import (
+    SignedTokenValidator,
+    TokenValidator,
+    UnsecuredTokenValidator,
+)
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 
@@ -48,6 +62,7 @@ class NodeSecurity:
     sasl: dict[str, SaslAuthenticator] = field(default_factory=dict)  # SASL listeners by name
     inter_broker_sasl: SaslCredentials | None = None
     controller_sasl: SaslCredentials | None = None
+    jwks: tuple[JwksSource, ...] = ()  # OAUTHBEARER validators' key sets, refreshed
 
     @classmethod
     def of(
@@ -56,18 +71,26 @@ class NodeSecurity:
         layout: ClusterLayout,
         *,
         scram_credentials: CredentialLookup | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> NodeSecurity:
         protocols = layout.security_protocols
         servers = {}
         authenticators = {}
+        sources = []
         lookup = scram_credentials or (lambda user, mechanism: None)
         for listener in layout.listeners:
             if protocols.get(listener.name) in TLS_PROTOCOLS:
                 servers[listener.name] = listener_tls(config, listener.name)
             if protocols.get(listener.name) in SASL_PROTOCOLS:
+                settings = sasl_listener_settings(config, listener.name)
+                validator = None
+                if settings.oauthbearer is not None:
+                    validator, source = token_validator(settings.oauthbearer, listener.name)
+                    sources += [source] if source is not None else []
                 authenticators[listener.name] = SaslAuthenticator(
-                    sasl_listener_settings(config, listener.name), lookup
+                    settings, lookup, token_validator=validator, clock=clock
                 )
+        check_validator_keys(config, _validating(authenticators))
         inter_broker = layout.inter_broker_listener_name
         controller = (
             layout.controller_listener_names[0] if layout.controller_listener_names else None
@@ -92,7 +115,17 @@ class NodeSecurity:
             controller_sasl=_credentials(
                 config, layout, controller, "sasl.mechanism.controller.protocol"
             ),
+            jwks=tuple(sources),
         )
+
+    async def start(self) -> None:
+        """Begin fetching and refreshing the OAUTHBEARER validators' key sets."""
+        for source in self.jwks:
+            await source.start()
+
+    async def stop(self) -> None:
+        for source in self.jwks:
+            await source.stop()
 
     def authenticator(self, info: ConnectionInfo) -> SaslSession:
         """The SASL session of a connection that has not authenticated yet."""
@@ -100,6 +133,43 @@ class NodeSecurity:
         if authenticator is None:  # (never from a listener: it authenticates only SASL's)
             raise CloseConnection(f"unauthenticated on {info.listener_name}, which has no SASL")
         return authenticator.session(info)
+
+
+def token_validator(
+    settings: OAuthBearerSettings, listener_name: str
+) -> tuple[TokenValidator, JwksSource | None]:
+    """A listener's OAUTHBEARER validator and, for KIP-768's, the key set it reads (ConfigError:
+    a JWKS file that cannot be read)."""
+    if not isinstance(settings, JwksValidatorSettings):
+        return (
+            UnsecuredTokenValidator(
+                principal_claim=settings.principal_claim,
+                scope_claim=settings.scope_claim,
+                required_scope=settings.required_scope,
+                clock_skew_ms=settings.clock_skew_ms,
+            ),
+            None,
+        )
+    source = JwksSource(settings, listener_name=listener_name)
+    validator = SignedTokenValidator(
+        source.keys,
+        missing_key=source.expedite,
+        expected_audience=settings.expected_audience,
+        expected_issuer=settings.expected_issuer,
+        subject_claim=settings.subject_claim,
+        scope_claim=settings.scope_claim,
+        clock_skew_s=settings.clock_skew_s,
+    )
+    return validator, source
+
+
+def _validating(authenticators: dict[str, SaslAuthenticator]) -> set[str]:
+    """The listeners whose OAUTHBEARER tokens are checked against a JWKS."""
+    return {
+        name
+        for name, authenticator in authenticators.items()
+        if isinstance(authenticator.settings.oauthbearer, JwksValidatorSettings)
+    }
 
 
 def listener_tls(config: BrokerConfig, listener_name: str) -> TlsServer:

@@ -60,6 +60,9 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "sasl.username": None,
     "sasl.password": None,
     "sasl.jaas.config": None,
+    "sasl.oauthbearer.config": None,
+    "enable.sasl.oauthbearer.unsecure.jwt": False,
+    "oauth_cb": None,  # confluent-kafka's token callback: oauth_cb(sasl.oauthbearer.config)
     "ssl.ca.location": None,
     "ssl.ca.pem": None,
     "ssl.certificate.location": None,
@@ -80,6 +83,7 @@ _ALIASES: Final[Mapping[str, str]] = {
     "request.required.acks": "acks",
     "queue.buffering.max.ms": "linger.ms",
     "fetch.max.wait.ms": "fetch.wait.max.ms",
+    "oauth.cb": "oauth_cb",  # (a keyword argument's underscores become dots)
 }
 
 

@@ -1,27 +1,45 @@
 """The client's SASL (`security.protocol=sasl_plaintext|sasl_ssl`), with librdkafka's setting
 names and the Java client's JAAS form:
 
-    sasl.mechanism      PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, librdkafka's default,
-                        and OAUTHBEARER are refused)
+    sasl.mechanism      PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI,
+                        librdkafka's default, is refused)
     sasl.username       the user ...
     sasl.password       ... and its password, or instead
     sasl.jaas.config    PlainLoginModule / ScramLoginModule required username="..." password="...";
 
+    OAUTHBEARER's token comes from one of
+    oauth_cb            confluent-kafka's callback: oauth_cb(sasl.oauthbearer.config) returns
+                        the token, or (token, expiry) or (token, expiry, principal, extensions)
+    enable.sasl.oauthbearer.unsecure.jwt=true with
+    sasl.oauthbearer.config   librdkafka's unsecured token, for development:
+                        principal=<name> [principalClaimName=sub] [scope=a,b]
+                        [scopeClaimName=scope] [lifeSeconds=3600] [extension_<key>=<value>]
+
 `sasl_credentials_of(config)` is None without SASL. `authenticate(connection, credentials)` runs
 SaslHandshake v1 and SaslAuthenticate (KIP-152) on a connection that has negotiated versions and
-returns the session's lifetime in seconds (0: unlimited, KIP-368).
+returns the session's lifetime in seconds (0: unlimited, KIP-368). An OAUTHBEARER token is asked
+for at every (re-)authentication.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from moldau.client.config import ClientConfig
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException
 from moldau.config.jaas import JaasError, parse_jaas_config
-from moldau.config.sasl import LOGIN_MODULES, SaslCredentials, check_mechanism
+from moldau.config.sasl import (
+    LOGIN_MODULES,
+    OAUTHBEARER,
+    SaslCredentials,
+    TokenProvider,
+    check_mechanism,
+)
 from moldau.config.values import ConfigError
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.sasl.oauthbearer import ACKNOWLEDGE_ERROR, initial_response, unsecured_token
 from moldau.protocol.sasl.plain import plain_message
 from moldau.protocol.sasl.scram import ScramClient, ScramFailure
 
@@ -31,7 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["authenticate", "sasl_credentials_of"]
 
 SASL_PROTOCOLS = ("sasl_plaintext", "sasl_ssl")
-_SETTINGS = ("sasl.username", "sasl.password", "sasl.jaas.config")
+_SETTINGS = ("sasl.username", "sasl.password", "sasl.jaas.config", "sasl.oauthbearer.config")
+_UNSECURED_NAMES = ("principal", "principalClaimName", "scope", "scopeClaimName", "lifeSeconds")
 
 
 def sasl_credentials_of(config: ClientConfig) -> SaslCredentials | None:
@@ -48,6 +67,8 @@ def sasl_credentials_of(config: ClientConfig) -> SaslCredentials | None:
         mechanism = check_mechanism(config.get_str("sasl.mechanism"), "sasl.mechanism")
     except ConfigError as error:
         raise ConfigException(str(error)) from None
+    if mechanism == OAUTHBEARER:
+        return _oauthbearer_credentials(config)
     jaas = config.get_optional_str("sasl.jaas.config")
     username = config.get_optional_str("sasl.username")
     if jaas and (username or config.get_optional_str("sasl.password")):
@@ -74,6 +95,97 @@ def sasl_credentials_of(config: ClientConfig) -> SaslCredentials | None:
     return SaslCredentials(mechanism, username, password)
 
 
+def _oauthbearer_credentials(config: ClientConfig) -> SaslCredentials:
+    """OAUTHBEARER's token from `oauth_cb` or, for development, librdkafka's unsecured token."""
+    for name in ("sasl.username", "sasl.password", "sasl.jaas.config"):
+        if config.get_optional_str(name):
+            raise ConfigException(
+                f"{name} is set but sasl.mechanism=OAUTHBEARER authenticates with a token "
+                "(oauth_cb, or sasl.oauthbearer.config for an unsecured one); remove it"
+            )
+    callback = config.get("oauth_cb")
+    unsecured = config.get_bool("enable.sasl.oauthbearer.unsecure.jwt")
+    text = config.get_str("sasl.oauthbearer.config")
+    if callback is not None and unsecured:
+        raise ConfigException(
+            "oauth_cb and enable.sasl.oauthbearer.unsecure.jwt=true are mutually exclusive "
+            "(as in librdkafka)"
+        )
+    if callback is not None:
+        if not callable(callback):
+            raise ConfigException("oauth_cb must be a callable: oauth_cb(config) -> token")
+        return SaslCredentials(OAUTHBEARER, "(oauth_cb)", "", _callback_tokens(callback, text))
+    if not unsecured:
+        raise ConfigException(
+            "sasl.mechanism=OAUTHBEARER needs a token: give oauth_cb, or for development "
+            "enable.sasl.oauthbearer.unsecure.jwt=true with sasl.oauthbearer.config="
+            "principal=<name>"
+        )
+    principal, tokens = unsecured_tokens(text)
+    return SaslCredentials(OAUTHBEARER, principal, "", tokens)
+
+
+def unsecured_tokens(
+    text: str, clock: Callable[[], float] = time.time
+) -> tuple[str, TokenProvider]:
+    """librdkafka's unsecured JWT from `sasl.oauthbearer.config` (ConfigException when it is
+    malformed): its principal, and a new token, issued now, each time one is asked for."""
+    settings: dict[str, str] = {}
+    extensions: dict[str, str] = {}
+    for item in text.split():
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise ConfigException(f"sasl.oauthbearer.config: expected name=value, got {item!r}")
+        if name.startswith("extension_") and len(name) > len("extension_"):
+            extensions[name[len("extension_") :]] = value
+        elif name in _UNSECURED_NAMES:
+            settings[name] = value
+        else:
+            raise ConfigException(
+                f"sasl.oauthbearer.config: unknown name {name!r} (principal, principalClaimName, "
+                "scope, scopeClaimName, lifeSeconds, extension_<key>)"
+            )
+    principal = settings.get("principal")
+    if not principal:
+        raise ConfigException("sasl.oauthbearer.config needs principal=<name> (the token's sub)")
+    life = settings.get("lifeSeconds", "3600")
+    if not life.isdigit() or int(life) == 0:
+        raise ConfigException(f"sasl.oauthbearer.config: lifeSeconds={life} is not a number > 0")
+    scope = [item for item in settings.get("scope", "").split(",") if item]
+
+    def token() -> tuple[str, Mapping[str, str]]:
+        now = clock()
+        claims: dict[str, Any] = {
+            settings.get("principalClaimName", "sub"): principal,
+            "iat": round(now, 3),
+            "exp": round(now + int(life), 3),
+        }
+        if scope:
+            claims[settings.get("scopeClaimName", "scope")] = scope
+        return unsecured_token(claims), extensions
+
+    try:
+        initial_response("x", extensions=extensions)
+    except ValueError as error:
+        raise ConfigException(f"sasl.oauthbearer.config: {error}") from None
+    return principal, token
+
+
+def _callback_tokens(callback: Callable[[str], Any], text: str) -> TokenProvider:
+    def token() -> tuple[str, Mapping[str, str]]:
+        answer = callback(text)
+        if isinstance(answer, str):
+            return answer, {}
+        if isinstance(answer, tuple) and len(answer) in (2, 4) and isinstance(answer[0], str):
+            return answer[0], dict(answer[3] or {}) if len(answer) == 4 else {}
+        raise TypeError(
+            "oauth_cb must return the token, (token, expiry) or (token, expiry, principal, "
+            f"extensions), not {type(answer).__name__}"
+        )
+
+    return token
+
+
 async def authenticate(connection: BrokerConnection, credentials: SaslCredentials) -> float:
     handshake = await connection.request(
         ApiKey.SASL_HANDSHAKE, {"mechanism": credentials.mechanism}, version=1
@@ -86,6 +198,8 @@ async def authenticate(connection: BrokerConnection, credentials: SaslCredential
         )
     if credentials.mechanism == "PLAIN":
         answer = await _step(connection, plain_message(credentials.username, credentials.password))
+    elif credentials.mechanism == OAUTHBEARER:
+        answer = await _oauthbearer(connection, credentials)
     else:
         client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
         try:
@@ -99,6 +213,25 @@ async def authenticate(connection: BrokerConnection, credentials: SaslCredential
     lifetime = getattr(answer, "session_lifetime", 0) or 0
     seconds = lifetime.total_seconds() if hasattr(lifetime, "total_seconds") else lifetime / 1000
     return float(seconds)
+
+
+async def _oauthbearer(connection: BrokerConnection, credentials: SaslCredentials) -> Any:
+    assert credentials.token is not None
+    try:
+        token, extensions = credentials.token()
+        message = initial_response(token, extensions=extensions)
+    except Exception as error:  # (the application's callback)
+        raise KafkaException(
+            ErrorCode.sasl_authentication_failed, f"no OAUTHBEARER token: {error}"
+        ) from None
+    answer = await _step(connection, message)
+    if answer.auth_bytes:  # the broker's error (RFC 7628): acknowledged, then it fails
+        await _step(connection, ACKNOWLEDGE_ERROR)
+        raise KafkaException(
+            ErrorCode.sasl_authentication_failed,
+            f"{connection.address}: {bytes(answer.auth_bytes).decode(errors='replace')}",
+        )
+    return answer
 
 
 async def _step(connection: BrokerConnection, token: bytes) -> Any:

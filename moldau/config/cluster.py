@@ -32,6 +32,12 @@ from typing import Any
 
 from moldau.config.authorization import AuthorizerSettings
 from moldau.config.definitions import BROKER_KEYS
+from moldau.config.oauthbearer import (
+    CALLBACK_HANDLER,
+    MECHANISM_PREFIX,
+    VALIDATOR_KEYS,
+    check_callback_handler,
+)
 from moldau.config.tls import LISTENER_PREFIX, listener_overrides
 from moldau.config.values import BrokerConfig, ConfigError, parse_value
 
@@ -351,9 +357,11 @@ _UNSUPPORTED = {
 _KERBEROS_PREFIX = "sasl.kerberos."
 _SASL_KEYS = (
     "sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
-    "sasl.mechanism.controller.protocol and listener.name.<listener>.<mechanism>.sasl.jaas.config"
+    "sasl.mechanism.controller.protocol, listener.name.<listener>.<mechanism>.sasl.jaas.config, "
+    "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class and the "
+    "validator's sasl.oauthbearer.* keys"
 )
-_JAAS_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
+_JAAS_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
 
 
 def _acted_on(name: str) -> bool:
@@ -427,8 +435,9 @@ _PER_LISTENER_KEYS = {"sasl.enabled.mechanisms", "max.connections"}
 
 def _check_listener_overrides(config: BrokerConfig) -> None:
     """`listener.name.<listener>.*` must name a listener (or controller listener) of this node
-    and a setting Moldau reads per listener: ssl.*, sasl.enabled.mechanisms or
-    <mechanism>.sasl.jaas.config."""
+    and a setting Moldau reads per listener: ssl.*, sasl.enabled.mechanisms,
+    <mechanism>.sasl.jaas.config, or OAUTHBEARER's callback handler and validator keys (with
+    or without the `oauthbearer.` prefix)."""
     names = {
         ListenerAddress.parse(item.strip()).name
         for item in config.get("listeners") or []
@@ -446,13 +455,27 @@ def _check_listener_overrides(config: BrokerConfig) -> None:
             if mechanism not in _JAAS_MECHANISMS:
                 raise ConfigError(
                     f"{property_name} is for the SASL mechanism {mechanism.upper()}, which Moldau "
-                    "does not support (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); remove it"
+                    "does not support (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER); remove it"
                 )
             continue  # parsed when the listener's settings are read
+        if key.endswith(f".{CALLBACK_HANDLER}"):
+            if key != MECHANISM_PREFIX + CALLBACK_HANDLER:
+                raise ConfigError(
+                    f"{property_name}: Moldau has no custom callback handlers (only OAUTHBEARER's "
+                    "token validators, as listener.name.<listener>.oauthbearer."
+                    f"{CALLBACK_HANDLER}); remove it"
+                )
+            check_callback_handler(property_name, (config.raw_unknown(property_name) or "").strip())
+            continue
+        key = key.removeprefix(MECHANISM_PREFIX)
+        if key in VALIDATOR_KEYS:
+            parse_value(BROKER_KEYS[key], config.raw_unknown(property_name))
+            continue
         if not key.startswith("ssl.") and key not in _PER_LISTENER_KEYS:
             raise ConfigError(
                 f"{property_name} is set, but Moldau reads only ssl.*, sasl.enabled.mechanisms, "
-                "max.connections and <mechanism>.sasl.jaas.config per listener; remove it"
+                "max.connections, <mechanism>.sasl.jaas.config and OAUTHBEARER's "
+                f"{CALLBACK_HANDLER} and sasl.oauthbearer.* per listener; remove it"
             )
         if not _acted_on(key):
             raise ConfigError(f"{property_name}: {key} is not a TLS setting Moldau can act on")

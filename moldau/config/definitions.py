@@ -534,8 +534,8 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "sasl.enabled.mechanisms",
             LS,
             "GSSAPI",
-            "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
-            "(GSSAPI, Kafka's default, and OAUTHBEARER are refused). Per listener: "
+            "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+            "OAUTHBEARER (GSSAPI, Kafka's default, is refused). Per listener: "
             "listener.name.<listener>.sasl.enabled.mechanisms.",
             read_only=True,
         ),
@@ -544,7 +544,8 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             S,
             "GSSAPI",
             "The mechanism brokers authenticate to each other with, when the inter-broker "
-            "listener is SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512).",
+            "listener is SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; not OAUTHBEARER, for "
+            "which a node has no token of its own).",
             read_only=True,
         ),
         _key(
@@ -570,6 +571,80 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             100,
             "How long a failed authentication waits before it is answered and its connection "
             "closed (slows down password guessing).",
+            read_only=True,
+            minimum=0,
+        ),
+        # OAUTHBEARER's KIP-768 validator (listener.name.<l>.oauthbearer.sasl.server.callback.
+        # handler.class=...OAuthBearerValidatorCallbackHandler); each may be given per listener.
+        _key(
+            "sasl.oauthbearer.jwks.endpoint.url",
+            S,
+            None,
+            "Where the identity provider's JSON Web Key Set is: an https: (or http:) URL, "
+            "fetched in the background, or a file: URL, read at start; OAUTHBEARER tokens must "
+            "be signed by one of its keys.",
+            read_only=True,
+        ),
+        _key(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            L,
+            3600000,
+            "How often the JWKS is fetched again (a token naming an unknown key id also asks "
+            "for a fetch, at most once every 10 s).",
+            read_only=True,
+            minimum=0,
+        ),
+        _key(
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+            L,
+            100,
+            "The first wait before a failed JWKS fetch is tried again (doubling each time).",
+            read_only=True,
+            minimum=0,
+        ),
+        _key(
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+            L,
+            10000,
+            "The longest wait between failed JWKS fetches.",
+            read_only=True,
+            minimum=0,
+        ),
+        _key(
+            "sasl.oauthbearer.expected.audience",
+            LS,
+            None,
+            "Audiences a token must name one of (its aud claim); unset: a token naming an "
+            "audience is refused, as Kafka's jose4j validator does.",
+            read_only=True,
+        ),
+        _key(
+            "sasl.oauthbearer.expected.issuer",
+            S,
+            None,
+            "The issuer (iss claim) a token must have; unset: any.",
+            read_only=True,
+        ),
+        _key(
+            "sasl.oauthbearer.sub.claim.name",
+            S,
+            "sub",
+            "The claim holding the principal's name (the principal is User:<name>).",
+            read_only=True,
+        ),
+        _key(
+            "sasl.oauthbearer.scope.claim.name",
+            S,
+            "scope",
+            "The claim holding the token's scope.",
+            read_only=True,
+        ),
+        _key(
+            "sasl.oauthbearer.clock.skew.seconds",
+            INT,
+            30,
+            "How far the identity provider's clock may be from this node's when exp and nbf "
+            "are checked.",
             read_only=True,
             minimum=0,
         ),

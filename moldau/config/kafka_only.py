@@ -147,8 +147,9 @@ _REFUSED_JAAS = (
     "the node at start."
 )
 _REFUSED_SASL = (
-    "Moldau's SASL is PLAIN and SCRAM with its own login and callbacks (no OAUTHBEARER, no "
-    "custom handlers); setting this stops the node at start."
+    "Moldau's SASL is PLAIN, SCRAM and OAUTHBEARER (Kafka's two token validators) with its own "
+    "login and callbacks (no custom handlers, no token login of its own); setting this stops "
+    "the node at start."
 )
 _REFUSED_TLS = (
     "TLS is Python's ssl module over OpenSSL, without Java key managers, providers or engine "
@@ -347,7 +348,6 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_REFUSED_SASL, "sasl.login.refresh.min.period.seconds", SH, 60),
     _na(_REFUSED_SASL, "sasl.login.refresh.window.factor", D, 0.8),
     _na(_REFUSED_SASL, "sasl.login.refresh.window.jitter", D, 0.05),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.jwks.endpoint.url", S, None),
     _na(_REFUSED_SASL, "sasl.oauthbearer.token.endpoint.url", S, None),
     _na(_REFUSED_SASL, "sasl.server.callback.handler.class", C, None),
     _na(_REFUSED_SASL, "sasl.server.max.receive.size", INT, 524288),
@@ -355,14 +355,6 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_REFUSED_SASL, "sasl.login.read.timeout.ms", INT, None),
     _na(_REFUSED_SASL, "sasl.login.retry.backoff.max.ms", L, 10000),
     _na(_REFUSED_SASL, "sasl.login.retry.backoff.ms", L, 100),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.clock.skew.seconds", INT, 30),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.expected.audience", LS, None),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.expected.issuer", S, None),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3600000),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10000),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.scope.claim.name", S, "scope"),
-    _na(_REFUSED_SASL, "sasl.oauthbearer.sub.claim.name", S, "sub"),
     _na(_REFUSED_TLS, "ssl.keymanager.algorithm", S, "SunX509"),
     _na(_REFUSED_TLS, "ssl.trustmanager.algorithm", S, "PKIX"),
     _na(_REFUSED_TLS, "ssl.provider", S, None),

@@ -5,46 +5,61 @@ authenticates to other nodes (Kafka's SaslChannelBuilder and JaasContext, per li
     listener.name.<l>.<mechanism>.sasl.jaas.config
         PlainLoginModule: user_<name>="<password>" are the users PLAIN accepts on <l>;
         username/password (either module) are this node's own, for its connections to <l>
+        OAuthBearerLoginModule: how OAUTHBEARER tokens are validated on <l> (config/oauthbearer.py)
     sasl.mechanism.inter.broker.protocol       how brokers authenticate to each other
     sasl.mechanism.controller.protocol         how nodes authenticate to the controllers
     connections.max.reauth.ms                  KIP-368: a session's lifetime (0: unlimited)
     connection.failed.authentication.delay.ms  how long a failed authentication waits to answer
 
-Mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. GSSAPI (Kafka's default for the
-mechanism properties) and OAUTHBEARER are refused with `ConfigError`, as is anything that cannot
-work (a PLAIN listener without users, an inter-node mechanism without credentials, SCRAM on the
-controller listener: its credentials live in the metadata log the controllers serve).
+Mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. GSSAPI (Kafka's default for
+the mechanism properties) is refused with `ConfigError`, as is anything that cannot work (a
+PLAIN listener without users, an inter-node mechanism without credentials, OAUTHBEARER between
+nodes, SCRAM on the controller listener: its credentials live in the metadata log the
+controllers serve).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from moldau.config.jaas import (
+    OAUTHBEARER_LOGIN_MODULE,
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
     JaasEntry,
     JaasError,
     parse_jaas_config,
 )
+from moldau.config.oauthbearer import OAuthBearerSettings, oauthbearer_settings
 from moldau.config.tls import LISTENER_PREFIX, listener_value
 from moldau.config.values import BrokerConfig, ConfigError
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
-LOGIN_MODULES = {"PLAIN": PLAIN_LOGIN_MODULE} | dict.fromkeys(SCRAM_MECHANISMS, SCRAM_LOGIN_MODULE)
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, OAUTHBEARER)
+LOGIN_MODULES = (
+    {"PLAIN": PLAIN_LOGIN_MODULE}
+    | dict.fromkeys(SCRAM_MECHANISMS, SCRAM_LOGIN_MODULE)
+    | {OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE}
+)
 JAAS_SUFFIX = ".sasl.jaas.config"
+# What a client presents with OAUTHBEARER: (token, SASL extensions), asked for at every
+# (re-)authentication.
+TokenProvider = Callable[[], tuple[str, Mapping[str, str]]]
 
 
 @dataclass(frozen=True, slots=True)
 class SaslCredentials:
-    """Who a client authenticates as, and how (PLAIN or a SCRAM mechanism)."""
+    """Who a client authenticates as, and how: PLAIN or a SCRAM mechanism with a username and
+    password, or OAUTHBEARER with the token `token()` gives (`username` is then only a name
+    for messages)."""
 
     mechanism: str
     username: str
     password: str = field(repr=False)
+    token: TokenProvider | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +68,7 @@ class SaslListenerSettings:
 
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    oauthbearer: OAuthBearerSettings | None = None  # how tokens are validated, with OAUTHBEARER
     reauthentication_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
     failure_delay_ms: int = 100  # connection.failed.authentication.delay.ms
 
@@ -64,16 +80,11 @@ def check_mechanism(mechanism: str, setting: str) -> str:
     if name == "GSSAPI":
         raise ConfigError(
             f"{setting} is GSSAPI (Kafka's default), which Moldau does not support; set it to "
-            "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
-        )
-    if name == "OAUTHBEARER":
-        raise ConfigError(
-            f"{setting} names OAUTHBEARER, which Moldau does not support yet; use PLAIN, "
-            "SCRAM-SHA-256 or SCRAM-SHA-512"
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
         )
     raise ConfigError(
         f"{setting} names the unknown SASL mechanism {mechanism!r} (PLAIN, SCRAM-SHA-256, "
-        "SCRAM-SHA-512)"
+        "SCRAM-SHA-512, OAUTHBEARER)"
     )
 
 
@@ -102,7 +113,9 @@ def sasl_listener_settings(config: BrokerConfig, listener_name: str) -> SaslList
     enabled = listener_value(config, listener_name, "sasl.enabled.mechanisms") or []
     mechanisms = tuple(dict.fromkeys(check_mechanism(item, setting) for item in enabled))
     if not mechanisms:
-        raise ConfigError(f"{setting} is empty: enable PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        raise ConfigError(
+            f"{setting} is empty: enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+        )
     users: dict[str, str] = {}
     if "PLAIN" in mechanisms:
         entry = listener_jaas(config, listener_name, "PLAIN")
@@ -122,9 +135,15 @@ def sasl_listener_settings(config: BrokerConfig, listener_name: str) -> SaslList
     for mechanism in SCRAM_MECHANISMS:
         if mechanism in mechanisms:
             listener_jaas(config, listener_name, mechanism)  # checked if given
+    oauthbearer = None
+    if OAUTHBEARER in mechanisms:
+        oauthbearer = oauthbearer_settings(
+            config, listener_name, listener_jaas(config, listener_name, OAUTHBEARER)
+        )
     return SaslListenerSettings(
         mechanisms=mechanisms,
         plain_users=users,
+        oauthbearer=oauthbearer,
         reauthentication_ms=int(config.get("connections.max.reauth.ms")),
         failure_delay_ms=int(config.get("connection.failed.authentication.delay.ms")),
     )
@@ -136,6 +155,12 @@ def node_credentials(
     """This node's credentials for its connections to `listener_name`, with the mechanism of
     `setting` (sasl.mechanism.inter.broker.protocol or sasl.mechanism.controller.protocol)."""
     mechanism = check_mechanism(str(config.get(setting)), setting)
+    if mechanism == OAUTHBEARER:
+        raise ConfigError(
+            f"{setting}=OAUTHBEARER: Moldau's nodes have no token of their own to authenticate "
+            "to each other with; use PLAIN or SCRAM-SHA-256/512 between nodes (OAUTHBEARER "
+            "stays available to clients)"
+        )
     if controller and mechanism in SCRAM_MECHANISMS:
         raise ConfigError(
             f"{setting}={mechanism}: SCRAM credentials live in the metadata log, which the "

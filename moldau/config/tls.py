@@ -81,14 +81,20 @@ class TlsSettings:
 # --- reading properties ----------------------------------------------------------------------
 
 
-def listener_value(config: BrokerConfig, listener_name: str, name: str) -> Any:
-    """`listener.name.<listener>.<name>` if set (any case of the listener name), else `name`."""
-    prefixed = f"{LISTENER_PREFIX}{listener_name.lower()}.{name}"
-    for explicit in config.explicit_names():
-        if explicit.lower() == prefixed:
-            raw = config.raw_unknown(explicit)
-            if raw is not None:
-                return parse_value(BROKER_KEYS[name], raw)
+def listener_value(
+    config: BrokerConfig, listener_name: str, name: str, *, mechanism: str | None = None
+) -> Any:
+    """`listener.name.<listener>.<name>` if set (any case of the listener name), else `name`;
+    with a SASL `mechanism`, `listener.name.<listener>.<mechanism>.<name>` first (Kafka's
+    prefixes for a listener's mechanism)."""
+    prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+    wanted = [f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []
+    for prefixed in [*wanted, prefix + name]:
+        for explicit in config.explicit_names():
+            if explicit.lower() == prefixed:
+                raw = config.raw_unknown(explicit)
+                if raw is not None:
+                    return parse_value(BROKER_KEYS[name], raw)
     return config.get(name)
 
 
@@ -112,7 +118,7 @@ def tls_settings(config: BrokerConfig, listener_name: str) -> TlsSettings:
     try:
         return TlsSettings(
             keystore=_keystore(value),
-            trusted_pem=_truststore(value),
+            trusted_pem=truststore_pem(value),
             client_auth=str(value("ssl.client.auth")),
             versions=_versions(value("ssl.enabled.protocols"), str(value("ssl.protocol"))),
             openssl_ciphers=_ciphers(
@@ -168,7 +174,9 @@ def _keystore(value: Any) -> KeyMaterial | None:
     return pkcs12_key_material(data, store_password, key_password, source)
 
 
-def _truststore(value: Any) -> bytes | None:
+def truststore_pem(value: Any) -> bytes | None:
+    """The trusted certificates of `ssl.truststore.*` as `value(name)` gives them (PEM, PKCS12;
+    JKS refused), or None: the system's authorities."""
     kind = str(value("ssl.truststore.type")).upper()
     location = value("ssl.truststore.location")
     inline = value("ssl.truststore.certificates")

@@ -1,6 +1,7 @@
 """Fuzz target: SaslHandshake and SaslAuthenticate bodies, and the bare tokens after a v0
 handshake, through the real `Dispatcher` and the broker's `SaslSession` (PLAIN users and SCRAM
-credentials as a SASL listener has them).
+credentials as a SASL listener has them, and OAUTHBEARER with Kafka's unsecured validator, so
+that malformed initial responses and tokens reach the parsers and the validator).
 
 Each input is one connection: a series of frames, each chosen by two bytes (handshake,
 authenticate or other bytes; version; length) and carrying the bytes that follow as its body
@@ -12,13 +13,17 @@ handed over as a connection would, until the connection would close (`CloseConne
 Invariants: nothing but `CloseConnection` escapes; no log record at ERROR or with a traceback;
 every answer to a request decodes as that API and version with its correlation id; a bare-token
 answer is one size-prefixed token; an authenticated connection has the principal of a known
-user; no answer is larger than a few KiB (nothing the client sends makes the broker allocate by
-its size).
+user, or with OAUTHBEARER the subject of a token the connection sent; no answer is larger than
+a few KiB (nothing the client sends makes the broker allocate by its size).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
+import re
 import struct
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +36,7 @@ from moldau.net.connection import CloseConnection, ConnectionInfo
 from moldau.protocol.adapter import decode_response
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.sasl.scram import make_credential
+from moldau.protocol.sasl.token_validation import UnsecuredTokenValidator
 from tests.fuzz.fuzz_handlers import Failure, _Collector
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -52,12 +58,13 @@ def setup() -> None:
     load_handlers()
     authenticator = SaslAuthenticator(
         SaslListenerSettings(
-            mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+            mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
             plain_users=USERS,
             reauthentication_ms=60_000,
             failure_delay_ms=0,  # answered at once: the delay is the event loop's
         ),
         lambda user, mechanism: CREDENTIALS.get((user, mechanism)),
+        token_validator=UnsecuredTokenValidator(),
     )
     security = SimpleNamespace(authenticator=lambda info: authenticator.session(info))
     node: Any = SimpleNamespace(security=security, must_forward=False, client_quotas=None)
@@ -105,8 +112,10 @@ def test_one_input(data: bytes) -> None:
         state={},
     )
     _collector.records.clear()
+    principals = {f"User:{user}" for user in USERS}
     for correlation_id, (kind, version, body) in enumerate(frames_of(data), start=1):
         frame = frame_bytes(kind, version, body, correlation_id)
+        principals |= _token_subjects(body)
         raw = info.authentication is not None and info.authentication.raw_tokens
         try:
             answer = _dispatcher(frame, info)
@@ -117,7 +126,7 @@ def test_one_input(data: bytes) -> None:
                 record = _collector.records[0]
                 raise Failure(f"logged {record.levelname}: {record.getMessage()}")
         _check_answer(answer, frame, raw)
-        if info.authenticated and info.principal not in {f"User:{u}" for u in USERS}:
+        if info.authenticated and info.principal not in principals:
             raise Failure(f"authenticated as {info.principal}")
         if info.closing:
             break
@@ -142,3 +151,23 @@ def _check_answer(answer: Any, frame: bytes, raw: bool) -> None:
     answered_id, _ = decode_response(api_key, version, answer[4:])
     if answered_id != correlation_id:
         raise Failure(f"answered correlation id {answered_id}, not {correlation_id}")
+
+
+_BEARER = re.compile(rb"auth=[A-Za-z0-9_]+ +([-_.A-Za-z0-9]+)")
+
+
+def _token_subjects(body: bytes) -> set[str]:
+    """The principals the unsecured tokens in a frame may authenticate: `User:<sub>`, read
+    without the broker's code."""
+    subjects = set()
+    for match in _BEARER.finditer(body):
+        parts = match.group(1).split(b".")
+        if len(parts) != 3:
+            continue
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(parts[1] + b"=" * (-len(parts[1]) % 4)))
+        except (binascii.Error, ValueError, RecursionError):
+            continue
+        if isinstance(claims, dict) and isinstance(claims.get("sub"), str):
+            subjects.add(f"User:{claims['sub']}")
+    return subjects

@@ -348,6 +348,15 @@ def test_a_refused_login_fails_cleanly_and_others_are_served(
     assert good.list_topics(timeout=10).brokers
 
 
+def logs_in(bootstrap: str, settings: dict[str, Any]) -> bool:
+    """A new client with these settings is served metadata (a failed login: False)."""
+    try:
+        client = AdminClient({"bootstrap.servers": bootstrap, **settings})
+        return bool(client.list_topics(timeout=2).brokers)
+    except Exception:
+        return False
+
+
 def test_a_user_added_by_alter_user_scram_credentials_logs_in_and_once_deleted_cannot(
     sasl_server: MoldauServer, secure: str, certificates: Certificates
 ) -> None:
@@ -358,14 +367,7 @@ def test_a_user_added_by_alter_user_scram_credentials_logs_in_and_once_deleted_c
     assert '"iterations": 8192' in described and "SCRAM-SHA-512" in described
     dave = rdkafka("SCRAM-SHA-512", (name, "dave-secret"), certificates)
 
-    def logs_in() -> bool:
-        try:
-            client = AdminClient({"bootstrap.servers": secure, **dave})
-            return bool(client.list_topics(timeout=2).brokers)
-        except Exception:
-            return False
-
-    poll_until(logs_in, "the new user logs in")
+    poll_until(lambda: logs_in(secure, dave), "the new user logs in")
     moldau("user", "delete", name, "SCRAM-SHA-512", "-b", secure, *admin)
     errors = authentication_errors(secure, dave)
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors

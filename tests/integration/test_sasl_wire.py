@@ -5,12 +5,15 @@ renewed, the pre-authentication frame cap, and 1,000 unauthenticated connections
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
 
 import pytest
 
+from moldau.client.connection import BrokerConnection
+from moldau.config.sasl import SaslCredentials
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl.plain import plain_message
@@ -201,18 +204,11 @@ def test_a_thousand_unauthenticated_one_gigabyte_frames_leave_the_broker_small(
         assert authenticate_plain(connection, "admin", "admin-secret").error_code == 0
 
 
-def test_moldau_client_connections_re_authenticate_before_their_session_ends(
-    server: MoldauServer, port: int
-) -> None:
-    import asyncio
+def metadata_requests_for(port: int, credentials: SaslCredentials, seconds: float) -> int:
+    """How many Metadata requests one `moldau.client` connection has answered in `seconds`."""
 
-    from moldau.client.connection import BrokerConnection
-    from moldau.config.sasl import SaslCredentials
-
-    async def use_for(seconds: float) -> int:
-        connection = await BrokerConnection.open(
-            "127.0.0.1", port, sasl=SaslCredentials("SCRAM-SHA-256", "alice", "alice-secret")
-        )
+    async def use() -> int:
+        connection = await BrokerConnection.open("127.0.0.1", port, sasl=credentials)
         answered = 0
         try:
             ends = time.monotonic() + seconds
@@ -224,6 +220,13 @@ def test_moldau_client_connections_re_authenticate_before_their_session_ends(
             await connection.close()
         return answered
 
+    return asyncio.run(use())
+
+
+def test_moldau_client_connections_re_authenticate_before_their_session_ends(
+    server: MoldauServer, port: int
+) -> None:
     before = len(log_lines(server, "session expired"))
-    assert asyncio.run(use_for(SESSION_MS / 1000 * 2.5)) > 20
+    alice = SaslCredentials("SCRAM-SHA-256", "alice", "alice-secret")
+    assert metadata_requests_for(port, alice, SESSION_MS / 1000 * 2.5) > 20
     assert len(log_lines(server, "session expired")) == before

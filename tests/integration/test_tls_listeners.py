@@ -458,7 +458,7 @@ def test_the_connection_keeps_the_principal_of_the_client_certificate(
         ({"ssl_keystore_location": None}, "has no key"),
         ({"listeners": "SASL_SSL://127.0.0.1:0"}, "is GSSAPI (Kafka's default)"),
         ({"listeners": "SASL_SSL://127.0.0.1:0", "sasl_enabled_mechanisms": "OAUTHBEARER"},
-         "OAUTHBEARER, which Moldau does not support yet"),
+         "enables OAUTHBEARER but listener.name.sasl_ssl.oauthbearer.sasl.jaas.config is not set"),
     ],
 )  # fmt: skip
 def test_a_listener_that_cannot_set_up_tls_stops_the_node_with_one_error_line(

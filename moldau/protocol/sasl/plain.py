@@ -17,6 +17,7 @@ class PlainFailure(Exception):
     def __init__(self, message: str, *, generic: bool = False) -> None:
         super().__init__(message)
         self.generic = generic
+        self.reason = message  # what the broker logs
 
 
 def authenticate_plain(message: bytes, users: Mapping[str, str]) -> str:

@@ -49,7 +49,7 @@ def test_the_node_takes_its_own_credentials_from_the_listeners_jaas_config() -> 
     ("properties", "message"),
     [
         ({}, "GSSAPI \\(Kafka's default\\)"),
-        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER, which Moldau does not"),
+        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "oauthbearer.sasl.jaas.config is not set"),
         ({"sasl.enabled.mechanisms": "DIGEST-MD5"}, "unknown SASL mechanism"),
         ({"sasl.enabled.mechanisms": "PLAIN"}, "plain.sasl.jaas.config is not set"),
         (
@@ -83,6 +83,12 @@ def test_listener_misconfigurations_say_what_to_set(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         sasl_listener_settings(BrokerConfig(properties), "CLIENTS")
+
+
+def test_oauthbearer_between_nodes_is_refused_in_one_line() -> None:
+    config = BrokerConfig({"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"})
+    with pytest.raises(ConfigError, match="no token of their own"):
+        node_credentials(config, "INTERNAL", setting="sasl.mechanism.inter.broker.protocol")
 
 
 def test_scram_on_the_controller_listener_and_missing_credentials_are_refused() -> None:
