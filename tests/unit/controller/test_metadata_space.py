@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from moldau.controller import metadata_reserve
-from moldau.controller.operations import NewTopic, PartitionsIncrease
 from moldau.controller.metadata_storage import METADATA_RESERVE_BYTES, metadata_log_directory
+from moldau.controller.operations import NewTopic, PartitionsIncrease
 from moldau.protocol.errors import ErrorCode
 
 from .test_quorum_controller import config_for, open_controller

@@ -4,6 +4,7 @@ import uuid
 
 from moldau.clock import SYSTEM_CLOCK
 from moldau.controller import QuorumController
+from moldau.controller.metadata_storage import metadata_log_directory
 from moldau.controller.operations import (
     AlterableConfig,
     AlterConfigOp,
@@ -11,7 +12,6 @@ from moldau.controller.operations import (
     IncrementalAlterConfigsResource,
     NewTopic,
 )
-from moldau.controller.metadata_storage import metadata_log_directory
 from moldau.metadata.delta import MetadataDelta
 from moldau.metadata.records import (
     ConfigResourceType,
