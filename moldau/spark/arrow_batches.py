@@ -32,7 +32,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -367,29 +367,29 @@ def _lay_out(
             shapes.append((len(values), piece.order))
         else:
             shapes.append(piece.index)
-    order = _piece_order(count, shapes)
-    if batches is not None:
-        step = len(pieces)
-        parts = []
-        for start, end in batches:
-            parts += [_HEADER_SPACE_INDEX, order.slice(start * step, (end - start) * step)]
-        order = pa.concat_arrays(parts)
-    return pa.concat_arrays(sources).take(order)
+    return pa.concat_arrays(sources).take(_piece_order(count, shapes, batches))
 
 
 # How `_piece_order` finds a piece among the sources: None for words cut by `_cut`, an int for
 # a constant, else the rows of its column and the order they are read in (None: row order).
 _Shape = tuple[int, pa.Array | None] | int | None
 
-_plain_orders: dict[tuple[int, tuple[int | tuple[int, int], ...]], pa.Array] = {}
+_plain_orders: dict[tuple[Any, ...], pa.Array] = {}
 
 
-def _piece_order(count: int, shapes: list[_Shape]) -> pa.Array:
+def _piece_order(
+    count: int, shapes: list[_Shape], batches: Sequence[tuple[int, int]] | None
+) -> pa.Array:
     """Indices into the sources of `_lay_out` (the constants, then each piece's) that read
-    record by record, piece by piece. Kept when every column is read in row order: that order
-    depends only on the count and the columns' lengths."""
+    record by record, piece by piece, a header space before each batch. Kept when every column
+    is read in row order: it then depends only on the count, the columns' lengths and the
+    batches, which the chunks of a steady stream of rows share."""
     plain = all(not isinstance(shape, tuple) or shape[1] is None for shape in shapes)
-    key = (count, tuple(_shape_key(shape) for shape in shapes))
+    key = (
+        count,
+        tuple(_shape_key(shape) for shape in shapes),
+        None if batches is None else tuple(batches),
+    )
     if plain and key in _plain_orders:
         return _plain_orders[key]
     indices = []
@@ -405,6 +405,12 @@ def _piece_order(count: int, shapes: list[_Shape]) -> pa.Array:
             indices.append(pc.add(_arange(count) if order is None else order, int64_scalar(base)))
             base += rows
     laid_out = pa.concat_arrays(indices).take(_interleave_pattern(count, len(shapes)))
+    if batches is not None:
+        step = len(shapes)
+        parts = []
+        for start, end in batches:
+            parts += [_HEADER_SPACE_INDEX, laid_out.slice(start * step, (end - start) * step)]
+        laid_out = pa.concat_arrays(parts)
     if plain:
         if len(_plain_orders) >= 8:
             _plain_orders.clear()
