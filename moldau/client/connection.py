@@ -438,10 +438,8 @@ class BrokerConnection:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if expect_response:
             self._in_flight[correlation_id] = (api_key, -1 if raw else version, future)
-        if len(frame) == 1:
-            self._transport.write(frame[0])
-        else:  # record batches: the caller's buffers, not copied into the frame first
-            self._transport.writelines(frame)
+        for piece in frame:  # record batches: the caller's buffers, not joined into a copy
+            self._transport.write(piece)
         if not expect_response:
             await self._stream.drain()
             return None
