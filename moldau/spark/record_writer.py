@@ -11,6 +11,8 @@ partition, while it encodes the next chunk; at most UNACKNOWLEDGED_BYTES wait fo
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import threading
 import time
 from collections.abc import Mapping
@@ -130,6 +132,17 @@ class _Acknowledgements:
         with self._condition:
             while self._unacknowledged > limit and self.error is None:
                 self._condition.wait()
+
+
+def _acknowledged(
+    acknowledgements: _Acknowledgements,
+    topic: str,
+    partition: int,
+    size: int,
+    done: asyncio.Future[int],
+) -> None:
+    error = _CANCELLED if done.cancelled() else done.exception()
+    acknowledgements.done(topic, partition, size, error)
 
 
 class RecordWriter:
@@ -263,15 +276,20 @@ class RecordWriter:
             fields, order=plan.order, batches=[(start, end) for start, end, _p in plan.batches]
         )
         timestamp = int(time.time() * 1000)
-        for index, (start, end, partition) in enumerate(plan.batches):
-            batch = seal(
-                encoded.batch(index),
-                records=end - start,
-                timestamp=timestamp,
-                compression=target.compression,
-                **self._producer_fields(topic, partition, end - start),
+        sealed = [
+            (
+                partition,
+                seal(
+                    encoded.batch(index),
+                    records=end - start,
+                    timestamp=timestamp,
+                    compression=target.compression,
+                    **self._producer_fields(topic, partition, end - start),
+                ),
             )
-            self._send(topic, partition, batch)
+            for index, (start, end, partition) in enumerate(plan.batches)
+        ]
+        self._send(topic, sealed)
         self.records += fields.count
 
     def _producer_fields(self, topic: str, partition: int, records: int) -> dict[str, Any]:
@@ -290,26 +308,25 @@ class RecordWriter:
 
     # --- sending -----------------------------------------------------------------------------
 
-    def _send(self, topic: str, partition: int, batch: bytes | memoryview) -> None:
+    def _send(self, topic: str, batches: list[tuple[int, bytes | memoryview]]) -> None:
+        """Hand `batches` (partition, batch) to the producer's loop in one call (a wake-up of
+        the loop thread per batch costs more than the call), once there is room for them."""
         acknowledgements = self._acknowledgements
-        acknowledgements.wait_for_room(max(0, UNACKNOWLEDGED_BYTES - len(batch)))
+        size = sum(len(batch) for _partition, batch in batches)
+        acknowledgements.wait_for_room(max(0, UNACKNOWLEDGED_BYTES - size))
         self._raise_if_failed()
-        acknowledgements.sent(len(batch))
+        acknowledgements.sent(size)
 
         def send_on_loop() -> None:
-            try:
-                future = self.producer.send_batch(topic, partition, batch)
-            except KafkaException as exc:
-                acknowledgements.done(topic, partition, len(batch), exc)
-                return
-            future.add_done_callback(
-                lambda done: acknowledgements.done(
-                    topic,
-                    partition,
-                    len(batch),
-                    _CANCELLED if done.cancelled() else done.exception(),
+            for partition, batch in batches:
+                try:
+                    future = self.producer.send_batch(topic, partition, batch)
+                except KafkaException as exc:
+                    acknowledgements.done(topic, partition, len(batch), exc)
+                    continue
+                future.add_done_callback(
+                    functools.partial(_acknowledged, acknowledgements, topic, partition, len(batch))
                 )
-            )
 
         self._loop.loop.call_soon_threadsafe(send_on_loop)
 
