@@ -21,7 +21,7 @@ from typing import Any, Final
 from moldau.client import acls, quorum, scram_users
 from moldau.client.acls import AclBinding, AclBindingFilter
 from moldau.client.base import ClientBase
-from moldau.client.cluster import BrokerInfo, ClusterMetadata, TopicInfo
+from moldau.client.cluster import BrokerInfo, Cluster, ClusterMetadata, TopicInfo
 from moldau.client.config import ClientConfig
 from moldau.client.consumer_protocol import decode_assignment
 from moldau.client.errors import KafkaException, check_error
@@ -321,9 +321,7 @@ class AdminClient(ClientBase):
     # --- configs -----------------------------------------------------------------------------
 
     async def _config_connection(self, resource: ConfigResource) -> Any:
-        if resource.restype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and resource.name:
-            return await self.cluster.connection(int(resource.name))
-        return await self.cluster.any_connection()
+        return await _config_connection(self.cluster, resource)
 
     async def describe_configs(
         self,
@@ -332,39 +330,12 @@ class AdminClient(ClientBase):
         include_synonyms: bool = False,
         include_documentation: bool = False,
     ) -> dict[str, ConfigEntry]:
-        connection = await self._config_connection(resource)
-        response = await connection.request(
-            ApiKey.DESCRIBE_CONFIGS,
-            {
-                "resources": [
-                    {
-                        "resource_type": int(resource.restype),
-                        "resource_name": resource.name,
-                        "configuration_keys": None,
-                    }
-                ],
-                "include_synonyms": include_synonyms,
-                "include_documentation": include_documentation,
-            },
+        return await describe_configs(
+            self.cluster,
+            resource,
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
         )
-        result = response.results[0]
-        check_error(result.error_code, result.error_message, context=_describe(resource))
-        entries = {}
-        for entry in result.configs:
-            source = _config_source(entry)
-            entries[entry.name] = ConfigEntry(
-                name=entry.name,
-                value=entry.value,
-                source=source,
-                is_read_only=bool(entry.read_only),
-                is_sensitive=bool(entry.is_sensitive),
-                synonyms=tuple(
-                    (s.name, s.value, _enum(ConfigSource, s.source))
-                    for s in getattr(entry, "synonyms", ())
-                ),
-                documentation=getattr(entry, "documentation", None),
-            )
-        return dict(sorted(entries.items()))
 
     async def alter_configs(self, resource: ConfigResource, configs: Mapping[str, str]) -> None:
         """Replace the resource's whole dynamic config (Kafka's legacy AlterConfigs)."""
@@ -727,3 +698,55 @@ class SyncAdminClient(SyncFacade[AdminClient]):
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None) -> None:
         super().__init__(lambda: AdminClient(config))
+
+
+async def _config_connection(cluster: Cluster, resource: ConfigResource) -> Any:
+    if resource.restype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and resource.name:
+        return await cluster.connection(int(resource.name))
+    return await cluster.any_connection()
+
+
+async def describe_configs(
+    cluster: Cluster,
+    resource: ConfigResource,
+    *,
+    keys: Sequence[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> dict[str, ConfigEntry]:
+    """DescribeConfigs of one resource (all its configs, or those named in `keys`), for any
+    client's cluster: `AdminClient.describe_configs`, and the Spark sink's look at a topic's
+    `compression.type`."""
+    connection = await _config_connection(cluster, resource)
+    response = await connection.request(
+        ApiKey.DESCRIBE_CONFIGS,
+        {
+            "resources": [
+                {
+                    "resource_type": int(resource.restype),
+                    "resource_name": resource.name,
+                    "configuration_keys": None if keys is None else list(keys),
+                }
+            ],
+            "include_synonyms": include_synonyms,
+            "include_documentation": include_documentation,
+        },
+    )
+    result = response.results[0]
+    check_error(result.error_code, result.error_message, context=_describe(resource))
+    entries = {}
+    for entry in result.configs:
+        source = _config_source(entry)
+        entries[entry.name] = ConfigEntry(
+            name=entry.name,
+            value=entry.value,
+            source=source,
+            is_read_only=bool(entry.read_only),
+            is_sensitive=bool(entry.is_sensitive),
+            synonyms=tuple(
+                (s.name, s.value, _enum(ConfigSource, s.source))
+                for s in getattr(entry, "synonyms", ())
+            ),
+            documentation=getattr(entry, "documentation", None),
+        )
+    return dict(sorted(entries.items()))

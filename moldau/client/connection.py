@@ -27,7 +27,7 @@ from kio.schema.index import api_key_map, schema_name_map
 
 from moldau.client.errors import ErrorCode, KafkaException
 from moldau.config.sasl import SaslCredentials
-from moldau.protocol.adapter import decode_response, encode_request
+from moldau.protocol.adapter import decode_response, encode_request_pieces
 from moldau.protocol.api_keys import ApiKey
 
 __all__ = ["BrokerConnection", "Versions", "client_version_range"]
@@ -409,11 +409,12 @@ class BrokerConnection:
             raise self._closed_error
         assert self._transport is not None and self._stream is not None
         correlation_id = next(self._correlation_ids)
-        frame = encode_request(api_key, version, correlation_id, self.client_id, data)
+        frame = encode_request_pieces(api_key, version, correlation_id, self.client_id, data)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if expect_response:
             self._in_flight[correlation_id] = (api_key, -1 if raw else version, future)
-        self._transport.write(frame)
+        for piece in frame:  # record batches: the caller's buffers, not joined into a copy
+            self._transport.write(piece)
         if not expect_response:
             await self._stream.drain()
             return None

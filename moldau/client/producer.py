@@ -11,6 +11,9 @@ With `transactional.id` set the producer is transactional (confluent-kafka's `in
 batches carry the producer id, epoch and per-partition sequences, have the transactional
 attribute bit, and each partition joins the transaction (AddPartitionsToTxn) before its first
 Produce. The protocol state lives in `transactions.TransactionManager`.
+
+`send_batch(topic, partition, batch)` sends a record batch its caller built whole (the Spark sink
+encodes batches from Arrow columns), several requests in flight per partition (`batch_sender.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from moldau.client.base import ClientBase
+from moldau.client.batch_sender import BatchSender
 from moldau.client.config import ClientConfig
 from moldau.client.conversions import epoch_millis
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
@@ -130,6 +134,7 @@ class Producer(ClientBase):
         self._requests: set[asyncio.Task[None]] = set()
         self._closed = False
         self._transactions = self._transaction_manager()
+        self._batch_sender: BatchSender | None = None
 
     def _transaction_manager(self) -> TransactionManager | None:
         transactional_id = self.config.get_optional_str("transactional.id")
@@ -192,8 +197,9 @@ class Producer(ClientBase):
         await transactions.end(committed=False, timeout=timeout)
 
     def __len__(self) -> int:
-        """Records queued or in flight (confluent-kafka's `len(producer)`)."""
-        return self._pending
+        """Records queued or in flight (confluent-kafka's `len(producer)`), plus batches given
+        to `send_batch` and not yet acknowledged."""
+        return self._pending + (self._batch_sender.pending if self._batch_sender else 0)
 
     def produce(
         self,
@@ -233,6 +239,43 @@ class Producer(ClientBase):
         self._wakeup.set()
         return future
 
+    def send_batch(
+        self, topic: str, partition: int, batch: bytes | memoryview
+    ) -> asyncio.Future[int]:
+        """Queue one whole RecordBatch v2 for `topic`-`partition`, sent as it is: its header and
+        CRC are final (a transactional producer's batch carries `transactions.producer_id`,
+        `producer_epoch` and a base sequence from `transactions.next_sequence`, taken in the
+        order the batches are given). The future resolves to the batch's base offset (-1 with
+        acks=0 or when the broker already had it). Several requests per partition are in flight
+        (`max.in.flight.requests.per.connection`); see `batch_sender.py` for order and retries."""
+        if self._closed:
+            raise KafkaException(ErrorCode.unknown_server_error, "the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_produce()
+        if self._batch_sender is None:
+            self._batch_sender = BatchSender(
+                self.cluster,
+                acks=self.acks,
+                request_timeout_ms=self.config.get_int("request.timeout.ms"),
+                max_in_flight=self.config.get_int("max.in.flight.requests.per.connection"),
+                retries=self.retries,
+                message_timeout_s=self.message_timeout,
+                backoff=self._backoff,
+                transactions=self._transactions,
+                failed=self._write_failed,
+            )
+        return self._batch_sender.send(TopicPartition(topic, partition), batch)
+
+    def _write_failed(self, error: KafkaException) -> KafkaException:
+        """A record or batch was not written: the transaction can only abort now (the error
+        to report: fatal once the producer is fenced)."""
+        if self._transactions is None:
+            return error
+        self._transactions.record_failed(error)
+        if self._transactions.state is TransactionState.FATAL and not error.fatal:
+            return FatalTransactionError(error.code, error.message)
+        return error
+
     async def send(
         self, topic: str, value: bytes | str | None = None, **kwargs: Any
     ) -> RecordMetadata:
@@ -252,9 +295,11 @@ class Producer(ClientBase):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._idle.wait()
+                    if self._batch_sender is not None:
+                        await self._batch_sender.idle.wait()
         finally:
             self._flushing -= 1
-        return self._pending
+        return len(self)
 
     async def close(self, timeout: float | None = None) -> None:
         if not self._closed:
@@ -268,6 +313,8 @@ class Producer(ClientBase):
             task.cancel()
         for task in list(self._requests):
             await stop_task(task)
+        if self._batch_sender is not None:
+            await self._batch_sender.close()
         await self.cluster.close()
 
     # --- sending -----------------------------------------------------------------------------
@@ -504,10 +551,8 @@ class Producer(ClientBase):
             pending.record.key,
             pending.record.value,
         )
-        if error is not None and self._transactions is not None:
-            self._transactions.record_failed(error)
-            if self._transactions.state is TransactionState.FATAL and not error.fatal:
-                error = FatalTransactionError(error.code, error.message)
+        if error is not None:
+            error = self._write_failed(error)
         if not pending.future.done():
             if error is None:
                 pending.future.set_result(metadata)

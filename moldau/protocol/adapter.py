@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final
+from typing import IO, Any, Final, cast
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -50,6 +50,7 @@ __all__ = [
     "decode_request_header",
     "decode_response",
     "encode_request",
+    "encode_request_pieces",
     "encode_response",
     "entity_to_dict",
     "frame_response",
@@ -415,22 +416,63 @@ def encode_request(
     api_key: int, version: int, correlation_id: int, client_id: str | None, data: Any
 ) -> bytes:
     """A whole request frame (used by Moldau's own client)."""
+    return b"".join(encode_request_pieces(api_key, version, correlation_id, client_id, data))
+
+
+# A write of at least this many bytes (a record batch) stays a piece of its own in a frame.
+LARGE_WRITE_BYTES = 64 * 1024
+
+
+class _FramePieces:
+    """A kio writable that keeps a frame as pieces: small writes joined into bytearrays, large
+    ones (record batches) by reference, so they are not copied on the way to the socket."""
+
+    __slots__ = ("_small", "pieces", "size")
+
+    def __init__(self) -> None:
+        self._small = bytearray(4)  # the size prefix, set by `finish`
+        self.pieces: list[bytes | bytearray | memoryview] = []
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        size = len(data)
+        if size >= LARGE_WRITE_BYTES:
+            self.pieces += [self._small, data]
+            self._small = bytearray()
+        else:
+            self._small += data
+        self.size += size
+        return size
+
+    def finish(self) -> list[bytes | bytearray | memoryview]:
+        if self._small:
+            self.pieces.append(self._small)
+        first = self.pieces[0]
+        assert isinstance(first, bytearray)
+        _INT32.pack_into(first, 0, self.size)
+        return self.pieces
+
+
+def encode_request_pieces(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, data: Any
+) -> list[bytes | bytearray | memoryview]:
+    """A whole request frame as pieces to write one after another: record batches of
+    LARGE_WRITE_BYTES or more are the caller's own buffers, not copies."""
     schema = request_schema(api_key, version)
     if schema is None:
         raise ValueError(f"unknown api {api_key} v{version}")
     entity = build_entity(schema, data)
-    buffer = io.BytesIO()
+    frame = _FramePieces()
     client_id_bytes = None if client_id is None else client_id.encode()
-    buffer.write(struct.pack(">hhi", api_key, version, correlation_id))
+    frame.write(struct.pack(">hhi", api_key, version, correlation_id))
     if client_id_bytes is None:
-        buffer.write(struct.pack(">h", -1))
+        frame.write(struct.pack(">h", -1))
     else:
-        buffer.write(struct.pack(">h", len(client_id_bytes)) + client_id_bytes)
+        frame.write(struct.pack(">h", len(client_id_bytes)) + client_id_bytes)
     if schema.__flexible__:
-        buffer.write(b"\x00")
-    entity_writer(schema)(buffer, entity)
-    payload = buffer.getvalue()
-    return _INT32.pack(len(payload)) + payload
+        frame.write(b"\x00")
+    entity_writer(schema)(cast("IO[bytes]", frame), entity)  # kio only calls write()
+    return frame.finish()
 
 
 def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:

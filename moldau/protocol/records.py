@@ -60,6 +60,7 @@ __all__ = [
     "iter_batches",
     "parse_control_record",
     "rebuild_batch",
+    "seal_batch",
     "validate_batches",
 ]
 
@@ -368,32 +369,27 @@ def build_batch(
         _encode_record(body, record, delta, record_timestamp - base_timestamp)
     if last_offset_delta is None:
         last_offset_delta = max(deltas)
-    payload = compress(compression, body)
-    attributes = int(compression) | (int(timestamp_type) << 3)
+    attributes = int(timestamp_type) << 3
     if transactional:
         attributes |= TRANSACTIONAL_BIT
     if control:
         attributes |= CONTROL_BIT
-    batch = bytearray(HEADER_SIZE) + payload
-    HEADER.pack_into(
-        batch,
-        0,
-        base_offset,
-        len(batch) - LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC,
-        0,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(items),
+    header = BatchHeader(
+        base_offset=base_offset,
+        batch_length=0,
+        partition_leader_epoch=partition_leader_epoch,
+        magic=MAGIC,
+        crc=0,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(items),
     )
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
-    return bytes(batch)
+    return batch_with_payload(header, compress(compression, body), compression=compression)
 
 
 def batch_with_payload(
@@ -405,14 +401,23 @@ def batch_with_payload(
     """A batch with the fields of `header` around `payload`, records already encoded (and
     compressed with `compression`): batch length, codec bits and CRC are set to match."""
     attributes = (header.attributes & ~COMPRESSION_MASK) | int(compression)
-    batch = bytearray(HEADER_SIZE) + payload
+    head = bytearray(HEADER_SIZE)
+    batch_length = HEADER_SIZE + len(payload) - LOG_OVERHEAD
     HEADER.pack_into(
-        batch,
-        0,
-        *header._replace(batch_length=len(batch) - LOG_OVERHEAD, crc=0, attributes=attributes),
+        head, 0, *header._replace(batch_length=batch_length, crc=0, attributes=attributes)
     )
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
-    return bytes(batch)
+    # the CRC runs on from the header's fields into the payload: the payload is copied once
+    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(head)[CRC_START:]))
+    struct.pack_into(">I", head, 17, crc)
+    return b"".join((head, payload))
+
+
+def seal_batch(batch: bytearray | memoryview, header: BatchHeader) -> None:
+    """Write `header` over the first HEADER_SIZE bytes of `batch`, whose records (compressed as
+    the header's attributes say) follow, with the batch length and CRC32C that match: a batch
+    encoded in place, its bytes never copied."""
+    HEADER.pack_into(batch, 0, *header._replace(batch_length=len(batch) - LOG_OVERHEAD, crc=0))
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(batch[CRC_START:]))
 
 
 def rebuild_batch(

@@ -38,7 +38,15 @@ from moldau.protocol.records import (
     RecordBatch,
     TimestampType,
 )
-from moldau.spark.arrow_varints import ONE, ZERO, bytes_of, int64_scalar, interleave, read_varints
+from moldau.spark.arrow_varints import (
+    ONE,
+    ZERO,
+    bytes_of,
+    decode_runs,
+    int64_scalar,
+    interleave,
+    read_varints,
+)
 from moldau.spark.record_fields import (
     ZIGZAG,
     SegmentFields,
@@ -291,17 +299,8 @@ def _read_columns(segment: Segment) -> SegmentFields | None:
 
 
 def _per_record(segment: Segment, per_batch: list[int], kind: pa.DataType) -> pa.Array:
-    """A value per batch repeated for each of its records (run-end decoding, in C)."""
-    # from_buffers, not from_arrays: the latter looks for numpy on every call
-    runs = pa.RunEndEncodedArray.from_buffers(
-        pa.run_end_encoded(pa.int32(), kind),
-        len(segment.starts),
-        [None],
-        0,
-        0,
-        [pa.array(segment.run_ends, type=pa.int32()), pa.array(per_batch, type=kind)],
-    )
-    return pc.run_end_decode(runs)
+    """A value per batch repeated for each of its records."""
+    return decode_runs(segment.run_ends, per_batch, kind)
 
 
 def _binary(data: bytes, starts: pa.Array, ends: pa.Array, lengths: pa.Array) -> pa.Array:

@@ -15,6 +15,7 @@ from moldau.protocol.adapter import (
     decode_request_header,
     decode_response,
     encode_request,
+    encode_request_pieces,
     encode_response,
     response_schema,
 )
@@ -72,6 +73,23 @@ def test_a_field_no_version_has_is_refused_in_tests_and_logged_once_otherwise(
     for _ in range(3):
         build_entity(response_schema(3, 12), misspelt)
     assert caplog.text.count("has no field partitons in any version") == 1
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_large_record_batch_is_a_piece_of_the_request_frame_not_a_copy(version: int) -> None:
+    records = memoryview(bytes(range(256)) * 1024)
+    data = {
+        "acks": -1,
+        "timeout": 1500,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+    }
+    pieces = encode_request_pieces(0, version, 7, "client-1", data)
+    assert any(piece is records for piece in pieces)
+    frame = b"".join(pieces)
+    assert frame == encode_request(0, version, 7, "client-1", {**data})
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    header = decode_request_header(frame[4:])
+    assert decode_request(header, frame[4:]).topic_data[0].partition_data[0].records == records
 
 
 @pytest.mark.parametrize("version", [3, 7, 9, 13])

@@ -26,6 +26,7 @@ from moldau.protocol.records import (
     build_control_batch,
     iter_batches,
     parse_control_record,
+    seal_batch,
     validate_batches,
 )
 
@@ -238,3 +239,13 @@ def test_batch_with_payload_recodes_a_batch_around_new_bytes() -> None:
         attributes=0, crc=0, batch_length=0
     ) == header._replace(attributes=0, crc=0, batch_length=0)
     assert decode_records(rewrapped) == decode_records(batch)
+
+
+def test_a_batch_sealed_in_place_is_the_batch_built_from_its_records() -> None:
+    built = build_batch(
+        RECORDS, producer_id=7, producer_epoch=2, base_sequence=5, transactional=True
+    )
+    header = BatchHeader.parse(built)
+    in_place = bytearray(HEADER_SIZE) + built[HEADER_SIZE:]
+    seal_batch(memoryview(in_place), header._replace(crc=123, batch_length=0))
+    assert bytes(in_place) == built
