@@ -1,13 +1,15 @@
-"""Produce and consume throughput over TLS next to plaintext, on one broker in the same run.
+"""Produce and consume throughput over TLS and SASL_SSL next to plaintext, on one broker in the
+same run.
 
     .venv/bin/python bench/tls.py [--records N] [--size BYTES] [--rounds R]
 
-One `moldau server` listens on PLAINTEXT and SSL (PEM key, TLS 1.3, no client certificate
-asked; certificates made by tests/certificates.py). Each round produces N records with
+One `moldau server` listens on PLAINTEXT, SSL and SASL_SSL (PEM key, TLS 1.3, no client
+certificate asked; certificates made by tests/certificates.py; SASL_SSL logs in with PLAIN, whose
+cost is one exchange per connection). Each round produces N records with
 confluent-kafka (acks=1, linger.ms=5) to a fresh topic through each listener, then consumes them
-back from the beginning, plaintext and TLS alternating so that the machine's load falls on both.
+back from the beginning, the three alternating so that the machine's load falls on each.
 Prints the best round of each (records/s, MB/s of values, broker cores) and the SSL/PLAINTEXT
-ratio. TLS loses zero copy (fetch answers are read and encrypted), as Kafka's does.
+and SASL_SSL/PLAINTEXT ratios. TLS loses zero copy (fetch answers are read and encrypted), as Kafka's does.
 """
 
 from __future__ import annotations
@@ -77,17 +79,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     certificates = make_certificates(Path(tempfile.mkdtemp(prefix="moldau-bench-tls-")))
-    plain_port, ssl_port = free_port(), free_port()
+    plain_port, ssl_port, sasl_port = free_port(), free_port(), free_port()
     overrides = (
-        f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port},"
+        f"SASL_SSL://127.0.0.1:{sasl_port}",
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={certificates.path('server.pem')}",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+        'PlainLoginModule required user_bench="bench-secret";',
     )
+    tls = {"ssl.ca.location": certificates.path("ca.pem")}
     cases = {
         "PLAINTEXT": (f"127.0.0.1:{plain_port}", {}),
-        "SSL": (
-            f"127.0.0.1:{ssl_port}",
-            {"security.protocol": "SSL", "ssl.ca.location": certificates.path("ca.pem")},
+        "SSL": (f"127.0.0.1:{ssl_port}", {"security.protocol": "SSL", **tls}),
+        "SASL_SSL": (
+            f"127.0.0.1:{sasl_port}",
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "bench",
+                "sasl.password": "bench-secret",
+                **tls,
+            },
         ),
     }
     megabytes = args.records * args.size / 1e6
@@ -115,9 +129,10 @@ def main() -> None:
     for (name, what), (elapsed, cores) in sorted(best.items(), key=lambda item: item[0][::-1]):
         print(f"{name:10} {what:8} | {args.records / elapsed:10,.0f} {megabytes / elapsed:8,.1f}"
               f" | {cores:.2f}")  # fmt: skip
-    for what in ("produce", "consume"):
-        ratio = best[("PLAINTEXT", what)][0] / best[("SSL", what)][0]
-        print(f"SSL / PLAINTEXT {what}: {ratio:.2f}")
+    for secured in ("SSL", "SASL_SSL"):
+        for what in ("produce", "consume"):
+            ratio = best[("PLAINTEXT", what)][0] / best[(secured, what)][0]
+            print(f"{secured} / PLAINTEXT {what}: {ratio:.2f}")
 
 
 if __name__ == "__main__":

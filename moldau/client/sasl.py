@@ -14,6 +14,9 @@ names and the Java client's JAAS form:
     sasl.oauthbearer.config   librdkafka's unsecured token, for development:
                         principal=<name> [principalClaimName=sub] [scope=a,b]
                         [scopeClaimName=scope] [lifeSeconds=3600] [extension_<key>=<value>]
+    sasl.jaas.config    or the Java client's unsecured token: OAuthBearerLoginModule required
+                        unsecuredLoginStringClaim_sub="alice" [unsecuredLoginListClaim_scope=",a"]
+                        [unsecuredLoginLifetimeSeconds=3600] [unsecuredLoginExtension_<key>=..];
 
 `sasl_credentials_of(config)` is None without SASL. `authenticate(connection, credentials)` runs
 SaslHandshake v1 and SaslAuthenticate (KIP-152) on a connection that has negotiated versions and
@@ -96,8 +99,9 @@ def sasl_credentials_of(config: ClientConfig) -> SaslCredentials | None:
 
 
 def _oauthbearer_credentials(config: ClientConfig) -> SaslCredentials:
-    """OAUTHBEARER's token from `oauth_cb` or, for development, librdkafka's unsecured token."""
-    for name in ("sasl.username", "sasl.password", "sasl.jaas.config"):
+    """OAUTHBEARER's token from `oauth_cb` or, for development, an unsecured token (librdkafka's
+    `sasl.oauthbearer.config`, or the Java client's `unsecuredLogin*` JAAS options)."""
+    for name in ("sasl.username", "sasl.password"):
         if config.get_optional_str(name):
             raise ConfigException(
                 f"{name} is set but sasl.mechanism=OAUTHBEARER authenticates with a token "
@@ -106,6 +110,15 @@ def _oauthbearer_credentials(config: ClientConfig) -> SaslCredentials:
     callback = config.get("oauth_cb")
     unsecured = config.get_bool("enable.sasl.oauthbearer.unsecure.jwt")
     text = config.get_str("sasl.oauthbearer.config")
+    jaas = config.get_optional_str("sasl.jaas.config")
+    if jaas and (callback is not None or unsecured):
+        raise ConfigException(
+            "sasl.jaas.config (the Java client's unsecured token) cannot be combined with "
+            "oauth_cb or enable.sasl.oauthbearer.unsecure.jwt; give one of them"
+        )
+    if jaas:
+        principal, tokens = _java_unsecured_tokens(jaas)
+        return SaslCredentials(OAUTHBEARER, principal, "", tokens)
     if callback is not None and unsecured:
         raise ConfigException(
             "oauth_cb and enable.sasl.oauthbearer.unsecure.jwt=true are mutually exclusive "
@@ -148,27 +161,102 @@ def unsecured_tokens(
     principal = settings.get("principal")
     if not principal:
         raise ConfigException("sasl.oauthbearer.config needs principal=<name> (the token's sub)")
-    life = settings.get("lifeSeconds", "3600")
-    if not life.isdigit() or int(life) == 0:
-        raise ConfigException(f"sasl.oauthbearer.config: lifeSeconds={life} is not a number > 0")
+    claims: dict[str, Any] = {settings.get("principalClaimName", "sub"): principal}
     scope = [item for item in settings.get("scope", "").split(",") if item]
+    if scope:
+        claims[settings.get("scopeClaimName", "scope")] = scope
+    life = settings.get("lifeSeconds", "3600")
+    tokens = _unsecured_provider(
+        claims, life, extensions, clock, "sasl.oauthbearer.config", "lifeSeconds"
+    )
+    return principal, tokens
 
-    def token() -> tuple[str, Mapping[str, str]]:
-        now = clock()
-        claims: dict[str, Any] = {
-            settings.get("principalClaimName", "sub"): principal,
-            "iat": round(now, 3),
-            "exp": round(now + int(life), 3),
-        }
-        if scope:
-            claims[settings.get("scopeClaimName", "scope")] = scope
-        return unsecured_token(claims), extensions
 
+# The Java client's OAuthBearerUnsecuredLoginCallbackHandler options.
+_JAVA_CLAIM_KINDS = ("unsecuredLoginStringClaim_", "unsecuredLoginNumberClaim_")
+_JAVA_LIST_CLAIM = "unsecuredLoginListClaim_"
+_JAVA_EXTENSION = "unsecuredLoginExtension_"
+_JAVA_PRINCIPAL_CLAIM = "unsecuredLoginPrincipalClaimName"
+_JAVA_LIFETIME = "unsecuredLoginLifetimeSeconds"
+
+
+def _java_unsecured_tokens(
+    jaas: str, clock: Callable[[], float] = time.time
+) -> tuple[str, TokenProvider]:
+    """The Java client's unsecured token: `OAuthBearerLoginModule required
+    unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope=",a,b";` (a list claim's
+    first character is its separator)."""
+    try:
+        entry = parse_jaas_config(jaas)
+    except JaasError as error:
+        raise ConfigException(f"sasl.jaas.config: {error}") from None
+    if entry.login_module != LOGIN_MODULES[OAUTHBEARER]:
+        raise ConfigException(
+            f"sasl.jaas.config names {entry.login_module}; sasl.mechanism=OAUTHBEARER needs "
+            f"{LOGIN_MODULES[OAUTHBEARER]}"
+        )
+    claims: dict[str, Any] = {}
+    extensions: dict[str, str] = {}
+    for name, value in entry.options.items():
+        kind = next((kind for kind in _JAVA_CLAIM_KINDS if name.startswith(kind)), None)
+        if kind is not None and len(name) > len(kind):
+            claim = name[len(kind) :]
+            if kind.endswith("NumberClaim_"):
+                try:
+                    claims[claim] = float(value) if "." in value else int(value)
+                except ValueError:
+                    raise ConfigException(
+                        f"sasl.jaas.config: {name}={value} is not a number"
+                    ) from None
+            else:
+                claims[claim] = value
+        elif name.startswith(_JAVA_LIST_CLAIM) and len(name) > len(_JAVA_LIST_CLAIM):
+            separator, items = value[:1], value[1:]
+            claims[name[len(_JAVA_LIST_CLAIM) :]] = [x for x in items.split(separator) if x]
+        elif name.startswith(_JAVA_EXTENSION) and len(name) > len(_JAVA_EXTENSION):
+            extensions[name[len(_JAVA_EXTENSION) :]] = value
+        elif name not in (_JAVA_PRINCIPAL_CLAIM, _JAVA_LIFETIME, "unsecuredLoginScopeClaimName"):
+            raise ConfigException(
+                f"sasl.jaas.config: option {name!r} is not one of the unsecured login's "
+                "(unsecuredLoginStringClaim_<claim>, ...NumberClaim_, ...ListClaim_, "
+                "...Extension_, unsecuredLoginPrincipalClaimName, unsecuredLoginLifetimeSeconds); "
+                "for tokens from an OAuth server use oauth_cb"
+            )
+    principal_claim = entry.options.get(_JAVA_PRINCIPAL_CLAIM, "sub")
+    principal = claims.get(principal_claim)
+    if not isinstance(principal, str) or not principal:
+        raise ConfigException(
+            f'sasl.jaas.config needs unsecuredLoginStringClaim_{principal_claim}="<name>" '
+            "(the token's principal)"
+        )
+    life = entry.options.get(_JAVA_LIFETIME, "3600")
+    return principal, _unsecured_provider(
+        claims, life, extensions, clock, "sasl.jaas.config", _JAVA_LIFETIME
+    )
+
+
+def _unsecured_provider(
+    claims: Mapping[str, Any],
+    life: str,
+    extensions: Mapping[str, str],
+    clock: Callable[[], float],
+    setting: str,
+    life_name: str,
+) -> TokenProvider:
+    """A new unsecured token with `claims`, issued now and living `life` seconds, at each ask."""
+    if not life.isdigit() or int(life) == 0:
+        raise ConfigException(f"{setting}: {life_name}={life} is not a number > 0")
     try:
         initial_response("x", extensions=extensions)
     except ValueError as error:
-        raise ConfigException(f"sasl.oauthbearer.config: {error}") from None
-    return principal, token
+        raise ConfigException(f"{setting}: {error}") from None
+
+    def token() -> tuple[str, Mapping[str, str]]:
+        now = clock()
+        issued = {**claims, "iat": round(now, 3), "exp": round(now + int(life), 3)}
+        return unsecured_token(issued), dict(extensions)
+
+    return token
 
 
 def _callback_tokens(callback: Callable[[str], Any], text: str) -> TokenProvider:

@@ -117,10 +117,10 @@ def tls_settings(config: BrokerConfig, listener_name: str) -> TlsSettings:
     where = f" (listener {listener_name})"
     try:
         return TlsSettings(
-            keystore=_keystore(value),
+            keystore=keystore_material(value),
             trusted_pem=truststore_pem(value),
             client_auth=str(value("ssl.client.auth")),
-            versions=_versions(value("ssl.enabled.protocols"), str(value("ssl.protocol"))),
+            versions=protocol_versions(value("ssl.enabled.protocols"), str(value("ssl.protocol"))),
             openssl_ciphers=_ciphers(
                 value("ssl.cipher.suites") or [], value("ssl.enabled.protocols")
             ),
@@ -139,7 +139,7 @@ def _read(path: str, name: str) -> bytes:
         raise ConfigError(f"cannot read {name}={path}: {error.strerror or error}") from None
 
 
-def _keystore(value: Any) -> KeyMaterial | None:
+def keystore_material(value: Any) -> KeyMaterial | None:
     kind = str(value("ssl.keystore.type")).upper()
     location = value("ssl.keystore.location")
     chain = value("ssl.keystore.certificate.chain")
@@ -265,7 +265,7 @@ def pkcs12_key_material(
     return KeyMaterial(b"".join(c.public_bytes(Encoding.PEM) for c in chain), key_pem, None, source)
 
 
-def _versions(enabled: Any, protocol: str) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
+def protocol_versions(enabled: Any, protocol: str) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
     names = list(enabled or [])
     unknown = [name for name in names if name not in TLS_VERSIONS]
     if unknown or not names:

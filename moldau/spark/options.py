@@ -3,7 +3,9 @@
 `SourceOptions.parse(options, streaming=...)` and `SinkOptions.parse(options)` validate a Spark
 options map (case-insensitive keys) and raise `ValueError` naming the option. `kafka.*` options go
 to Moldau's client with the prefix removed; the keys Spark's Kafka connector rejects are rejected
-here with Spark's reasons, and Java-only consumer settings the client does not know are dropped.
+here with Spark's reasons, and Java-only consumer settings the client does not know are dropped
+(security settings it does not know are refused). Security options take the Java client's names
+(`kafka.security.protocol`, `kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`, ...).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ _SINK_REJECTED: Final[Mapping[str, str]] = {
     "key.serializer": "keys are written as bytes; cast the 'key' column to string or binary",
     "value.serializer": "values are written as bytes; cast the 'value' column to string or binary",
 }
+# A Java-only consumer setting the client does not know is dropped, unless it is about security.
+_SECURITY_PREFIXES: Final = ("ssl.", "sasl.", "security.")
 # Settings the connector decides itself; a kafka.* option may not override them.
 _CONNECTOR_OWNED: Final = frozenset({"bootstrap.servers", "group.id", "transactional.id"})
 
@@ -110,7 +114,15 @@ def client_settings(
         name = key.removeprefix("kafka.")
         if name in rejected:
             raise ValueError(f"Kafka option '{name}' is not supported: {rejected[name]}")
-        if name in _CONNECTOR_OWNED or name not in CLIENT_SETTINGS:
+        if name in _CONNECTOR_OWNED:
+            continue
+        if name not in CLIENT_SETTINGS:
+            if name.startswith(_SECURITY_PREFIXES):
+                raise ValueError(
+                    f"Kafka option '{name}' is not supported by Moldau's client, and a security "
+                    "setting is never dropped (see moldau/client/README.md for the ssl.* and "
+                    "sasl.* settings it takes)"
+                )
             continue
         settings[name] = value
     return settings

@@ -75,3 +75,38 @@ def test_oauth_cb_gives_the_token_in_confluent_kafkas_shapes() -> None:
 def test_oauthbearer_misuse_is_one_error(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigException, match=message):
         sasl_credentials_of(ClientConfig({**OAUTH, **settings}))
+
+
+def test_the_java_clients_unsecured_login_options_make_the_same_kind_of_token() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope="|read|write" '
+        'unsecuredLoginNumberClaim_level="3" unsecuredLoginLifetimeSeconds="60" '
+        'unsecuredLoginExtension_traceId="7";'
+    )
+    credentials = sasl_credentials_of(ClientConfig({**OAUTH, "sasl.jaas.config": jaas}))
+    assert credentials is not None and credentials.token is not None
+    assert credentials.username == "alice"
+    token, extensions = credentials.token()
+    claims = decode_jws(token).claims
+    assert extensions == {"traceId": "7"}
+    assert claims["sub"] == "alice" and claims["scope"] == ["read", "write"]
+    assert claims["level"] == 3 and claims["exp"] - claims["iat"] == 60
+
+
+@pytest.mark.parametrize(
+    ("jaas", "message"),
+    [
+        ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+         "unsecuredLoginStringClaim_sub"),
+        ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+         'clientId="app" clientSecret="s";', "option 'clientId'"),
+        ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+         'username="a" password="b";', "OAUTHBEARER needs"),
+        ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+         'unsecuredLoginStringClaim_sub="a" unsecuredLoginNumberClaim_n="x";', "not a number"),
+    ],
+)  # fmt: skip
+def test_bad_java_unsecured_login_options_are_one_error(jaas: str, message: str) -> None:
+    with pytest.raises(ConfigException, match=message):
+        sasl_credentials_of(ClientConfig({**OAUTH, "sasl.jaas.config": jaas}))
