@@ -14,7 +14,7 @@ from moldau.cli.acl_bindings import (
     filters_to_remove,
     parse_operation,
 )
-from moldau.cli.main import app
+from moldau.cli.main import register_commands
 from moldau.client.acls import (
     AclBinding,
     AclBindingFilter,
@@ -225,6 +225,6 @@ def test_remove_needs_a_principal_too() -> None:
 def test_the_command_fails_with_exit_2_before_asking_a_broker(verb: str) -> None:
     # Port 9 (discard) has no broker: asking one would be exit 3.
     arguments = ["acl", verb, "--allow-principal", "User:alice", "--operation", "Read"]
-    result = CliRunner().invoke(app, [*arguments, "--cluster", "-b", "127.0.0.1:9"])
+    result = CliRunner().invoke(register_commands(), [*arguments, "--cluster", "-b", "127.0.0.1:9"])
     assert result.exit_code == 2
     assert "error: operation Read does not apply to --cluster" in result.output
