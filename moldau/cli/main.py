@@ -103,6 +103,8 @@ def modules_for(arguments: Sequence[str]) -> list[str]:
     """The modules a command line needs: the named command's, or every one when it names none
     (the root's help lists them all; a misspelt command is answered with the close names)."""
     named = next((argument for argument in arguments if not argument.startswith("-")), None)
+    if named == "version":
+        return []
     if named in _COMMAND_MODULES:
         return [_COMMAND_MODULES[named]]
     return list(_COMMAND_MODULES.values())

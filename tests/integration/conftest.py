@@ -239,6 +239,11 @@ class MoldauServer:
 ServerFactory = Callable[..., MoldauServer]
 
 
+# What every test server runs with unless a test says otherwise, as Kafka's own development
+# config/server.properties: a new group's first join is not held back 3 s for more members.
+TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
 def _server_factory(base: Path) -> Iterator[ServerFactory]:
     servers: list[MoldauServer] = []
 
@@ -256,10 +261,13 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
         index = len(servers)
         directory = base / f"server-{index}"
         directory.mkdir(parents=True, exist_ok=True)
+        properties = {key.replace("_", "."): value for key, value in overrides.items()}
+        if isolated:
+            properties = {**TEST_DEFAULTS, **properties}
         server = MoldauServer(
             data_dir=directory / "data",
             log_path=directory / "server.log",
-            overrides={key.replace("_", "."): value for key, value in overrides.items()},
+            overrides=properties,
             arguments=arguments,
             environment=environment,
             working_dir=working_dir,

@@ -83,11 +83,12 @@ def group_consumer(bootstrap: str, group_id: str, **extra: Any) -> Consumer:
 
 
 def poll_all(consumers: list[Consumer], seconds: float = 0.05) -> list[Any]:
+    """What each consumer has ready now (up to 1,000 records), waiting at most `seconds` each."""
     messages = []
     for consumer in consumers:
-        message = consumer.poll(seconds)
-        if message is not None and message.error() is None:
-            messages.append(message)
+        for message in consumer.consume(num_messages=1000, timeout=seconds):
+            if message.error() is None:
+                messages.append(message)
     return messages
 
 
