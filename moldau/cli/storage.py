@@ -29,7 +29,6 @@ from moldau.cli.common import ExitCode, FormatOption, OutputFormat, emit, fail
 from moldau.cli.scram_settings import ScramSettingError, parse_scram_setting
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.controller.bootstrap_metadata import write_bootstrap_metadata
 from moldau.metadata.records import UserScramCredentialRecord
 from moldau.protocol.sasl.scram import credential_from_salted_password
 from moldau.raft.meta_properties import (
@@ -276,6 +275,9 @@ def format_command(
         )
     if scram_records:
         try:
+            # (imported here: the controller package is heavy for the commands that only read)
+            from moldau.controller.bootstrap_metadata import write_bootstrap_metadata
+
             path = write_bootstrap_metadata(_metadata_directory(config), list(scram_records))
         except OSError as exc:
             fail(f"cannot write the bootstrap metadata: {exc}", ExitCode.KAFKA_ERROR)
