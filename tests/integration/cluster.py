@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moldau.raft.meta_properties import random_uuid_string
+
 from .conftest import MoldauServer, ServerFactory
 from .netns import Network, require_namespaces
 
@@ -161,12 +163,7 @@ def build_cluster(
     that network (set up, with these node ids), on its address. `client_listener`: the name of
     the brokers' listener (SSL for a cluster over TLS, with its protocol map in `extra`).
     `format_arguments`: more arguments for `moldau storage format` (`--add-scram ...`)."""
-    cluster_id = subprocess.run(
-        [sys.executable, "-m", "moldau", "storage", "random-uuid"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    cluster_id = random_uuid_string()  # (what `moldau storage random-uuid` prints)
     cluster = Cluster(cluster_id=cluster_id, factory=start_server)
     for index, role in enumerate(roles, start=1):
         is_controller = CONTROLLER in role.split(",")
@@ -206,7 +203,9 @@ def build_cluster(
             **(extra or {}),
             **(per_node or {}).get(node.node_id, {}),
         }
-        format_storage(cluster_id, node.overrides, format_arguments)
+    format_storages(
+        cluster_id, [node.overrides for node in cluster.nodes.values()], format_arguments
+    )
     if launch:
         cluster.launch()
     return cluster
@@ -236,11 +235,28 @@ def cluster_in_namespaces(
 def format_storage(
     cluster_id: str, overrides: dict[str, str], extra_arguments: Sequence[str] = ()
 ) -> None:
-    arguments = [sys.executable, "-m", "moldau", "storage", "format", "-t", cluster_id]
-    arguments += extra_arguments
-    for key, value in overrides.items():
-        arguments += ["--override", f"{key}={value}"]
-    subprocess.run(arguments, check=True, capture_output=True, text=True)
+    format_storages(cluster_id, [overrides], extra_arguments)
+
+
+def format_storages(
+    cluster_id: str, each: Sequence[dict[str, str]], extra_arguments: Sequence[str] = ()
+) -> None:
+    """`moldau storage format` for every node's properties at once (one process each)."""
+    processes = []
+    for overrides in each:
+        arguments = [sys.executable, "-m", "moldau", "storage", "format", "-t", cluster_id]
+        arguments += extra_arguments
+        for key, value in overrides.items():
+            arguments += ["--override", f"{key}={value}"]
+        processes.append(
+            subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+    failures = []
+    for process in processes:
+        output, _ = process.communicate(timeout=60)
+        if process.returncode != 0:
+            failures.append(f"exit {process.returncode}: {output.strip()[-2000:]}")
+    assert not failures, f"moldau storage format failed: {failures}"
 
 
 def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str) -> object:
