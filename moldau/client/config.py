@@ -54,6 +54,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "max.partition.fetch.bytes": 1048576,
     "allow.auto.create.topics": False,
     "partition.assignment.strategy": "range",
+    "group.protocol": "classic",  # or consumer: KIP-848 (moldau.client.consumer_group)
+    "group.remote.assignor": None,  # group.protocol=consumer: the coordinator's assignor
     # security (moldau.client.tls, moldau.client.sasl): plaintext, ssl, sasl_plaintext, sasl_ssl
     "security.protocol": "plaintext",
     "sasl.mechanism": "GSSAPI",

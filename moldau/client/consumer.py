@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from moldau.client.base import ClientBase
-from moldau.client.config import ClientConfig
+from moldau.client.cluster import Cluster
+from moldau.client.config import DEFAULTS, ClientConfig
+from moldau.client.consumer_group import ConsumerGroupMembership
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException, error_code_of
 from moldau.client.fetcher import build_fetch_request, records_from_fetch
 from moldau.client.group import GroupMembership, fetch_committed_offsets
@@ -67,6 +69,30 @@ def _reset_spec(value: str) -> int | None:
     )
 
 
+# Settings of the classic protocol's client-side membership, which KIP-848 moves to the broker.
+_CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+
+
+def _membership(
+    cluster: Cluster, config: ClientConfig, group_id: str
+) -> GroupMembership | ConsumerGroupMembership:
+    """The group protocol's membership (`group.protocol`: classic, or consumer for KIP-848)."""
+    protocol = config.get_str("group.protocol").strip().lower()
+    if protocol == "classic":
+        if config.get_optional_str("group.remote.assignor"):
+            raise ConfigException("group.remote.assignor needs group.protocol=consumer")
+        return GroupMembership(cluster, config, group_id)
+    if protocol != "consumer":
+        raise ConfigException(f"group.protocol must be classic or consumer, not {protocol!r}")
+    for name in _CLASSIC_ONLY:
+        if str(config.get(name)) != str(DEFAULTS[name]):
+            raise ConfigException(
+                f"{name} is not used with group.protocol=consumer: the group coordinator "
+                "decides it (group.consumer.* broker settings)"
+            )
+    return ConsumerGroupMembership(cluster, config, group_id)
+
+
 class Consumer(ClientBase):
     """An asyncio consumer; use as `async with Consumer({...}) as consumer:`."""
 
@@ -77,7 +103,7 @@ class Consumer(ClientBase):
         self.enable_auto_commit = self.config.get_bool("enable.auto.commit")
         self.auto_commit_interval = self.config.get_int("auto.commit.interval.ms") / 1000
         group_id = self.config.get_optional_str("group.id")
-        self.group = GroupMembership(self.cluster, self.config, group_id) if group_id else None
+        self.group = _membership(self.cluster, self.config, group_id) if group_id else None
         self._subscription: list[str] = []
         self._assignment: list[TopicPartition] = []
         self._fetch_positions: dict[TopicPartition, int] = {}
