@@ -163,7 +163,11 @@ class ConsumerGroupMembership:
     async def _heartbeat_and_keep(self) -> None:
         """A heartbeat of a member in the group: a new assignment waits for the next poll."""
         received = await self._heartbeat()
-        if received is not None and received != self.assignment:
+        if received is None:
+            return
+        if received == self.assignment:
+            self._received = None  # (back to what it owns: an assignment not taken is void)
+        else:
             self._received = received
             self.needs_rejoin = True
 
