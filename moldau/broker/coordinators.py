@@ -123,13 +123,13 @@ def _deleted_topics(previous: MetadataImage | None, image: MetadataImage) -> set
     }
 
 
-def _led_partitions(node: Node, topic_name: str) -> set[int]:
-    """The partitions of `topic_name` this broker leads and hosts."""
+def _led_partitions(node: Node, topic_name: str) -> dict[int, int]:
+    """The partitions of `topic_name` this broker leads and hosts, with their leader epochs."""
     topic = node.metadata_image.topics.get(topic_name)
     if topic is None:
-        return set()
+        return {}
     return {
-        index
+        index: partition.leader_epoch
         for index, partition in topic.partitions.items()
         if partition.leader == node.node_id
         and node.replica_manager.get_partition(TopicPartition(topic_name, index)) is not None

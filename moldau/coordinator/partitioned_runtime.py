@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from moldau.clock import Clock
@@ -83,6 +83,10 @@ class PartitionedRuntime(Generic[P]):
         self._clock = clock
         self._partitions: dict[int, P] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # What `follow_leadership` last said (partition -> leader epoch); None until it first
+        # speaks (a node's start loads what `start` names).
+        self._led: dict[int, int] | None = None
+        self._loaded_epochs: dict[int, int] = {}  # the leader epoch a partition was loaded in
 
     # --------------------------------------------------------------------- for subclasses
 
@@ -107,17 +111,32 @@ class PartitionedRuntime(Generic[P]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    def follow_leadership(self, led: set[int]) -> None:
-        """Coordinate exactly the partitions this broker leads: load the ones it has come to
-        lead, unload the ones it no longer leads (each in the background, in order)."""
-        for index in sorted(set(self._partitions) - led):
+    def follow_leadership(self, led: Mapping[int, int]) -> None:
+        """Coordinate exactly the partitions this broker leads (`led`: partition -> leader
+        epoch): load the ones it has come to lead, unload the ones it no longer leads, and load
+        again one it leads in a new epoch (its leadership was lost and regained unseen: what it
+        holds in memory may come from records the log has since truncated) — each in the
+        background, in order. Kafka's coordinators load on every election, with its epoch."""
+        self._led = dict(led)
+        for index in sorted(set(self._partitions) - set(led)):
+            self._loaded_epochs.pop(index, None)
             self._spawn(self.unload_partition(index))
-        for index in sorted(led - set(self._partitions)):
-            self._spawn(self.load_partition(index))
+        for index, epoch in sorted(led.items()):
+            loaded_in = self._loaded_epochs.get(index)
+            self._loaded_epochs[index] = epoch
+            if index not in self._partitions:
+                self._spawn(self.load_partition(index))
+            elif loaded_in is not None and loaded_in != epoch:
+                self._spawn(self._reload(index))
 
     async def _reload(self, index: int) -> None:
+        """Load a partition again from its log (after a write failed, the core being ahead of
+        the log) — unless this node no longer leads it: a node that just lost its leadership
+        would read back its unreplicated tail, which its new leader is about to truncate, and
+        keep serving from it once it leads again."""
         await self.unload_partition(index)
-        await self.load_partition(index)
+        if self._led is None or index in self._led:
+            await self.load_partition(index)
 
     def _spawn(self, coroutine: Awaitable[None]) -> None:
         """Run in the background; `stop()` cancels what is still running."""

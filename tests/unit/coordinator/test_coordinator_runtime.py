@@ -352,3 +352,101 @@ def test_a_followers_sync_fails_when_the_leaders_assignment_cannot_be_written() 
                     raise AssertionError("an assignment that was never written was answered")
 
     asyncio.run(scenario())
+
+
+def _commit(runtime: GroupCoordinatorRuntime, offset: int) -> object:
+    return runtime.commit_offsets(
+        group_id="g",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[PartitionCommit(topic="t", partition=0, offset=offset)],
+    )
+
+
+async def _settle() -> None:
+    for _ in range(20):  # the runtime's background loads and unloads take a few turns
+        await asyncio.sleep(0)
+
+
+def _fetched(runtime: GroupCoordinatorRuntime) -> object:
+    try:
+        answer = runtime.fetch_offsets(group_id="g", topics=[("t", [0])])
+    except KafkaError as error:
+        return error.code
+    return answer["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def test_a_leader_that_lost_its_partition_mid_write_loads_it_again_only_when_it_leads() -> None:
+    """A deposed leader appends a commit to its own log, and the metadata that deposes it
+    arrives while the append waits: the coordinator is told it no longer leads, then the append
+    fails. Loading the partition back then would read the unreplicated tail its new leader is
+    about to truncate, and keep serving it once the node leads again (how chaos pause-leader
+    seed 8 can have kept a pending transactional offset that no marker would ever complete, so
+    OffsetFetch answered UNSTABLE_OFFSET_COMMIT for good)."""
+    log = MemoryLog()
+    index = partition_for_group("g", 4)
+    tp = TopicPartition("__consumer_offsets", index)
+    deposed = False
+    runtime: GroupCoordinatorRuntime | None = None
+
+    async def append(at: TopicPartition, pairs: list[tuple[bytes | None, bytes | None]]) -> int:
+        offset = await log.append(at, pairs)  # written to this node's log...
+        if deposed:  # ...but the new metadata names another leader: never replicated
+            assert runtime is not None
+            runtime.follow_leadership({})
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+        return offset
+
+    async def scenario() -> None:
+        nonlocal deposed, runtime
+        config = GroupCoordinatorConfig(offsets_topic_num_partitions=4)
+        runtime = GroupCoordinatorRuntime(
+            config, append=append, read_records=log.read, clock=ManualClock()
+        )
+        await runtime.start(partitions=[index])
+        runtime.follow_leadership({index: 1})
+        await _commit(runtime, 5)  # type: ignore[misc]
+        deposed = True
+        try:
+            await _commit(runtime, 9)  # type: ignore[misc]
+        except KafkaError as error:
+            assert error.code == ErrorCode.not_coordinator
+        else:
+            raise AssertionError("expected NOT_COORDINATOR")
+        await _settle()
+        assert _fetched(runtime) == ErrorCode.not_coordinator  # not loaded back meanwhile
+        assert len(log.partitions[tp]) == 2
+        del log.partitions[tp][-1]  # the new leader's log: the follower truncates to it
+        deposed = False
+        runtime.follow_leadership({index: 3})  # it leads again, in a later epoch
+        await _settle()
+        assert _fetched(runtime) == 5
+        await runtime.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_led_again_in_a_new_epoch_is_loaded_again_from_its_log() -> None:
+    """Leadership lost and regained between two looks at the metadata: the node never unloaded,
+    but the log may have changed under it; a new leader epoch loads it again."""
+    log = MemoryLog()
+    index = partition_for_group("g", 4)
+    tp = TopicPartition("__consumer_offsets", index)
+
+    async def scenario() -> None:
+        runtime = make_runtime(log)
+        await runtime.start(partitions=[index])
+        runtime.follow_leadership({index: 1})
+        await _commit(runtime, 5)  # type: ignore[misc]
+        await _commit(runtime, 9)  # type: ignore[misc]
+        del log.partitions[tp][-1]  # truncated while another node led (epochs 2 and 3)
+        runtime.follow_leadership({index: 1})  # same epoch: nothing to do
+        await _settle()
+        assert _fetched(runtime) == 9
+        runtime.follow_leadership({index: 4})
+        await _settle()
+        assert _fetched(runtime) == 5
+        await runtime.stop()
+
+    asyncio.run(scenario())
