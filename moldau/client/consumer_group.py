@@ -24,7 +24,7 @@ from typing import Any, Final
 from moldau.client.cluster import Cluster
 from moldau.client.config import ClientConfig
 from moldau.client.errors import ErrorCode, KafkaException, check_error, error_code_of
-from moldau.client.group import commit_offsets
+from moldau.client.group import COORDINATOR_ERRORS, commit_offsets
 from moldau.client.tasks import stop_task
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
@@ -36,15 +36,6 @@ _LEAVE_EPOCH: Final = -1
 _LEAVE_STATIC_EPOCH: Final = -2
 # The member lost its membership: it joins again with epoch 0 and gives up its partitions.
 _FENCED: Final = frozenset({ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id})
-_COORDINATOR_ERRORS: Final = frozenset(
-    {
-        ErrorCode.not_coordinator,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.network_exception,
-        ErrorCode.request_timed_out,
-    }
-)
 
 
 class ConsumerGroupMembership:
@@ -90,7 +81,7 @@ class ConsumerGroupMembership:
             try:
                 received = await self._heartbeat()
             except KafkaException as exc:
-                if exc.code not in _COORDINATOR_ERRORS and exc.code not in _FENCED:
+                if exc.code not in COORDINATOR_ERRORS and exc.code not in _FENCED:
                     raise
                 last_error = exc
                 await asyncio.sleep(self.retry_backoff)

@@ -30,7 +30,7 @@ from moldau.client.tasks import stop_task
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
-__all__ = ["GroupMembership", "commit_offsets", "fetch_committed_offsets"]
+__all__ = ["COORDINATOR_ERRORS", "GroupMembership", "commit_offsets", "fetch_committed_offsets"]
 
 
 _REJOIN_ERRORS: Final = frozenset(
@@ -41,7 +41,7 @@ _REJOIN_ERRORS: Final = frozenset(
         ErrorCode.fenced_instance_id,
     }
 )
-_COORDINATOR_ERRORS: Final = frozenset(
+COORDINATOR_ERRORS: Final = frozenset(
     {
         ErrorCode.not_coordinator,
         ErrorCode.coordinator_not_available,
@@ -88,7 +88,7 @@ class GroupMembership:
                 last_error = exc
                 if exc.code is ErrorCode.unknown_member_id:
                     self.member_id = ""
-                elif exc.code in _COORDINATOR_ERRORS:
+                elif exc.code in COORDINATOR_ERRORS:
                     self.cluster.forget_coordinator(self.group_id)
                 elif (
                     exc.code not in _REJOIN_ERRORS and exc.code is not ErrorCode.member_id_required
@@ -197,7 +197,7 @@ class GroupMembership:
         except KafkaException as exc:
             if exc.code in _REJOIN_ERRORS:
                 self.needs_rejoin = True
-            if exc.code in _COORDINATOR_ERRORS:
+            if exc.code in COORDINATOR_ERRORS:
                 self.cluster.forget_coordinator(self.group_id)
             raise
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.client.config import ClientConfig
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException
-from moldau.config.jaas import JaasError, parse_jaas_config
+from moldau.config.jaas import JaasEntry, JaasError, parse_jaas_config
 from moldau.config.sasl import (
     LOGIN_MODULES,
     OAUTHBEARER,
@@ -77,15 +77,7 @@ def sasl_credentials_of(config: ClientConfig) -> SaslCredentials | None:
     if jaas and (username or config.get_optional_str("sasl.password")):
         raise ConfigException("give sasl.username/sasl.password or sasl.jaas.config, not both")
     if jaas:
-        try:
-            entry = parse_jaas_config(jaas)
-        except JaasError as error:
-            raise ConfigException(f"sasl.jaas.config: {error}") from None
-        if entry.login_module != LOGIN_MODULES[mechanism]:
-            raise ConfigException(
-                f"sasl.jaas.config names {entry.login_module}; sasl.mechanism={mechanism} needs "
-                f"{LOGIN_MODULES[mechanism]}"
-            )
+        entry = _jaas_entry(jaas, mechanism)
         username = entry.options.get("username")
         password = entry.options.get("password")
     else:
@@ -96,6 +88,20 @@ def sasl_credentials_of(config: ClientConfig) -> SaslCredentials | None:
             "sasl.jaas.config)"
         )
     return SaslCredentials(mechanism, username, password)
+
+
+def _jaas_entry(jaas: str, mechanism: str) -> JaasEntry:
+    """`sasl.jaas.config` parsed, naming the login module `mechanism` needs."""
+    try:
+        entry = parse_jaas_config(jaas)
+    except JaasError as error:
+        raise ConfigException(f"sasl.jaas.config: {error}") from None
+    if entry.login_module != LOGIN_MODULES[mechanism]:
+        raise ConfigException(
+            f"sasl.jaas.config names {entry.login_module}; sasl.mechanism={mechanism} needs "
+            f"{LOGIN_MODULES[mechanism]}"
+        )
+    return entry
 
 
 def _oauthbearer_credentials(config: ClientConfig) -> SaslCredentials:
@@ -186,15 +192,7 @@ def _java_unsecured_tokens(
     """The Java client's unsecured token: `OAuthBearerLoginModule required
     unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope=",a,b";` (a list claim's
     first character is its separator)."""
-    try:
-        entry = parse_jaas_config(jaas)
-    except JaasError as error:
-        raise ConfigException(f"sasl.jaas.config: {error}") from None
-    if entry.login_module != LOGIN_MODULES[OAUTHBEARER]:
-        raise ConfigException(
-            f"sasl.jaas.config names {entry.login_module}; sasl.mechanism=OAUTHBEARER needs "
-            f"{LOGIN_MODULES[OAUTHBEARER]}"
-        )
+    entry = _jaas_entry(jaas, OAUTHBEARER)
     claims: dict[str, Any] = {}
     extensions: dict[str, str] = {}
     for name, value in entry.options.items():

@@ -45,6 +45,16 @@ def make_runtime(log: MemoryLog) -> GroupCoordinatorRuntime:
     )
 
 
+def _commit(runtime: GroupCoordinatorRuntime, offset: int) -> object:
+    return runtime.commit_offsets(
+        group_id="g",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[PartitionCommit(topic="t", partition=0, offset=offset)],
+    )
+
+
 def join_request(member_id: str = "") -> JoinGroupRequest:
     return JoinGroupRequest(
         group_id="g",
@@ -175,15 +185,6 @@ def test_a_commit_the_log_cannot_take_for_lack_of_space_is_coordinator_not_avail
             raise KafkaError(ErrorCode.kafka_storage_error, "No space left on device")
         return await log.append(tp, pairs)
 
-    def commit(runtime: GroupCoordinatorRuntime, offset: int) -> object:
-        return runtime.commit_offsets(
-            group_id="g",
-            generation_id=-1,
-            member_id="",
-            group_instance_id=None,
-            commits=[PartitionCommit(topic="t", partition=0, offset=offset)],
-        )
-
     async def scenario() -> None:
         nonlocal full
         config = GroupCoordinatorConfig(offsets_topic_num_partitions=4)
@@ -192,7 +193,7 @@ def test_a_commit_the_log_cannot_take_for_lack_of_space_is_coordinator_not_avail
         )
         async with runtime:
             try:
-                await commit(runtime, 5)  # type: ignore[misc]
+                await _commit(runtime, 5)  # type: ignore[misc]
             except KafkaError as error:  # retriable, and not "ask someone else" forever
                 assert error.code == ErrorCode.coordinator_not_available
             else:
@@ -200,7 +201,7 @@ def test_a_commit_the_log_cannot_take_for_lack_of_space_is_coordinator_not_avail
             full = False
             for _ in range(100):  # the partition reloads from its log, then commits work
                 try:
-                    await commit(runtime, 6)  # type: ignore[misc]
+                    await _commit(runtime, 6)  # type: ignore[misc]
                     break
                 except KafkaError as error:
                     assert error.code in (
@@ -352,16 +353,6 @@ def test_a_followers_sync_fails_when_the_leaders_assignment_cannot_be_written() 
                     raise AssertionError("an assignment that was never written was answered")
 
     asyncio.run(scenario())
-
-
-def _commit(runtime: GroupCoordinatorRuntime, offset: int) -> object:
-    return runtime.commit_offsets(
-        group_id="g",
-        generation_id=-1,
-        member_id="",
-        group_instance_id=None,
-        commits=[PartitionCommit(topic="t", partition=0, offset=offset)],
-    )
 
 
 async def _settle() -> None:
