@@ -75,6 +75,8 @@ class MetadataPublisher:
                         node.config.set_dynamic(name, value, cluster_default=cluster_default)
                     except ValueError:
                         log.warning("ignoring dynamic broker config %s=%r", name, value)
+        if previous is None or previous.client_metrics is not image.client_metrics:
+            node.client_telemetry.set_subscriptions(image.client_metrics)
         for name, topic in image.topics.items():
             old_topic = previous.topics.get(name) if previous is not None else None
             if old_topic is topic:

@@ -68,6 +68,7 @@ _COMMAND_MODULES: Final = {
     "group": "group",
     "cluster": "cluster",
     "config": "cluster",
+    "client-metrics": "client_metrics",
     "feature": "feature",
     "perf": "perf",
     "user": "user",

@@ -40,6 +40,7 @@ from moldau.client.quorum import FeatureMetadata, QuorumInfo
 from moldau.client.scram_users import ScramDeletion, ScramUpsertion
 from moldau.client.sync import SyncFacade
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.types import TopicPartition
 
 __all__ = [
@@ -383,6 +384,33 @@ class AdminClient(ClientBase):
         )
         for result in response.responses:
             check_error(result.error_code, result.error_message, context=_describe(resource))
+
+    async def list_config_resources(
+        self, types: Iterable[ResourceType] = ()
+    ) -> list[ConfigResource]:
+        """The config resources of the given types (all types when empty) that DescribeConfigs
+        can be asked about: ListConfigResources v1 (KIP-1142), v0 (client metrics only) on an
+        older broker."""
+        asked = [int(t) for t in types]
+        connection = await self.cluster.any_connection()
+        if connection.versions.pick(ApiKey.LIST_CONFIG_RESOURCES) >= 1:
+            body: dict[str, Any] = {"resource_types": asked}
+        elif asked and set(asked) != {ResourceType.CLIENT_METRICS}:
+            raise KafkaException(
+                ErrorCode.unsupported_version,
+                "the broker lists client-metrics resources only (ListConfigResources v0)",
+            )
+        else:
+            body = {}
+        response = await connection.request(ApiKey.LIST_CONFIG_RESOURCES, body)
+        check_error(response.error_code, None, context="listing config resources")
+        return [
+            ConfigResource(
+                ResourceType(getattr(r, "resource_type", ResourceType.CLIENT_METRICS)),
+                r.resource_name,
+            )
+            for r in response.config_resources
+        ]
 
     # --- records and offsets -----------------------------------------------------------------
 

@@ -1,9 +1,12 @@
-"""Dynamic config changes for topics and brokers, as Kafka's ConfigurationControlManager (KIP-339).
+"""Dynamic config changes for topics, brokers and client-metrics subscriptions, as Kafka's
+ConfigurationControlManager (KIP-339).
 
 Each function checks one resource against the current image and returns the `ConfigRecord`s
 that carry out the change, or raises `KafkaError`. Topic configs must be known topic configs
 with valid values (INVALID_CONFIG); broker configs must be known, dynamically updatable broker
-properties. A broker resource is named by its node id, or "" for the cluster-wide default.
+properties. A broker resource is named by its node id, or "" for the cluster-wide default. A
+client-metrics resource is a subscription (`moldau.controller.client_metrics`): setting a config
+creates it, deleting its last config removes it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from moldau.config.values import (
     parse_value,
     validate_topic_configs,
 )
+from moldau.controller import client_metrics
 from moldau.controller.operations import AlterableConfig, AlterConfigOp, ConfigResource
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import ConfigRecord, ConfigResourceType
@@ -36,6 +40,8 @@ def current_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[s
     check_resource(image, resource)
     if resource.resource_type == ConfigResourceType.TOPIC:
         return image.topics[resource.resource_name].configs
+    if resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        return image.client_metrics.get(resource.resource_name, {})
     return image.broker_configs.get(resource.resource_name, {})
 
 
@@ -73,6 +79,8 @@ def check_resource(image: MetadataImage, resource: ConfigResource) -> None:
                 ErrorCode.invalid_request,
                 f"Broker resource name must be a node id or empty, not '{name}'",
             )
+    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        client_metrics.check_name(resource.resource_name)
     else:
         raise KafkaError(
             ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
@@ -141,6 +149,8 @@ def _key_of(resource: ConfigResource, name: str) -> ConfigKey:
         if key is None:
             raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
         return key
+    if resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        return client_metrics.key_of(name)
     key = BROKER_KEYS.get(name)
     if key is None:
         raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
@@ -153,6 +163,12 @@ def _validate(resource: ConfigResource, configs: Mapping[str, str | None]) -> No
             validate_topic_configs(configs)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+        return
+    if resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        for name, value in configs.items():
+            if value is None:
+                raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for: {name}")
+        client_metrics.validate({k: v for k, v in configs.items() if v is not None})
         return
     for name, value in configs.items():
         key = _key_of(resource, name)

@@ -1,4 +1,5 @@
-"""What DescribeConfigs (and CreateTopics v5+) report for a topic or broker, as Kafka's ConfigHelper.
+"""What DescribeConfigs (and CreateTopics v5+) report for a topic, a broker or a client-metrics
+subscription, as Kafka's ConfigHelper.
 
 For each config: the effective value, where it came from (`ConfigSource`), whether it is read-only
 or sensitive (sensitive values are reported as null), its type and documentation, and the
@@ -9,7 +10,8 @@ synonyms, the layers it could come from in order of precedence:
     broker: the same without the topic layer
 
 Dynamic layers come from the metadata image (broker resource "<node id>" and the cluster
-default ""); static ones from the node's `BrokerConfig`.
+default ""); static ones from the node's `BrokerConfig`. A client-metrics subscription reports the
+configs set on it (CLIENT_METRICS_CONFIG), and nothing for a name that has none, as Kafka does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS, TOPIC_SYNONYMS, ConfigKey, ConfigType
 from moldau.config.values import BrokerConfig, ConfigError, ConfigSource, format_value, parse_value
+from moldau.controller import client_metrics
 from moldau.controller.topic_names import validate_topic_name
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import ConfigResourceType
@@ -76,6 +79,8 @@ def describe_configs(
         return describe_topic_configs(image, config, resource_name, node_id=node_id, keys=keys)
     if resource_type == ConfigResourceType.BROKER:
         return describe_broker_configs(image, config, resource_name, node_id=node_id, keys=keys)
+    if resource_type == ConfigResourceType.CLIENT_METRICS:
+        return describe_client_metrics(image, resource_name, keys=keys)
     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
 
@@ -181,6 +186,26 @@ def describe_broker_configs(
             read_only=BROKER_KEYS[name].read_only,
         )
         for name in names
+    ]
+
+
+def describe_client_metrics(
+    image: MetadataImage, subscription: str, *, keys: Collection[str] | None = None
+) -> list[DescribedConfig]:
+    if not subscription:
+        raise KafkaError(
+            ErrorCode.invalid_request, "Client metrics subscription name must not be empty"
+        )
+    configs = image.client_metrics.get(subscription, {})
+    return [
+        _described(
+            name,
+            client_metrics.KEYS[name],
+            [ConfigSynonym(name=name, value=value, source=ConfigSource.CLIENT_METRICS_CONFIG)],
+            read_only=False,
+        )
+        for name, value in sorted(configs.items())
+        if (keys is None or name in keys) and name in client_metrics.KEYS
     ]
 
 

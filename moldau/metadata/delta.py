@@ -96,6 +96,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerImage] = {}
         self._controllers: dict[int, ControllerImage] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
+        self._client_metrics: dict[str, dict[str, str]] = {}
         self._features: dict[str, int] = {}
         self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
         # SCRAM credentials set (an image) or removed (None) in this delta.
@@ -248,6 +249,12 @@ class MetadataDelta:
                 configs = dict(self.base.broker_configs.get(record.resource_name, {}))
                 self._broker_configs[record.resource_name] = configs
             _set_or_delete(configs, record.name, record.value)
+        elif record.resource_type == ConfigResourceType.CLIENT_METRICS:
+            configs = self._client_metrics.get(record.resource_name)
+            if configs is None:
+                configs = dict(self.base.client_metrics.get(record.resource_name, {}))
+                self._client_metrics[record.resource_name] = configs
+            _set_or_delete(configs, record.name, record.value)
 
     def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
         entity = tuple(sorted(record.entity))
@@ -312,6 +319,7 @@ class MetadataDelta:
             or self._brokers
             or self._controllers
             or self._broker_configs
+            or self._client_metrics
             or self._features
             or self._client_quotas
             or self._scram_credentials
@@ -351,6 +359,10 @@ class MetadataDelta:
     def changed_broker_configs(self) -> set[str]:
         """Broker config resources ("" default or a node id) that changed."""
         return set(self._broker_configs)
+
+    def changed_client_metrics(self) -> set[str]:
+        """Client-metrics subscriptions created, changed or removed."""
+        return set(self._client_metrics)
 
     def changed_brokers(self) -> dict[int, BrokerImage]:
         return dict(self._brokers)
@@ -402,15 +414,8 @@ class MetadataDelta:
         controllers = base.controllers
         if self._controllers:
             controllers = MappingProxyType({**base.controllers, **self._controllers})
-        broker_configs = base.broker_configs
-        if self._broker_configs:
-            merged = dict(base.broker_configs)
-            for name, configs in self._broker_configs.items():
-                if configs:
-                    merged[name] = MappingProxyType(dict(configs))
-                else:
-                    merged.pop(name, None)
-            broker_configs = MappingProxyType(merged)
+        broker_configs = _merged_configs(base.broker_configs, self._broker_configs)
+        client_metrics = _merged_configs(base.client_metrics, self._client_metrics)
         features = base.features
         if self._features:
             features = MappingProxyType({**base.features, **self._features})
@@ -452,6 +457,7 @@ class MetadataDelta:
             brokers=brokers,
             controllers=controllers,
             broker_configs=broker_configs,
+            client_metrics=client_metrics,
             features=features,
             client_quotas=client_quotas,
             scram_credentials=scram_credentials,
@@ -474,6 +480,21 @@ def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
         operation=AclOperation(record.operation),
         permission=AclPermission(record.permission_type),
     )
+
+
+def _merged_configs(
+    base: Mapping[str, Mapping[str, str]], changes: Mapping[str, Mapping[str, str]]
+) -> Mapping[str, Mapping[str, str]]:
+    """`base` with each changed resource's configs replaced (an emptied resource is gone)."""
+    if not changes:
+        return base
+    merged = dict(base)
+    for name, configs in changes.items():
+        if configs:
+            merged[name] = MappingProxyType(dict(configs))
+        else:
+            merged.pop(name, None)
+    return MappingProxyType(merged)
 
 
 def _set_or_delete(configs: dict[str, str], name: str, value: str | None) -> None:
@@ -499,6 +520,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
     delta._brokers.update(image.brokers)
     delta._controllers.update(image.controllers)
     delta._broker_configs.update({k: dict(v) for k, v in image.broker_configs.items()})
+    delta._client_metrics.update({k: dict(v) for k, v in image.client_metrics.items()})
     delta._features.update(image.features)
     delta._client_quotas.update({k: dict(v) for k, v in image.client_quotas.items()})
     delta._scram_credentials.update(image.scram_credentials)
@@ -549,6 +571,9 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
     for name in set(before.broker_configs) | set(after.broker_configs):
         if before.broker_configs.get(name) != after.broker_configs.get(name):
             delta._broker_configs[name] = dict(after.broker_configs.get(name, {}))
+    for name in set(before.client_metrics) | set(after.client_metrics):
+        if before.client_metrics.get(name) != after.client_metrics.get(name):
+            delta._client_metrics[name] = dict(after.client_metrics.get(name, {}))
     delta._features.update(
         (name, level)
         for name, level in after.features.items()

@@ -168,6 +168,10 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # Client-metrics subscriptions (KIP-714 config resources, type 16): name -> configs.
+    client_metrics: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
     client_quotas: Mapping[ClientQuotaEntity, Mapping[str, float]] = field(

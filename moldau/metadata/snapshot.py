@@ -86,6 +86,14 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
                 name=name,
                 value=value,
             )
+    for resource_name, configs in sorted(image.client_metrics.items()):
+        for name, value in sorted(configs.items()):
+            yield ConfigRecord(
+                resource_type=ConfigResourceType.CLIENT_METRICS,
+                resource_name=resource_name,
+                name=name,
+                value=value,
+            )
     for topic_name, topic in sorted(image.topics.items()):
         yield TopicRecord(name=topic_name, topic_id=topic.topic_id)
         for name, value in sorted(topic.configs.items()):

@@ -132,6 +132,44 @@ def test_broker_config_describe_all_adds_kafkas_configs_with_no_effect(server) -
     assert "\nnum.network.threads=3 (default): " in text
 
 
+def test_client_metrics_alter_list_describe_delete(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    altered = moldau(
+        "client-metrics",
+        "alter",
+        "java-producers",
+        "--metrics",
+        "org.apache.kafka.producer.",
+        "--interval",
+        "1000",
+        "--match",
+        "client_software_name=apache-kafka-java",
+        bootstrap=b,
+    )
+    assert altered.text == "Altered client metrics config for java-producers.\n"
+    moldau("client-metrics", "alter", "java-producers", "--interval", "2000", bootstrap=b)
+    assert moldau("client-metrics", "list", bootstrap=b).text == "java-producers\n"
+    described = moldau("client-metrics", "describe", "--format", "json", bootstrap=b).json()
+    assert described == {
+        "java-producers": {
+            "interval.ms": "2000",
+            "match": "client_software_name=apache-kafka-java",
+            "metrics": "org.apache.kafka.producer.",
+        }
+    }
+    assert moldau("client-metrics", "describe", "java-producers", bootstrap=b).text == (
+        "Client metrics configs for java-producers are:\n  interval.ms=2000\n"
+        "  match=client_software_name=apache-kafka-java\n  metrics=org.apache.kafka.producer.\n"
+    )
+    refused = moldau(
+        "client-metrics", "alter", "java-producers", "--interval", "10", bootstrap=b, expect=None
+    )
+    assert refused.code != 0
+    assert "interval must be between 100 and 3600000 (1 hour)" in _one_line_error(refused.stderr)
+    moldau("client-metrics", "delete", "java-producers", bootstrap=b)
+    assert moldau("client-metrics", "list", "--format", "json", bootstrap=b).json() == []
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

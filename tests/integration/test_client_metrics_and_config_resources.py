@@ -1,8 +1,9 @@
 """The APIs current clients and tools call beyond the classic set, over raw sockets to a real
 server: the KIP-714 telemetry APIs as Kafka answers them without a telemetry plugin (served, never
-advertised), ListConfigResources v0-1 (KIP-1000, KIP-1142), DescribeCluster v2's fenced brokers
-(KIP-1073), and a request for an API the listener does not serve (the connection is closed, as
-Kafka closes it).
+advertised), client-metrics subscriptions as config resources (what kafka-client-metrics.sh
+does, here with Moldau's admin client), ListConfigResources v0-1 (KIP-1000, KIP-1142),
+DescribeCluster v2's fenced brokers (KIP-1073), and a request for an API the listener does not
+serve (the connection is closed, as Kafka closes it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from moldau.client.admin import (
+    AlterConfigOp,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+    SyncAdminClient,
+)
+from moldau.client.errors import KafkaException
 from moldau.protocol.errors import ErrorCode
 
 from .cluster import COMBINED, build_cluster, wait_for
@@ -114,6 +123,67 @@ def test_list_config_resources_v1_lists_topics_and_brokers(server) -> None:
     assert "listed-v1" in {r.resource_name for r in topics.config_resources}
     assert [(r.resource_type, r.resource_name) for r in brokers.config_resources] == [(4, "1")]
     assert others.error_code == ErrorCode.none and list(others.config_resources) == []
+
+
+def test_client_metrics_subscriptions_are_config_resources_that_match_clients(server) -> None:
+    SET, DELETE = AlterConfigOp.SET, AlterConfigOp.DELETE
+    wire_clients = ConfigResource(ResourceType.CLIENT_METRICS, "wire-clients")
+    nobody = ConfigResource(ResourceType.CLIENT_METRICS, "nobody")
+    with SyncAdminClient({"bootstrap.servers": f"{server.host}:{server.port}"}) as admin:
+        admin.incremental_alter_configs(
+            wire_clients,
+            [
+                ("metrics", SET, "org.apache.kafka.producer."),
+                ("interval.ms", SET, "1000"),
+                ("match", SET, "client_software_name=wire-.*,client_id=wire-test"),
+            ],
+        )
+        admin.incremental_alter_configs(
+            nobody, [("metrics", SET, "*"), ("match", SET, "client_id=x")]
+        )
+        with pytest.raises(KafkaException) as refused:
+            admin.incremental_alter_configs(wire_clients, [("interval.ms", SET, "50")])
+        assert refused.value.code == ErrorCode.invalid_request
+        assert refused.value.message == (
+            "client_metrics 'wire-clients': Invalid value 50 for interval.ms, interval must be "
+            "between 100 and 3600000 (1 hour)"
+        )
+        with pytest.raises(KafkaException) as refused:
+            admin.incremental_alter_configs(wire_clients, [("match", SET, "client_colour=red")])
+        assert refused.value.code == ErrorCode.invalid_config
+        assert refused.value.message == (
+            "client_metrics 'wire-clients': Illegal client matching pattern: client_colour=red"
+        )
+
+        assert admin.list_config_resources([ResourceType.CLIENT_METRICS]) == [nobody, wire_clients]
+        described = admin.describe_configs(wire_clients)
+        assert {name: (e.value, e.source) for name, e in described.items()} == {
+            "interval.ms": ("1000", ConfigSource.CLIENT_METRICS_CONFIG),
+            "match": (
+                "client_software_name=wire-.*,client_id=wire-test",
+                ConfigSource.CLIENT_METRICS_CONFIG,
+            ),
+            "metrics": ("org.apache.kafka.producer.", ConfigSource.CLIENT_METRICS_CONFIG),
+        }
+        with _connect(server) as connection:
+            listed = connection.request(LIST_CONFIG_RESOURCES, 0, {})
+            assert [r.resource_name for r in listed.config_resources] == ["nobody", "wire-clients"]
+            connection.request(
+                18, 3, {"client_software_name": "wire-test", "client_software_version": "1"}
+            )
+            subscription = connection.request(
+                GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": ZERO}
+            )
+        assert list(subscription.requested_metrics) == ["org.apache.kafka.producer."]
+        assert subscription.push_interval.total_seconds() == 1
+
+        # Deleting every config of a subscription removes it.
+        for resource in (wire_clients, nobody):
+            admin.incremental_alter_configs(
+                resource, [(name, DELETE, None) for name in ("metrics", "interval.ms", "match")]
+            )
+        assert admin.list_config_resources([ResourceType.CLIENT_METRICS]) == []
+        assert admin.describe_configs(wire_clients) == {}
 
 
 @pytest.mark.parametrize("resource_types", [[1], [2, 64]])

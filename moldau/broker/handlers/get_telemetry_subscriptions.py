@@ -2,14 +2,15 @@
 (KIP-714).
 
 Not listed in ApiVersions, as Kafka lists it only when a telemetry plugin is configured; a client
-that calls it anyway gets Kafka's answer for a broker with no client-metrics subscription
-(`moldau.broker.client_telemetry`).
+that calls it anyway gets Kafka's answer: the metrics and interval of the client-metrics
+subscriptions that match it (`moldau.broker.client_telemetry`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.client_telemetry import client_description
 from moldau.broker.registry import RequestContext, handler
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -17,7 +18,9 @@ from moldau.protocol.errors import ErrorCode
 
 @handler(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, advertised=False)
 def handle_get_telemetry_subscriptions(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    subscription = ctx.node.client_telemetry.get_subscriptions(request.client_instance_id)
+    subscription = ctx.node.client_telemetry.get_subscriptions(
+        request.client_instance_id, client_description(ctx)
+    )
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,

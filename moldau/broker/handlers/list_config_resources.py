@@ -5,7 +5,7 @@ v0 lists client-metrics resources only. v1 adds `resource_types`: an empty list 
 the version knows (topic 2, broker 4, broker logger 8, client metrics 16, group 32); a type
 outside those is answered UNSUPPORTED_VERSION with nothing listed, as Kafka's
 `ListConfigResourcesRequest.supportedResourceTypes` rules. Listed, as Kafka lists them: every
-topic, and every unfenced broker by id. Moldau has no client-metrics subscriptions, no group
+topic, every unfenced broker by id, and every client-metrics subscription. Moldau has no group
 configs and no broker-logger configs, so those types list nothing (Kafka lists each unfenced
 broker as a broker-logger resource too; Moldau cannot describe those, so it does not).
 """
@@ -57,5 +57,10 @@ def handle_list_config_resources(ctx: RequestContext, request: Any) -> dict[str,
             {"resource_name": str(broker_id), "resource_type": ConfigResourceType.BROKER}
             for broker_id, broker in sorted(image.brokers.items())
             if not broker.fenced
+        ]
+    if ConfigResourceType.CLIENT_METRICS in asked:
+        resources += [
+            {"resource_name": name, "resource_type": ConfigResourceType.CLIENT_METRICS}
+            for name in sorted(image.client_metrics)
         ]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": resources}

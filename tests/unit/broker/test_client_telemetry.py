@@ -133,3 +133,60 @@ def test_an_idle_instance_is_forgotten(telemetry: ClientTelemetry, clock: Manual
         )
     )
     assert code in (ErrorCode.unknown_subscription_id, ErrorCode.throttling_quota_exceeded)
+
+
+def test_matching_subscriptions_give_their_metrics_and_shortest_interval(
+    telemetry: ClientTelemetry, clock: ManualClock
+) -> None:
+    telemetry.set_subscriptions(
+        {
+            "producers": {"metrics": "org.apache.kafka.producer.", "interval.ms": "60000"},
+            "rdkafka": {
+                "metrics": "org.apache.kafka.consumer.",
+                "interval.ms": "1000",
+                "match": "client_software_name=librdkafka",
+            },
+        }
+    )
+    java = telemetry.get_subscriptions(ZERO, {"client_software_name": "apache-kafka-java"})
+    assert java.requested_metrics == ("org.apache.kafka.producer.",)
+    assert java.push_interval_ms == 60_000
+    rdkafka = telemetry.get_subscriptions(ZERO, {"client_software_name": "librdkafka"})
+    assert rdkafka.requested_metrics == (
+        "org.apache.kafka.consumer.",
+        "org.apache.kafka.producer.",
+    )
+    assert rdkafka.push_interval_ms == 1000
+    # The instance id is a selector too; `*` anywhere asks for every metric.
+    telemetry.set_subscriptions(
+        {"one": {"metrics": "*,x.", "match": f"client_instance_id={java.client_instance_id}"}}
+    )
+    clock.advance(60_000)
+    again = telemetry.get_subscriptions(java.client_instance_id)
+    assert again.requested_metrics == ("*",)
+    assert again.push_interval_ms == DEFAULT_PUSH_INTERVAL_MS
+
+
+def test_a_changed_subscription_makes_the_old_subscription_id_unknown(
+    telemetry: ClientTelemetry,
+) -> None:
+    first = telemetry.get_subscriptions(ZERO, {"client_id": "app"})
+    telemetry.set_subscriptions({"apps": {"metrics": "a.", "match": "client_id=app"}})
+
+    def push():
+        telemetry.push(
+            first.client_instance_id,
+            subscription_id=first.subscription_id,
+            terminating=False,
+            compression_type=4,
+            metrics=b"otlp",
+        )
+
+    assert _code(push) == ErrorCode.unknown_subscription_id
+    # Straight after that error, asking again is not throttled, and gives the new subscription.
+    second = telemetry.get_subscriptions(first.client_instance_id)
+    assert second.subscription_id != first.subscription_id
+    assert second.requested_metrics == ("a.",)
+    # A subscription the controller would refuse (a key of a newer version) is left out.
+    telemetry.set_subscriptions({"future": {"metrics": "b.", "colour": "red"}})
+    assert telemetry.get_subscriptions(ZERO).requested_metrics == ()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from moldau.broker.client_telemetry import ClientTelemetry
 from moldau.broker.metadata_publisher import MetadataPublisher
 from moldau.clock import ManualClock
 from moldau.config.values import BrokerConfig
@@ -46,6 +47,7 @@ class _Node:
         )
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self.log_manager, node_id=1)
+        self.client_telemetry = ClientTelemetry(ManualClock())
         self.hosted: list[TopicPartition] = []
 
     @property

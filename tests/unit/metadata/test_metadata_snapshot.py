@@ -93,6 +93,8 @@ def rich_image() -> MetadataImage:
         BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=9, in_controlled_shutdown=True),
         config(ConfigResourceType.BROKER, "", "log.retention.ms", "1000"),
         config(ConfigResourceType.BROKER, "2", "log.cleaner.threads", "2"),
+        config(ConfigResourceType.CLIENT_METRICS, "java-clients", "interval.ms", "1000"),
+        config(ConfigResourceType.CLIENT_METRICS, "java-clients", "metrics", "*"),
         TopicRecord(name="orders", topic_id=ORDERS),
         config(ConfigResourceType.TOPIC, "orders", "cleanup.policy", "compact"),
         PartitionRecord(topic_id=ORDERS, partition=0, replicas=(1, 2, 3), isr=(1, 2), leader=1),
@@ -180,6 +182,7 @@ def test_an_image_survives_a_round_trip_through_a_snapshot():
     assert restored.acls[ACL_KEPT].resource_name == "orders"
     assert restored.acls[ACL_KEPT].permission == AclPermission.ALLOW
     assert restored.topics_by_id[ORDERS] is restored.topics["orders"]
+    assert dict(restored.client_metrics["java-clients"]) == {"interval.ms": "1000", "metrics": "*"}
     assert restored.controllers[1].incarnation_id == uuid.UUID(int=301)
     assert restored.controllers[1].endpoint("CONTROLLER").port == 29091
     assert restored.controllers[5].features["metadata.version"] == (25, 25)
@@ -206,6 +209,7 @@ SNAPSHOTTED_FIELDS = {
         "topics_by_id",
         "brokers",
         "broker_configs",
+        "client_metrics",
         "features",
         "next_producer_id",
         "client_quotas",
