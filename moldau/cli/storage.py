@@ -14,7 +14,11 @@ first two write the bootstrap checkpoint with the voters, as kafka-storage does.
 `--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]'` (repeatable, kafka-storage's
 syntax) writes SCRAM users into the bootstrap metadata (`bootstrap.checkpoint` in the metadata
 log directory): the cluster's first active controller puts them into the metadata log, so that
-brokers can authenticate to each other with SCRAM from their first start.
+brokers can authenticate to each other with SCRAM from their first start. `--feature
+transaction.version=1` (repeatable, kafka-storage's) finalizes a feature at another level than a
+new cluster's default, also through the bootstrap metadata (`metadata.version` and
+`kraft.version` are not chosen this way: Moldau writes one metadata.version, and the voter
+options choose kraft.version).
 """
 
 from __future__ import annotations
@@ -198,6 +202,36 @@ def random_uuid() -> None:
     typer.echo(new_cluster_id())
 
 
+def _feature_record(text: str) -> Any:
+    """`--feature NAME=LEVEL` as the FeatureLevelRecord a new cluster starts with."""
+    from moldau.controller.feature_control import (
+        KRAFT_VERSION,
+        METADATA_VERSION,
+        SUPPORTED_FEATURES,
+    )
+    from moldau.metadata.records import FeatureLevelRecord
+
+    name, equals, level_text = text.partition("=")
+    name = name.strip()
+    if not equals or not level_text.strip().isdigit():
+        fail(f"--feature wants NAME=LEVEL (e.g. transaction.version=1), not {text!r}")
+    level = int(level_text)
+    if name in (METADATA_VERSION, KRAFT_VERSION):
+        fail(
+            f"--feature {name} cannot be chosen: Moldau writes metadata.version 25, and "
+            "--standalone or --initial-controllers choose kraft.version 1"
+        )
+    supported = SUPPORTED_FEATURES.get(name)
+    if supported is None:
+        known = ", ".join(
+            n for n in SUPPORTED_FEATURES if n not in (METADATA_VERSION, KRAFT_VERSION)
+        )
+        fail(f"--feature {name}: unknown feature (Moldau's are {known})")
+    if not supported[0] <= level <= supported[1]:
+        fail(f"--feature {name}={level}: Moldau supports levels {supported[0]}-{supported[1]}")
+    return FeatureLevelRecord(name=name, feature_level=level)
+
+
 @storage_app.command("format")
 def format_command(
     cluster_id: Annotated[
@@ -235,6 +269,15 @@ def format_command(
             "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (repeatable).",
         ),
     ] = None,
+    feature: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-f",
+            "--feature",
+            metavar="NAME=LEVEL",
+            help="A feature level for the new cluster, e.g. transaction.version=1 (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Write meta.properties into every log directory of this node's configuration."""
     config = _load(config_file, override)
@@ -242,6 +285,7 @@ def format_command(
         scram_records = [_scram_record(text) for text in add_scram or ()]
     except ScramSettingError as exc:
         fail(f"--add-scram {exc}")
+    feature_records = [_feature_record(text) for text in feature or ()]
     try:
         controllers = initial_controllers_of(
             config,
@@ -273,16 +317,22 @@ def format_command(
         typer.echo(
             f"Formatting {directory} with cluster.id {resolved} and node.id {config.node_id}"
         )
-    if scram_records:
+    if scram_records or feature_records:
         try:
             # (imported here: the controller package is heavy for the commands that only read)
             from moldau.controller.bootstrap_metadata import write_bootstrap_metadata
 
-            path = write_bootstrap_metadata(_metadata_directory(config), list(scram_records))
+            path = write_bootstrap_metadata(
+                _metadata_directory(config), [*feature_records, *scram_records]
+            )
         except OSError as exc:
             fail(f"cannot write the bootstrap metadata: {exc}", ExitCode.KAFKA_ERROR)
-        users = ", ".join(f"{r.name} ({r.mechanism})" for r in scram_records)
-        typer.echo(f"Bootstrap SCRAM credentials in {path}: {users}")
+        if scram_records:
+            users = ", ".join(f"{r.name} ({r.mechanism})" for r in scram_records)
+            typer.echo(f"Bootstrap SCRAM credentials in {path}: {users}")
+        if feature_records:
+            levels = ", ".join(f"{r.name}={r.feature_level}" for r in feature_records)
+            typer.echo(f"Bootstrap feature levels in {path}: {levels}")
     if controllers:
         typer.echo(
             "Bootstrap voters (kraft.version 1): "

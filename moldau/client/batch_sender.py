@@ -200,6 +200,8 @@ class BatchSender:
             topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for batch in batches:
                 topics[batch.tp.topic].append({"index": batch.tp.partition, "records": batch.data})
+            cap = transactions.produce_version_cap() if transactions is not None else None
+            version = None if cap is None else min(connection.versions.pick(ApiKey.PRODUCE), cap)
             response = await connection.request(
                 ApiKey.PRODUCE,
                 {
@@ -212,6 +214,7 @@ class BatchSender:
                         {"name": name, "partition_data": parts} for name, parts in topics.items()
                     ],
                 },
+                version=version,
                 expect_response=self.acks != 0,
             )
         except KafkaException as exc:

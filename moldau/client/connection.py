@@ -19,7 +19,7 @@ import os
 import socket
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final
 
@@ -84,9 +84,15 @@ def other_protocol(first_bytes: bytes) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Versions:
-    """The broker's supported version range per API key, from its ApiVersions response."""
+    """The broker's supported version range per API key, and the cluster's finalized feature
+    levels (KIP-584: name -> level; empty before ApiVersions v3), from its ApiVersions response."""
 
     ranges: Mapping[int, tuple[int, int]]
+    features: Mapping[str, int] = field(default_factory=dict)
+
+    def feature(self, name: str) -> int:
+        """A finalized feature's level, 0 when it is not finalized."""
+        return self.features.get(name, 0)
 
     def pick(self, api_key: int) -> int:
         """The highest version both this client and the broker support."""
@@ -372,7 +378,11 @@ class BrokerConnection:
                 {
                     int(k.api_key): (int(k.min_version), int(k.max_version))
                     for k in response.api_keys
-                }
+                },
+                {
+                    str(f.name): int(f.max_version_level)
+                    for f in getattr(response, "finalized_features", None) or ()
+                },
             )
             return
         raise KafkaException(ErrorCode.unsupported_version, f"ApiVersions with {self.address}")

@@ -10,8 +10,15 @@ A `TransactionManager` belongs to one transactional `Producer`. Its states:
     any --PRODUCER_FENCED / INVALID_PRODUCER_EPOCH / ...--> FATAL (only close() remains)
 
 Requests go to the transaction coordinator (FindCoordinator key type 1) and are retried while it
-moves, loads, or still completes an earlier transaction (CONCURRENT_TRANSACTIONS). With EndTxn v5
-(transaction version 2, KIP-890) every EndTxn bumps the epoch, so sequences restart at 0.
+moves, loads, or still completes an earlier transaction (CONCURRENT_TRANSACTIONS).
+
+When the cluster has finalized `transaction.version` 2 (KIP-890 part 2; read from the
+coordinator's ApiVersions and fixed for a transaction when it begins, as Kafka's client does),
+partitions and offsets join the transaction without AddPartitionsToTxn or AddOffsetsToTxn:
+Produce v12 and TxnOffsetCommit v5 add them on the broker, and EndTxn v5 bumps the epoch at
+every end (sequences restart at 0), so a delayed request of an earlier transaction cannot land
+in the next one. Below level 2 the client speaks transaction version 1 (Produce v11,
+TxnOffsetCommit v4, EndTxn v4 at most) and adds partitions and offsets itself.
 
 `end_transaction` and `describe_transaction` work without a producer: they let a process that
 did not write a transaction (the Spark driver) commit or abort it by transactional id, producer
@@ -68,6 +75,24 @@ _COORDINATOR_MOVED: Final = frozenset(
 # AddPartitionsToTxn v4+ is the broker-to-broker form (batched transactions, verify_only).
 _ADD_PARTITIONS_CLIENT_MAX_VERSION: Final = 3
 _LIST_TRANSACTIONS_PATTERN_VERSION: Final = 2
+TRANSACTION_VERSION: Final = "transaction.version"
+# The last versions of transaction version 1: the next ones add partitions (Produce v12,
+# TxnOffsetCommit v5) or bump the epoch (EndTxn v5) on the broker (KIP-890 part 2).
+VERSION_1_MAX: Final[Mapping[int, int]] = {
+    ApiKey.PRODUCE: 11,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
+    ApiKey.END_TXN: 4,
+}
+
+
+def transaction_version_2(connection: Any) -> bool:
+    """The broker's ApiVersions said the cluster finalized transaction.version 2 or more."""
+    return bool(connection.versions.feature(TRANSACTION_VERSION) >= 2)
+
+
+def version_cap(api_key: int, version_2: bool) -> int | None:
+    """The highest version of `api_key` a transactional client may use (None: any)."""
+    return None if version_2 else VERSION_1_MAX.get(api_key)
 
 
 class FatalTransactionError(KafkaException):
@@ -126,16 +151,17 @@ async def _transaction_request(
     *,
     timeout: float | None,
     errors: Callable[[Any], Any],
-    version_cap: int | None = None,
+    version_cap: int | Callable[[Any], int | None] | None = None,
 ) -> Any:
     """Send to the coordinator of `transactional_id`, retrying; `errors(response)` is the code
-    to check. `data` may depend on the version picked."""
+    to check. `data` may depend on the version picked, `version_cap` on the connection."""
 
     async def attempt() -> Any:
         connection = await cluster.coordinator(transactional_id, COORDINATOR_TRANSACTION)
         version = connection.versions.pick(api_key)
-        if version_cap is not None:
-            version = min(version, version_cap)
+        cap = version_cap(connection) if callable(version_cap) else version_cap
+        if cap is not None:
+            version = min(version, cap)
         body = data(version) if callable(data) else data
         response = await connection.request(api_key, body, version=version)
         _raise_for(errors(response), f"transactional id '{transactional_id}'")
@@ -157,9 +183,17 @@ async def end_transaction(
     producer_epoch: int,
     committed: bool,
     timeout: float | None = None,
+    version_2: bool | None = None,
 ) -> tuple[int, int]:
     """EndTxn: commit or abort the open transaction of (transactional id, producer id, epoch).
-    Returns the producer id and epoch to use next (bumped under transaction version 2)."""
+    Returns the producer id and epoch to use next (bumped under transaction version 2).
+    `version_2`: whether the transaction is one of transaction version 2 (None: as the
+    coordinator's ApiVersions says the cluster is)."""
+
+    def cap(connection: Any) -> int | None:
+        uses_2 = transaction_version_2(connection) if version_2 is None else version_2
+        return version_cap(ApiKey.END_TXN, uses_2)
+
     response = await _transaction_request(
         cluster,
         transactional_id,
@@ -172,6 +206,7 @@ async def end_transaction(
         },
         timeout=timeout,
         errors=lambda r: r.error_code,
+        version_cap=cap,
     )
     next_id = int(getattr(response, "producer_id", -1))
     next_epoch = int(getattr(response, "producer_epoch", -1))
@@ -224,6 +259,10 @@ class TransactionManager:
         self._sequences: dict[TopicPartition, int] = {}
         self._error: KafkaException | None = None
         self._adding: asyncio.Lock | None = None
+        # transaction.version 2: as the coordinator last said (`_cluster_version_2`), and as
+        # fixed for the open transaction when it began (`version_2`).
+        self._cluster_version_2 = False
+        self.version_2 = False
 
     # --- state ---------------------------------------------------------------------------
 
@@ -274,6 +313,12 @@ class TransactionManager:
 
     # --- the protocol --------------------------------------------------------------------
 
+    def _note_versions(self, connection: Any) -> int | None:
+        """Remember whether the cluster speaks transaction version 2 (a `version_cap` that
+        caps nothing)."""
+        self._cluster_version_2 = transaction_version_2(connection)
+        return None
+
     async def init(self, timeout: float | None = None) -> None:
         """InitProducerId: get (or bump) the epoch; aborts what an older producer left open."""
         self._require(TransactionState.UNINITIALIZED, action="init_transactions")
@@ -289,6 +334,7 @@ class TransactionManager:
             },
             timeout=timeout,
             errors=lambda r: r.error_code,
+            version_cap=self._note_versions,
         )
         self._new_epoch(int(response.producer_id), int(response.producer_epoch))
         self.state = TransactionState.READY
@@ -298,11 +344,20 @@ class TransactionManager:
         self._partitions.clear()
         self._has_offsets = False
         self._error = None
+        self.version_2 = self._cluster_version_2
         self.state = TransactionState.IN_TRANSACTION
+
+    def produce_version_cap(self) -> int | None:
+        """The highest Produce version for this transaction's batches (None: any)."""
+        return version_cap(ApiKey.PRODUCE, self.version_2)
 
     async def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn for the partitions not yet in the transaction (before their first
-        Produce: the broker refuses transactional batches to partitions it was not told of)."""
+        Produce: the broker refuses transactional batches to partitions it was not told of).
+        Under transaction version 2 the Produce request itself adds them: nothing is sent."""
+        if self.version_2:
+            self._partitions.update(partitions)
+            return
         if self._adding is None:
             self._adding = asyncio.Lock()
         async with self._adding:  # concurrent senders must not add the same partitions twice
@@ -340,6 +395,10 @@ class TransactionManager:
         transaction (consume-transform-produce)."""
         self._require(TransactionState.IN_TRANSACTION, action="send_offsets_to_transaction")
         try:
+            if self.version_2:  # TxnOffsetCommit v5 adds the group's partition itself
+                self._has_offsets = True
+                await self._txn_offset_commit(group_id, offsets, timeout)
+                return
             await _transaction_request(
                 self.cluster,
                 self.transactional_id,
@@ -384,7 +443,13 @@ class TransactionManager:
 
         async def attempt() -> None:
             connection = await self.cluster.coordinator(group_id, COORDINATOR_GROUP)
-            response = await connection.request(ApiKey.TXN_OFFSET_COMMIT, data)
+            version = connection.versions.pick(ApiKey.TXN_OFFSET_COMMIT)
+            cap = version_cap(ApiKey.TXN_OFFSET_COMMIT, self.version_2)
+            response = await connection.request(
+                ApiKey.TXN_OFFSET_COMMIT,
+                data,
+                version=version if cap is None else min(version, cap),
+            )
             for topic in response.topics:
                 for partition in topic.partitions:
                     _raise_for(partition.error_code, f"group '{group_id}' {topic.name}")
@@ -419,6 +484,7 @@ class TransactionManager:
                 producer_epoch=self.producer_epoch,
                 committed=committed,
                 timeout=timeout,
+                version_2=self.version_2,
             )
         except KafkaException as exc:
             raise self._fail(exc) from None

@@ -7,7 +7,7 @@ claimed):
 | --- | --- | --- |
 | `metadata.version` | 25 | Kafka 4.0-IV3, the level Moldau's metadata log is written at; no other |
 | `kraft.version` | 0-1 | 0: static voters (`controller.quorum.voters`); 1: dynamic voters (KIP-853), chosen when the controllers are formatted (`--standalone`, `--initial-controllers`) or upgraded to with UpdateFeatures |
-| `transaction.version` | 0-1 | 1: flexible `__transaction_state` records; 2 (KIP-890 part 2: a partition leader adds partitions to a transaction itself) is not implemented |
+| `transaction.version` | 0-2 | 1: flexible `__transaction_state` records; 2: KIP-890 part 2 (clients send no AddPartitionsToTxn or AddOffsetsToTxn: Produce v12 and TxnOffsetCommit v5 add the partition on the broker, and EndTxn v5 bumps the epoch at the end of every transaction) |
 | `group.version` | 0-1 | 1: the consumer group protocol (KIP-848, ConsumerGroupHeartbeat) |
 
 A new cluster finalizes the highest of each (`BOOTSTRAP_LEVELS`); a cluster formatted before
@@ -48,14 +48,14 @@ CONTROLLER_REGISTRATION_LEVEL = 15
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
     KRAFT_VERSION: (0, 1),
-    "transaction.version": (0, 1),
+    "transaction.version": (0, 2),
     "group.version": (0, 1),
 }
 
 # What a brand-new cluster finalizes (kraft.version stays 0: it is not a metadata record).
 BOOTSTRAP_LEVELS: Mapping[str, int] = {
     METADATA_VERSION: METADATA_VERSION_LEVEL,
-    "transaction.version": 1,
+    "transaction.version": 2,
     "group.version": 1,
 }
 

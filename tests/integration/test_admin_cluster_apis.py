@@ -638,7 +638,8 @@ def test_kafka_python_describes_the_features_moldau_supports_and_finalized(pytho
     assert features["metadata.version"]["supported"] == (25, 25)
     assert features["metadata.version"]["finalized"] == (25, 25)
     assert features["group.version"]["finalized"] == (1, 1)
-    assert features["transaction.version"]["finalized"] == (1, 1)
+    assert features["transaction.version"]["finalized"] == (2, 2)
+    assert features["transaction.version"]["supported"] == (0, 2)
     assert features["kraft.version"]["supported"] == (0, 1)
     assert "finalized" not in features["kraft.version"]  # level 0: not finalized
     assert features["metadata.version"]["finalized_epoch"] >= 0
@@ -648,8 +649,8 @@ def test_kafka_python_update_features_refuses_what_moldau_does_not_support(pytho
     assert python_admin.update_features({"group.version": 1}, validate_only=True) == {
         "group.version": "OK"
     }
-    with pytest.raises(kafka_errors.InvalidUpdateVersionError, match="only supports versions 0-1"):
-        python_admin.update_features({"transaction.version": 2})
+    with pytest.raises(kafka_errors.InvalidUpdateVersionError, match="only supports versions 0-2"):
+        python_admin.update_features({"transaction.version": 3})
     with pytest.raises(kafka_errors.InvalidUpdateVersionError, match="downgrad"):
         python_admin.update_features({"group.version": ("SAFE_DOWNGRADE", 0)})
     assert python_admin.describe_features()["group.version"]["finalized"] == (1, 1)

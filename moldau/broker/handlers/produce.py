@@ -1,8 +1,11 @@
 """Produce (key 0), v3-13 served; v0-2 advertised but refused, as Kafka 4 does (KIP-896).
 
 v3 adds the transactional id (record batches v2 only); v5 log_start_offset; v8 record_errors and
-error_message; v9 flexible; v10-11 current_leader/node_endpoints tags (KIP-951); v12 is v11 for
-clients that verify transactions server-side (KIP-890); v13 uses topic ids.
+error_message; v9 flexible; v10-11 current_leader/node_endpoints tags (KIP-951); v12 is for
+clients of transaction version 2 (KIP-890 part 2): a transactional batch for a partition not yet
+in the producer's transaction adds it (the leader asks the transaction coordinator, as the client
+asked with AddPartitionsToTxn before), where v11 and older only verify that it is in (KIP-890
+part 1); v13 uses topic ids.
 
 acks=0 sends no response; acks=1 answers once the batches are in the leader's page cache;
 acks=-1 once they are below the high watermark (every ISR member has them, fsynced: followers
@@ -115,7 +118,9 @@ def handle_produce(
                         name, "append to", ErrorCode.invalid_topic_exception
                     )
                 if transactional_id is not None:
-                    producer = _verify_transaction(node, tp, records, transactional_id)
+                    producer = _verify_transaction(
+                        node, tp, records, transactional_id, add=ctx.api_version >= 12
+                    )
                     if producer is not None:
                         unverified.append(_Unverified(response, tp, records, *producer))
                         continue
@@ -249,12 +254,14 @@ def _verification_error(code: int) -> ErrorCode:
 
 
 def _verify_transaction(
-    node: Any, tp: TopicPartition, records: Any, transactional_id: str
+    node: Any, tp: TopicPartition, records: Any, transactional_id: str, *, add: bool
 ) -> tuple[int, int] | None:
     """KIP-890 part 1: the first transactional batch of a producer on a partition is accepted
     only if the partition was added to the producer's ongoing transaction (no hanging
     transactions from late or zombie writes). Checked here when this node coordinates the id
-    (KafkaError if refused); otherwise (producer id, epoch) to ask the coordinator's broker."""
+    (KafkaError if refused); otherwise (producer id, epoch) to ask the coordinator's broker.
+    With `add` (part 2), (producer id, epoch) to add the partition to the transaction, which
+    writes to the coordinator's log wherever it is."""
     runtime = node.transaction_coordinator
     if runtime is None or len(records) < HEADER_SIZE:
         return None
@@ -272,7 +279,7 @@ def _verify_transaction(
         and entry.producer_epoch == producer_epoch
     ):
         return None
-    if not runtime.is_coordinator_for(transactional_id):
+    if add or not runtime.is_coordinator_for(transactional_id):
         return producer_id, producer_epoch
     code = _verification_error(
         runtime.verify_partition(
@@ -307,16 +314,17 @@ async def _verify_remotely_then_append(
     durable_waits: list[tuple[dict[str, Any], TopicPartition, int]],
     redirects: set[int],
 ) -> dict[str, Any] | None:
-    """KIP-890 part 1 across brokers: ask the broker coordinating `transactional_id`
-    (AddPartitionsToTxn v4, verify_only) whether the held-back partitions are in the
-    producer's ongoing transaction, append those that are, then answer as usual."""
+    """KIP-890 across brokers: ask the broker coordinating `transactional_id` to verify that
+    the held-back partitions are in the producer's ongoing transaction (part 1) or to add them
+    (part 2, Produce v12+), append those that are, then answer as usual."""
     node = ctx.node
+    add = ctx.api_version >= 12
     by_producer: dict[tuple[int, int], list[_Unverified]] = {}
     for item in unverified:
         by_producer.setdefault((item.producer_id, item.producer_epoch), []).append(item)
     outcomes = await asyncio.gather(
         *(
-            ask_transaction_coordinator(node, transactional_id, pid, epoch, [i.tp for i in items])
+            add_or_verify(node, transactional_id, pid, epoch, [i.tp for i in items], add=add)
             for (pid, epoch), items in by_producer.items()
         )
     )
@@ -354,6 +362,55 @@ async def _verify_remotely_then_append(
     return answer
 
 
+async def add_or_verify(
+    node: Any,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[TopicPartition],
+    *,
+    add: bool,
+    error_of: Callable[[int], ErrorCode] = _verification_error,
+) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's error (NONE: it is in the producer's ongoing transaction, added there
+    first with `add`), from this node's transaction coordinator when it coordinates
+    `transactional_id`, else from the broker that does; `error_of` turns the coordinator's
+    answer into the caller's error (produce's by default)."""
+    runtime = node.transaction_coordinator
+    if not runtime.is_coordinator_for(transactional_id):
+        return await ask_transaction_coordinator(
+            node,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            verify_only=not add,
+            error_of=error_of,
+        )
+    if not add:
+        return {
+            tp: error_of(
+                runtime.verify_partition(
+                    transactional_id=transactional_id,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    tp=tp,
+                )
+            )
+            for tp in partitions
+        }
+    try:
+        answer = await runtime.add_partitions(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            partitions=partitions,
+        )
+    except KafkaError as error:
+        return dict.fromkeys(partitions, error_of(error.code))
+    return {tp: error_of(answer["partitions"].get(tp, answer["error_code"])) for tp in partitions}
+
+
 async def ask_transaction_coordinator(
     node: Any,
     transactional_id: str,
@@ -361,11 +418,13 @@ async def ask_transaction_coordinator(
     producer_epoch: int,
     partitions: list[TopicPartition],
     *,
+    verify_only: bool = True,
     error_of: Callable[[int], ErrorCode] = _verification_error,
 ) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's verification error (NONE if it is in the ongoing transaction), asked of
-    the broker coordinating `transactional_id` (AddPartitionsToTxn v4, verify_only); `error_of`
-    turns the coordinator's answer into the caller's error (produce's by default)."""
+    """Each partition's error (NONE if it is in the ongoing transaction), asked of the broker
+    coordinating `transactional_id` (AddPartitionsToTxn v4) to verify (`verify_only`) or to add
+    the partitions; `error_of` turns the coordinator's answer into the caller's error (produce's
+    by default)."""
     runtime = node.transaction_coordinator
     state = node.metadata_image.topics.get(TRANSACTION_STATE_TOPIC)
     index = runtime.partition_for(transactional_id)
@@ -385,7 +444,7 @@ async def ask_transaction_coordinator(
                         "transactional_id": transactional_id,
                         "producer_id": producer_id,
                         "producer_epoch": producer_epoch,
-                        "verify_only": True,
+                        "verify_only": verify_only,
                         "topics": [
                             {"name": name, "partitions": indexes}
                             for name, indexes in topics.items()

@@ -2,8 +2,10 @@
 
 v1 is v0; v2 adds committed_leader_epoch; v3 adds generation_id, member_id and
 group_instance_id (KIP-447: the group fences zombie members) and flexible versions, and
-PRODUCER_FENCED; v4 TRANSACTION_ABORTABLE; v5 is v4 for transaction version 2. The offsets stay
-pending until the transaction's marker reaches the group's `__consumer_offsets` partition.
+PRODUCER_FENCED; v4 TRANSACTION_ABORTABLE; v5 is for clients of transaction version 2 (KIP-890
+part 2), which send no AddOffsetsToTxn: the group's `__consumer_offsets` partition is added to
+the transaction here, where older versions only verify that AddOffsetsToTxn added it. The offsets
+stay pending until the transaction's marker reaches that partition.
 
 The principal needs WRITE on the transactional id and READ on the group (else every partition
 answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, or GROUP_AUTHORIZATION_FAILED), and READ on each
@@ -15,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.handlers.add_partitions_to_txn import fenced_code
-from moldau.broker.handlers.produce import ask_transaction_coordinator
+from moldau.broker.handlers.produce import add_or_verify
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.offsets import PartitionCommit
 from moldau.coordinator.runtime import OFFSETS_TOPIC
@@ -116,37 +118,27 @@ def _refusal(ctx: RequestContext, request: Any) -> ErrorCode | None:
 
 
 async def _check_transaction(ctx: RequestContext, request: Any) -> int:
-    """KIP-890 part 1 for offsets, as Kafka's group coordinator verifies them: the group's
-    partition must be in the producer's ongoing transaction (AddOffsetsToTxn came first), asked
-    of the transaction coordinator wherever it is. A TxnOffsetCommit that arrives late (its
-    transaction already ended) or without AddOffsetsToTxn would otherwise stay pending for good,
-    no marker ever coming for it, and every read_committed consumer's OffsetFetch of the group
-    (require_stable) would answer UNSTABLE_OFFSET_COMMIT from then on."""
+    """KIP-890 for offsets, as Kafka's group coordinator does it: the group's partition must be
+    in the producer's ongoing transaction (part 1: AddOffsetsToTxn came first; part 2, v5: it
+    is added now), asked of the transaction coordinator wherever it is. A TxnOffsetCommit that
+    arrives late (its transaction already ended) or without AddOffsetsToTxn would otherwise stay
+    pending for good, no marker ever coming for it, and every read_committed consumer's
+    OffsetFetch of the group (require_stable) would answer UNSTABLE_OFFSET_COMMIT from then on."""
     transactions = ctx.node.transaction_coordinator
     groups = ctx.node.group_coordinator
     if transactions is None or groups is None:
         return int(ErrorCode.none)
     tp = TopicPartition(OFFSETS_TOPIC, groups.partition_for(request.group_id))
-    if transactions.is_coordinator_for(request.transactional_id):
-        code = _offsets_error(
-            transactions.verify_partition(
-                transactional_id=request.transactional_id,
-                producer_id=request.producer_id,
-                producer_epoch=request.producer_epoch,
-                tp=tp,
-            )
-        )
-    else:
-        codes = await ask_transaction_coordinator(
-            ctx.node,
-            request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-            [tp],
-            error_of=_offsets_error,
-        )
-        code = codes[tp]
-    return int(code)
+    codes = await add_or_verify(
+        ctx.node,
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [tp],
+        add=ctx.api_version >= 5,
+        error_of=_offsets_error,
+    )
+    return int(codes[tp])
 
 
 _RETRIABLE_VERIFICATION = frozenset(

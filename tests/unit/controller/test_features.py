@@ -35,7 +35,7 @@ def image_with(**levels):
 
 def test_a_new_cluster_finalizes_what_moldau_supports_and_an_old_one_keeps_its_levels():
     levels = {r.name: r.feature_level for r in bootstrap_records(MetadataImage.empty("c"))}
-    assert levels == {"metadata.version": 25, "transaction.version": 1, "group.version": 1}
+    assert levels == {"metadata.version": 25, "transaction.version": 2, "group.version": 1}
     assert bootstrap_records(image_with(metadata_version=25)) == []
 
 
@@ -45,7 +45,7 @@ OLD_CLUSTER = image_with(metadata_version=25)  # formatted before the other feat
 @pytest.mark.parametrize(
     ("update", "message"),
     [
-        (FeatureUpdate(feature="transaction.version", max_version_level=2), "only supports"),
+        (FeatureUpdate(feature="transaction.version", max_version_level=3), "only supports"),
         (FeatureUpdate(feature="kraft.version", max_version_level=1), "has not registered"),
         (FeatureUpdate(feature="kraft.version", max_version_level=2), "only supports"),
         (FeatureUpdate(feature="metadata.version", max_version_level=26), "only supports"),
@@ -103,7 +103,7 @@ def test_updates_are_all_or_nothing_and_validate_only_writes_nothing():
     )
     assert records == [] and result.error_code == E.invalid_request
     records, result = update_features(
-        OLD_CLUSTER, [upgrade, FeatureUpdate(feature="transaction.version", max_version_level=2)]
+        OLD_CLUSTER, [upgrade, FeatureUpdate(feature="transaction.version", max_version_level=3)]
     )
     assert records == [] and result.error_code == E.invalid_update_version
     records, result = update_features(OLD_CLUSTER, [upgrade], validate_only=True)
@@ -196,7 +196,7 @@ def test_api_versions_carries_supported_and_finalized_features(old_cluster):
     assert {f.name: (f.min_version, f.max_version) for f in v4.supported_features} == {
         "metadata.version": (25, 25),
         "kraft.version": (0, 1),
-        "transaction.version": (0, 1),
+        "transaction.version": (0, 2),
         "group.version": (0, 1),
     }
     assert [(f.name, f.min_version_level, f.max_version_level) for f in v4.finalized_features] == [
