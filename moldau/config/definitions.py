@@ -28,6 +28,39 @@ __all__ = [
 _key = config_key
 
 
+def _compression_levels() -> tuple[ConfigKey, ...]:
+    """KIP-390's levels, for batches the broker compresses (a topic's `compression.type` that
+    is not `producer`, nor the codec the producer used)."""
+    doc = "The level the broker compresses {} batches at (KIP-390){}."
+    return (
+        config_key(
+            "compression.gzip.level",
+            ConfigType.INT,
+            -1,
+            doc.format("gzip", "; -1: zlib's default, 6"),
+            minimum=1,
+            maximum=9,
+            also_valid=(-1,),
+        ),
+        config_key(
+            "compression.lz4.level",
+            ConfigType.INT,
+            9,
+            doc.format("lz4", "; 9 is lz4's fast mode, as in Kafka, other levels LZ4HC's"),
+            minimum=1,
+            maximum=17,
+        ),
+        config_key(
+            "compression.zstd.level",
+            ConfigType.INT,
+            3,
+            doc.format("zstd", ""),
+            minimum=-131072,
+            maximum=22,
+        ),
+    )
+
+
 def _by_name(keys: Iterable[ConfigKey]) -> dict[str, ConfigKey]:
     table: dict[str, ConfigKey] = {}
     for key in keys:
@@ -281,6 +314,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             minimum=-1,
         ),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
+        *_compression_levels(),
         _key("unclean.leader.election.enable", B, False),
         _key(
             "auto.leader.rebalance.enable",
@@ -710,6 +744,7 @@ TOPIC_KEYS: dict[str, ConfigKey] = _by_name(
     [
         _key("cleanup.policy", LS, "delete", valid_values=("delete", "compact")),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
+        *_compression_levels(),
         _key("delete.retention.ms", L, 86400000, minimum=0),
         _key("file.delete.delay.ms", L, 60000, minimum=0),
         _key("flush.messages", L, 9223372036854775807, minimum=1),

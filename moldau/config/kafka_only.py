@@ -107,9 +107,6 @@ _CLEANER_BUFFERS = (
     "the log cleaner builds its offset map in memory as it needs, without fixed buffers, and is "
     "not throttled."
 )
-_COMPRESSION_LEVELS = (
-    "batches are recompressed with each codec's fixed level (gzip 6, lz4's fast mode, zstd 3)."
-)
 _CONSUMER_GROUP_BOUNDS = (
     "consumer groups have no per-group configs (KIP-848 group configs) for these limits to "
     "bound; group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms apply "
@@ -203,9 +200,6 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_CLEANER_BUFFERS, "log.cleaner.io.buffer.load.factor", D, 0.9),
     _na(_CLEANER_BUFFERS, "log.cleaner.io.buffer.size", INT, 524288, minimum=0),
     _na(_CLEANER_BUFFERS, "log.cleaner.io.max.bytes.per.second", D, DOUBLE_MAX),
-    _na(_COMPRESSION_LEVELS, "compression.gzip.level", INT, -1),
-    _na(_COMPRESSION_LEVELS, "compression.lz4.level", INT, 9, minimum=1, maximum=17),
-    _na(_COMPRESSION_LEVELS, "compression.zstd.level", INT, 3, minimum=-131072, maximum=22),
     _na(_CONSUMER_GROUP_BOUNDS, "group.consumer.max.heartbeat.interval.ms", INT, 15000, minimum=1),
     _na(_CONSUMER_GROUP_BOUNDS, "group.consumer.max.session.timeout.ms", INT, 60000, minimum=1),
     _na(_CONSUMER_GROUP_BOUNDS, "group.consumer.min.heartbeat.interval.ms", INT, 5000, minimum=1),
@@ -365,9 +359,6 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
 )
 
 KAFKA_ONLY_TOPIC_KEYS: tuple[ConfigKey, ...] = (
-    _na(_COMPRESSION_LEVELS, "compression.gzip.level", INT, -1),
-    _na(_COMPRESSION_LEVELS, "compression.lz4.level", INT, 9, minimum=1, maximum=17),
-    _na(_COMPRESSION_LEVELS, "compression.zstd.level", INT, 3, minimum=-131072, maximum=22),
     _na(_TIERED_STORAGE, "local.retention.bytes", L, -2, minimum=-2),
     _na(_TIERED_STORAGE, "local.retention.ms", L, -2, minimum=-2),
     _na(_TIERED_STORAGE, "remote.log.copy.disable", B, False),

@@ -36,6 +36,7 @@ class ConfigKey:
     valid_values: tuple[str, ...] | None = None
     minimum: float | None = None
     maximum: float | None = None
+    also_valid: tuple[int, ...] = ()  # numbers valid outside [minimum, maximum] (a -1 default)
     not_applicable: str | None = None  # why the key has no effect in Moldau
 
     @property
@@ -55,6 +56,7 @@ def config_key(
     valid_values: tuple[str, ...] | None = None,
     minimum: float | None = None,
     maximum: float | None = None,
+    also_valid: tuple[int, ...] = (),
     not_applicable: str | None = None,
 ) -> ConfigKey:
     """A key; one `not_applicable` is read-only and documented by its reason."""
@@ -71,5 +73,6 @@ def config_key(
         valid_values=valid_values,
         minimum=minimum,
         maximum=maximum,
+        also_valid=also_valid,
         not_applicable=not_applicable,
     )

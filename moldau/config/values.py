@@ -91,6 +91,12 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
 
 
 def _check_range(key: ConfigKey, number: float, invalid: Callable[[str], ConfigError]) -> None:
+    low, high = key.minimum, key.maximum
+    if key.also_valid and low is not None and high is not None:
+        if number not in key.also_valid and not low <= number <= high:
+            others = " or ".join(str(n) for n in key.also_valid)
+            raise invalid(f"Value must be between {low:g} and {high:g} or equal to {others}")
+        return
     if key.minimum is not None and number < key.minimum:
         raise invalid(f"Value must be at least {key.minimum:g}")
     if key.maximum is not None and number > key.maximum:

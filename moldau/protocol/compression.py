@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Callable, Iterator
 
 import cramjam
+import lz4.block
 import zstandard
 
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -62,19 +63,32 @@ class CompressionType(enum.IntEnum):
             raise ValueError(f"unknown compression type {name!r}") from None
 
 
-def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress `data` with `codec`; NONE returns the data unchanged."""
+# Each codec's level when none is given, as Kafka's (KIP-390): zlib's default, lz4's fast mode
+# (Kafka's "9"), zstd 3.
+DEFAULT_LEVELS: dict[CompressionType, int] = {
+    CompressionType.GZIP: -1,
+    CompressionType.LZ4: 9,
+    CompressionType.ZSTD: 3,
+}
+
+
+def compress(
+    codec: CompressionType | int, data: bytes | bytearray | memoryview, level: int | None = None
+) -> bytes:
+    """Compress `data` with `codec` at `level` (KIP-390's: gzip -1 or 1-9, lz4 1-17, zstd
+    -131072 to 22; None: the codec's default; snappy has none); NONE returns the data
+    unchanged. As Kafka, lz4 at its default 9 uses lz4's fast mode and any other level LZ4HC."""
     codec = CompressionType(codec)
     if codec is CompressionType.NONE:
         return bytes(data)
     if codec is CompressionType.GZIP:
-        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+        compressor = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)
         return compressor.compress(data) + compressor.flush()
     if codec is CompressionType.SNAPPY:
         return _xerial_compress(bytes(data))
     if codec is CompressionType.LZ4:
-        return _lz4_frame(bytes(data))
-    return bytes(cramjam.zstd.compress(bytes(data)))
+        return _lz4_frame(bytes(data), DEFAULT_LEVELS[codec] if level is None else level)
+    return bytes(cramjam.zstd.compress(bytes(data), level=3 if level is None else level))
 
 
 def decompress(
@@ -261,12 +275,17 @@ def _lz4_chunks(data: bytes, max_size: int) -> Iterator[bytes | memoryview]:
             raise ValueError("truncated lz4 content checksum")
 
 
-def _lz4_frame(data: bytes) -> bytes:
+def _lz4_frame(data: bytes, level: int) -> bytes:
     descriptor = b"\x60\x40"
     parts = [_LZ4_MAGIC, descriptor, bytes([(_xxhash32(descriptor) >> 8) & 0xFF])]
     for start in range(0, len(data), _LZ4_BLOCK_SIZE):
         chunk = data[start : start + _LZ4_BLOCK_SIZE]
-        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        if level == DEFAULT_LEVELS[CompressionType.LZ4]:
+            block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        else:  # (cramjam's block compressor has no LZ4HC mode)
+            block = lz4.block.compress(
+                chunk, mode="high_compression", compression=level, store_size=False
+            )
         if len(block) >= len(chunk):
             parts += [_UINT32_LE.pack(len(chunk) | 0x80000000), chunk]
         else:

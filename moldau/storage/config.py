@@ -33,6 +33,9 @@ _FIELD_BY_NAME = {
     "flush.ms": "flush_ms",
     "preallocate": "preallocate",
     "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
     "min.insync.replicas": "min_insync_replicas",
 }
 
@@ -60,6 +63,9 @@ class LogConfig:
     flush_ms: int = _LONG_MAX
     preallocate: bool = False
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     min_insync_replicas: int = 1
 
     @classmethod
@@ -84,6 +90,14 @@ class LogConfig:
                 value = int(value)
             values[field_name] = value
         return cls(**values)
+
+    def compression_level(self, codec: int) -> int | None:
+        """The level this topic's batches are compressed at with `codec` (None: no levels)."""
+        return {
+            1: self.compression_gzip_level,
+            3: self.compression_lz4_level,
+            4: self.compression_zstd_level,
+        }.get(int(codec))
 
     @property
     def compact(self) -> bool:

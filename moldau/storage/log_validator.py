@@ -152,7 +152,10 @@ def validate_for_leader(
         scan_records(data, max_size=len(payload), require_keys=config.compact, pieces=[payload])
         budget.spend(len(payload), limits)
         rewritten = True
-        parts.append(batch_with_payload(header, compress(target, payload), compression=target))
+        level = config.compression_level(target)
+        parts.append(
+            batch_with_payload(header, compress(target, payload, level), compression=target)
+        )
     if not rewritten:
         return view, batches
     view = memoryview(b"".join(parts))

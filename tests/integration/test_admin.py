@@ -127,6 +127,8 @@ def test_invalid_topic_name_is_rejected_with_invalid_topic_exception(admin, name
         {"retention.ms": "not-a-number"},
         {"no.such.config": "1"},
         {"min.insync.replicas": "-3"},
+        {"compression.gzip.level": "0"},
+        {"compression.zstd.level": "23"},
     ],
 )
 def test_bad_config_is_rejected_with_invalid_config(admin, config):
@@ -134,6 +136,32 @@ def test_bad_config_is_rejected_with_invalid_config(admin, config):
     [future] = admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values()
     assert error_of(future).code() == KafkaError.INVALID_CONFIG
     assert topic not in listed_topics(admin)
+
+
+@pytest.mark.parametrize(
+    ("codec", "level"), [("lz4", "12"), ("gzip", "1"), ("zstd", "19"), ("zstd", "-5")]
+)
+def test_a_topics_compression_level_recompresses_what_clients_read_back(
+    admin, server, codec, level
+):
+    """KIP-390: batches the broker recompresses for a topic's `compression.type` use its
+    `compression.<codec>.level` (lz4 other than 9 is LZ4HC); librdkafka reads them back."""
+    topic = unique_topic(f"admin-level-{codec}")
+    create(admin, topic, **{"compression.type": codec, f"compression.{codec}.level": level})
+    entry = topic_configs(admin, topic)[f"compression.{codec}.level"]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        level,
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+        False,
+    )
+    now = now_ms()
+    records = [
+        Record(key=b"k%d" % i, value=b"order %d for customer %d" % (i, i % 7), timestamp_ms=now)
+        for i in range(300)
+    ]
+    sent = rdkafka.produce(server.bootstrap_servers, topic, records)
+    read = rdkafka.consume_all(server.bootstrap_servers, topic, sent, partitions=1)
+    assert_same_records(sent, read)
 
 
 def test_bad_partition_and_replication_counts_are_rejected(admin):

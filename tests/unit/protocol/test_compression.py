@@ -177,3 +177,25 @@ def test_xerial_snappy_block_is_checked_against_the_cap_before_it_is_decoded() -
     packed = compress(CompressionType.SNAPPY, bytes(200_000))  # 7 blocks of 32 KB
     with pytest.raises(KafkaError):
         list(decompress_chunks(CompressionType.SNAPPY, packed, max_size=100_000))
+
+
+@pytest.mark.parametrize(
+    ("codec", "low", "high"),
+    [
+        (CompressionType.GZIP, 1, 9),
+        (CompressionType.LZ4, 1, 17),
+        (CompressionType.ZSTD, -5, 19),
+    ],
+)
+def test_levels_compress_harder_and_read_back(codec: CompressionType, low: int, high: int) -> None:
+    """KIP-390: the higher level writes less, every level reads back with the same reader (lz4
+    at a level other than its default 9 is LZ4HC, still a plain lz4 frame)."""
+    data = b"".join(
+        b"order-%d,customer-%d,amount-%d;" % (i, i % 97, i * 7 % 1000) for i in range(20_000)
+    )
+    small, large = compress(codec, data, high), compress(codec, data, low)
+    assert len(small) < len(large)
+    for compressed in (small, large, compress(codec, data)):
+        assert decompress(codec, compressed, max_size=len(data)) == data
+    if codec is CompressionType.LZ4:
+        assert compress(codec, data, 9) == compress(codec, data)  # 9 is the fast mode

@@ -114,6 +114,30 @@ def test_recompression_compresses_the_same_record_bytes(filesystem, clock) -> No
     ]
 
 
+@pytest.mark.parametrize(
+    ("codec", "levels"),
+    [("gzip", {"compression.gzip.level": (1, 9)}), ("zstd", {"compression.zstd.level": (1, 19)})],
+)
+def test_recompression_uses_the_topics_level(filesystem, clock, codec, levels) -> None:
+    """KIP-390: the higher level stores fewer bytes of the same records."""
+    [(name, (low, high))] = levels.items()
+    records = [NewRecord(value=b"order-%d,amount-%d;" % (i, i * 7 % 1000)) for i in range(2000)]
+    sent = build_batch(records, producer_id=-1, timestamp=NOW)
+    sizes = []
+    for index, level in enumerate((low, high)):
+        filesystem.makedirs(f"/levels-{index}")
+        config = LogConfig.from_topic_config({"compression.type": codec, name: level})
+        log = load_partition_log(
+            filesystem, f"/levels-{index}/t-0", TopicPartition("t", 0), config, clock=clock
+        )
+        log.append_as_leader(sent, leader_epoch=0)
+        [batch] = list(iter_batches(log.read(0, max_bytes=1 << 20, max_offset=2000).read_bytes()))
+        assert batch.header.compression is CompressionType.from_name(codec)
+        assert [r.value for r in decode_records(batch.data)] == [r.value for r in records]
+        sizes.append(batch.header.size)
+    assert sizes[1] < sizes[0]
+
+
 def _partitions(filesystem, clock, count: int) -> list:
     filesystem.makedirs("/data")
     return [
