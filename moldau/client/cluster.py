@@ -232,6 +232,10 @@ class Cluster:
         return info
 
     async def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
+        return await self.connection(await self.leader_id(topic, partition))
+
+    async def leader_id(self, topic: str, partition: int) -> int:
+        """The partition's leader as the metadata knows it (asked for when unknown)."""
         info = self.metadata.topics.get(topic)
         if info is None or partition not in info.partitions:
             info = await self.topic(topic)
@@ -243,7 +247,7 @@ class Cluster:
             )
         if partition_info.leader < 0:
             raise KafkaException(ErrorCode.leader_not_available, f"{topic}-{partition}")
-        return await self.connection(partition_info.leader)
+        return partition_info.leader
 
     async def retrying(self, operation: Callable[[], Awaitable[T]]) -> T:
         """Run `operation`, retrying retriable Kafka errors until `request.timeout.ms` passes."""

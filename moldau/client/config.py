@@ -53,6 +53,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "fetch.max.bytes": 52428800,
     "max.partition.fetch.bytes": 1048576,
     "allow.auto.create.topics": False,
+    "client.rack": "",  # KIP-392: read from a replica in this rack when the broker offers one
     "partition.assignment.strategy": "range",
     "group.protocol": "classic",  # or consumer: KIP-848 (moldau.client.consumer_group)
     "group.remote.assignor": None,  # group.protocol=consumer: the coordinator's assignor

@@ -24,6 +24,7 @@ from moldau.client.fetcher import build_fetch_request, records_from_fetch
 from moldau.client.group import GroupMembership, fetch_committed_offsets
 from moldau.client.message import Message
 from moldau.client.offsets import EARLIEST, LATEST, ListOffsetsResult, list_offsets
+from moldau.client.read_replicas import ReadReplicas
 from moldau.client.sync import SyncFacade
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
@@ -117,6 +118,7 @@ class Consumer(ClientBase):
         # a leader moving), once until a fetch succeeds again: what librdkafka's error_cb hears.
         self.on_transport_error: Callable[[KafkaException], None] | None = None
         self._failing = False
+        self._read_replicas = ReadReplicas(self.config.get_int("metadata.max.age.ms") / 1000)
 
     # --- assignment --------------------------------------------------------------------------
 
@@ -292,14 +294,14 @@ class Consumer(ClientBase):
         leaderless = False
         for tp, offset in positions.items():
             try:
-                connection = await self.cluster.leader_connection(tp.topic, tp.partition)
+                leader = await self.cluster.leader_id(tp.topic, tp.partition)
             except KafkaException as exc:
                 if not exc.retriable:
                     raise
                 self._report(exc)
                 leaderless = True
                 continue
-            by_leader[connection.node_id][tp] = offset
+            by_leader[self._read_replicas.node_for(tp, leader)][tp] = offset
         if not by_leader:
             await asyncio.sleep(min(max_wait, 0.1))
             return
@@ -309,6 +311,9 @@ class Consumer(ClientBase):
             return_exceptions=True,
         )
         failures = [r for r in results if isinstance(r, BaseException)]
+        for items, result in zip(by_leader.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                self._read_replicas.failed(items)
         for failure in failures:
             if not (isinstance(failure, KafkaException) and failure.retriable):
                 raise failure
@@ -329,6 +334,8 @@ class Consumer(ClientBase):
     async def _fetch_from(
         self, node_id: int, positions: dict[TopicPartition, int], wait_ms: int
     ) -> None:
+        """One Fetch from `node_id`: the leader of these partitions, or the replica a leader
+        named for them (KIP-392, `moldau.client.read_replicas`)."""
         connection = await self.cluster.connection(node_id)
         request = build_fetch_request(
             positions,
@@ -337,6 +344,7 @@ class Consumer(ClientBase):
             max_bytes=self.config.get_int("fetch.max.bytes"),
             partition_max_bytes=self.config.get_int("max.partition.fetch.bytes"),
             isolation_level=self.isolation_level,
+            rack_id=self.config.get_str("client.rack"),
         )
         response = await connection.request(
             ApiKey.FETCH, request, timeout=self.cluster.config.request_timeout + wait_ms / 1000
@@ -353,6 +361,11 @@ class Consumer(ClientBase):
                 if self._fetch_positions.get(tp) != positions.get(tp):
                     continue  # seeked while the fetch was in flight
                 error = error_code_of(partition.error_code)
+                if self._read_replicas.preferred(tp) == node_id and error is not ErrorCode.none:
+                    # (a replica that is behind may say OFFSET_OUT_OF_RANGE: ask the leader)
+                    self._read_replicas.failed([tp])
+                    refresh = True
+                    continue
                 if error is ErrorCode.offset_out_of_range:
                     if self.auto_offset_reset is None:
                         raise KafkaException(error, f"{tp} at offset {positions[tp]}")
@@ -361,8 +374,12 @@ class Consumer(ClientBase):
                 if error is not ErrorCode.none:
                     if error in _FATAL_FETCH_ERRORS:
                         raise KafkaException(error, str(tp))
+                    self._read_replicas.failed([tp])
                     refresh = True  # like librdkafka: back off and fetch again
                     continue
+                self._read_replicas.answered(
+                    tp, node_id, int(getattr(partition, "preferred_read_replica", -1))
+                )
                 read_committed = self.isolation_level == 1
                 end = int(
                     partition.last_stable_offset if read_committed else partition.high_watermark

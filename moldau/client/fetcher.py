@@ -60,6 +60,7 @@ def build_fetch_request(
     max_bytes: int,
     partition_max_bytes: int,
     isolation_level: int,
+    rack_id: str = "",
 ) -> dict[str, Any]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp, offset in positions.items():
@@ -83,7 +84,7 @@ def build_fetch_request(
         "session_epoch": -1,
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
         "forgotten_topics_data": [],
-        "rack_id": "",
+        "rack_id": rack_id,
     }
 
 

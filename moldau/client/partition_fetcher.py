@@ -4,7 +4,8 @@ For bulk readers (the Spark source) that decode record batches themselves rather
 `Message` per record from a `Consumer`. The request is the consumer's (`build_fetch_request`, no
 fetch session, no group); retriable errors back off, refresh metadata and report nothing, as the
 consumer does; an offset out of range is raised, never reset, so the caller decides what data loss
-means.
+means. With `client.rack` set, the partition is read from the replica its leader names
+(KIP-392, `moldau.client.read_replicas`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from moldau.client.config import ClientConfig
 from moldau.client.errors import ErrorCode, KafkaException, error_code_of
 from moldau.client.fetcher import build_fetch_request
 from moldau.client.offsets import EARLIEST, LATEST, list_offsets
+from moldau.client.read_replicas import ReadReplicas
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
@@ -44,6 +46,7 @@ class PartitionFetcher(ClientBase):
         self.tp = tp
         level = self.config.get_str("isolation.level").strip().lower()
         self.read_committed = level == "read_committed"
+        self.read_replicas = ReadReplicas(self.config.get_int("metadata.max.age.ms") / 1000)
 
     async def fetch(self, offset: int, max_wait: float) -> FetchedRecords | None:
         """Records from `offset`, waiting up to `max_wait` seconds for some; None after a
@@ -56,22 +59,30 @@ class PartitionFetcher(ClientBase):
             max_bytes=self.config.get_int("fetch.max.bytes"),
             partition_max_bytes=self.config.get_int("max.partition.fetch.bytes"),
             isolation_level=1 if self.read_committed else 0,
+            rack_id=self.config.get_str("client.rack"),
         )
+        from_replica = False
         try:
-            connection = await self.cluster.leader_connection(self.tp.topic, self.tp.partition)
+            leader = await self.cluster.leader_id(self.tp.topic, self.tp.partition)
+            node = self.read_replicas.node_for(self.tp, leader)
+            from_replica = node != leader
+            connection = await self.cluster.connection(node)
             response = await connection.request(
                 ApiKey.FETCH, request, timeout=self.cluster.config.request_timeout + wait_ms / 1000
             )
-            return self._partition_of(response, offset)
+            return self._partition_of(response, offset, node)
         except KafkaException as exc:
-            if exc.code is ErrorCode.offset_out_of_range or not exc.retriable:
+            self.read_replicas.failed([self.tp])
+            # (a replica that is behind says OFFSET_OUT_OF_RANGE: only the leader's is data loss)
+            out_of_range = exc.code is ErrorCode.offset_out_of_range
+            if (out_of_range and not from_replica) or not (exc.retriable or out_of_range):
                 raise
         await asyncio.sleep(min(max_wait, self.config.get_int("retry.backoff.ms") / 1000))
         with contextlib.suppress(KafkaException):
             await self.cluster.refresh_metadata([self.tp.topic])
         return None
 
-    def _partition_of(self, response: Any, offset: int) -> FetchedRecords:
+    def _partition_of(self, response: Any, offset: int, node: int) -> FetchedRecords:
         top_error = error_code_of(getattr(response, "error_code", 0))
         if top_error is not ErrorCode.none:
             raise KafkaException(top_error, f"Fetch of {self.tp}")
@@ -82,6 +93,9 @@ class PartitionFetcher(ClientBase):
                 error = error_code_of(partition.error_code)
                 if error is not ErrorCode.none:
                     raise KafkaException(error, f"{self.tp} at offset {offset}")
+                self.read_replicas.answered(
+                    self.tp, node, int(getattr(partition, "preferred_read_replica", -1))
+                )
                 high_watermark = int(partition.high_watermark)
                 last_stable = int(partition.last_stable_offset)
                 return FetchedRecords(

@@ -10,6 +10,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.client import SyncConsumer
+from moldau.client import TopicPartition as MoldauTopicPartition
 from moldau.protocol.errors import ErrorCode
 
 from .cluster import BROKER, COMBINED, Cluster, ClusterNode, build_cluster, wait_for
@@ -537,6 +539,24 @@ def test_redirects_name_the_leader_and_consumers_read_the_replica_in_their_rack(
             received.append(message.value())
     consumer.close()
     assert received == [b"record-%d" % index for index in range(50)]
+
+    # Moldau's consumer and the Spark source's partition reader, in rack-2: the leader sends
+    # them to broker 2, which serves the same records.
+    settings = {"bootstrap.servers": cluster.bootstrap, "client.rack": "rack-2"}
+    tp = MoldauTopicPartition("redirected", 0)
+    with SyncConsumer({**settings, "auto.offset.reset": "earliest"}) as moldau_consumer:
+        moldau_consumer.assign([tp])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 50 and time.monotonic() < deadline:
+            values += [m.value() or b"" for m in moldau_consumer.consume(100, 0.5)]
+        assert moldau_consumer.target._read_replicas.preferred(tp) == 2
+    assert values == [b"record-%d" % index for index in range(50)]
+    from moldau.spark.partition_reader import read_range
+    from moldau.spark.planning import OffsetRange
+
+    batches = list(read_range(settings, OffsetRange("redirected", 0, 0, 50)))
+    assert [v.as_py() for b in batches for v in b.column("value")] == values
 
 
 def _topic_id(connection: Connection, topic: str) -> object:
