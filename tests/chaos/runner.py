@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,11 @@ class Scenario:
     brokers: int = 0  # broker-only nodes beyond the three combined ones
     # an idempotent producer of each of these client libraries besides confluent-kafka's
     other_clients: tuple[str, ...] = ()
+    settings: Mapping[str, str] = field(default_factory=dict)  # over SETTINGS, for every node
+
+    @property
+    def node_settings(self) -> dict[str, str]:
+        return {**SETTINGS, **self.settings}
 
     @property
     def needs_network(self) -> bool:
@@ -135,9 +141,12 @@ SCENARIOS = {
         Scenario(name=TORN_TAIL, faults=(TORN_TAIL,)),
         Scenario(name=DISK_FULL, faults=(DISK_FULL,)),
         Scenario(name=DISK_EIO, faults=(DISK_EIO,)),
-        # Wall-clock jumps (tests/chaos/clock.py), each held 5-7 s, then set back.
-        Scenario(name=clock.CLOCK_JUMP, faults=(clock.CLOCK_JUMP,)),
-        Scenario(name=clock.CLOCK_JUMP_ALL, faults=(clock.CLOCK_JUMP_ALL,)),
+        # Wall-clock jumps (tests/chaos/clock.py), each held 5-7 s, then set back; the timeouts
+        # the nemesis watches are 10 s there (clock.TIMEOUTS), not the 2-4 s of the others.
+        Scenario(name=clock.CLOCK_JUMP, faults=(clock.CLOCK_JUMP,), settings=clock.TIMEOUTS),
+        Scenario(
+            name=clock.CLOCK_JUMP_ALL, faults=(clock.CLOCK_JUMP_ALL,), settings=clock.TIMEOUTS
+        ),
         # Operations under load (operations.py): one step each, however long it takes.
         Scenario(name=under_load.ROLLING_RESTART, faults=(under_load.ROLLING_RESTART,), steps=1),
         Scenario(name=under_load.DELETE_TOPIC, faults=(under_load.DELETE_TOPIC,), steps=1),
@@ -256,13 +265,13 @@ def _run(
     with History(history_path) as history:
         history.record(
             "meta", seed=seed, scenario=scenario.name, schedule=[s.as_dict() for s in steps],
-            settings={**SETTINGS, "acks": scenario.acks, "min.insync.replicas": "2"},
+            settings={**scenario.node_settings, "acks": scenario.acks, "min.insync.replicas": "2"},
         )  # fmt: skip
         cluster = build_cluster(
             start_server,
             directory,
             roles=[COMBINED] * 3 + [BROKER] * scenario.brokers,
-            extra=SETTINGS,
+            extra=scenario.node_settings,
             network=network,
             launch=False,
         )
