@@ -36,10 +36,7 @@ import collections
 import contextlib
 import dataclasses
 import json
-import multiprocessing
-import multiprocessing.queues
 import os
-import queue
 import random
 import re
 import signal
@@ -54,13 +51,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moldau.protocol.adapter import decode_response, encode_request, request_schema
-from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
-from moldau.protocol.records import NewRecord, build_batch
+from moldau.protocol.adapter import encode_request, request_schema
+from tests.fuzz.network_checks import Probe, Settings, Watcher, api_versions, prepare, read_frame
+from tests.fuzz.network_frames import (
+    frame_label,
+    generated_frames,
+    mutate,
+    recorded_frames,
+    with_size,
+)
 from tests.fuzz.requests import TOPICS, encode_frame, fuzz_vocabulary, random_request
 
-CORPUS = Path(__file__).parent / "corpus" / "requests"
 READY_LINE = re.compile(rb"Moldau ready: bootstrap\.servers=(?P<host>[^\s:]+):(?P<port>\d+)")
 RECENT_FRAMES = 20_000
 PLANS = {
@@ -72,25 +73,6 @@ PLANS = {
     "trickle": 3,
     "idle": 3,
 }
-INTERESTING_16 = (0, 1, -1, 0x7FFF, -0x8000, 2, 0x100)
-INTERESTING_32 = (0, 1, -1, 0x7FFFFFFF, -0x80000000, 0xFFFF, 0x10000, 1 << 20)
-GENERATED_PER_VERSION = 3
-
-
-@dataclasses.dataclass
-class Settings:
-    frames: int = 20_000
-    seed: int = 1
-    connections: int = 48
-    rss_limit_mb: float = 600.0
-    latency_limit_s: float = 1.0
-    # A probe slower than the limit fails the run only if the server spent more CPU than the
-    # limit meanwhile (it was busy, not starved by other processes on a shared machine), unless
-    # strict: then any slow answer fails it.
-    strict_latency: bool = False
-    hang_s: float = 10.0
-    artifacts: Path = Path("fuzz-artifacts")
-    max_frame_bytes: int = 104_857_600  # the server's socket.request.max.bytes
 
 
 @dataclasses.dataclass
@@ -218,83 +200,6 @@ class ServerProcess:
         return self.process.returncode
 
 
-# --- the frames ------------------------------------------------------------------------------
-
-
-def recorded_frames() -> list[bytes]:
-    return [path.read_bytes() for path in sorted(CORPUS.iterdir()) if path.is_file()]
-
-
-def generated_frames(versions: list[tuple[int, int, int]], rng: random.Random) -> list[bytes]:
-    """Schema-valid requests for every advertised API and version."""
-    vocabulary = fuzz_vocabulary()
-    frames = []
-    for api_key, low, high in versions:
-        for version in range(low, high + 1):
-            if request_schema(api_key, version) is None:
-                continue
-            for _ in range(GENERATED_PER_VERSION):
-                request = random_request(api_key, version, rng, vocabulary)
-                frames.append(encode_frame(api_key, version, request, correlation_id=1))
-    return frames
-
-
-def _with_size(body: bytes | bytearray) -> bytes:
-    return struct.pack(">i", len(body)) + bytes(body)
-
-
-def mutate(frame: bytes, rng: random.Random, seeds: list[bytes]) -> bytes:
-    """One to three mutations of a whole frame; the size prefix is kept right unless a mutation
-    is about the prefix itself."""
-    body = bytearray(frame[4:])
-    wrong_prefix = None
-    for _ in range(rng.randint(1, 3)):
-        choice = rng.randrange(10)
-        if choice <= 2 and len(body) > 8:  # bytes flipped or set to edge values
-            for _ in range(rng.randint(1, 8)):
-                position = rng.randrange(len(body))
-                body[position] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
-        elif choice == 3 and len(body) > 10:  # an integer overwritten
-            position = rng.randrange(len(body) - 4)
-            if rng.random() < 0.5:
-                struct.pack_into(">h", body, position, rng.choice(INTERESTING_16))
-            else:
-                value = rng.choice(INTERESTING_32)
-                struct.pack_into(">I", body, position, value & 0xFFFFFFFF)
-        elif choice == 4 and body:  # cut
-            del body[rng.randrange(len(body)) :]
-        elif choice == 5:  # grown
-            body += rng.randbytes(rng.randint(1, 64))
-        elif choice == 6 and len(body) > 8:  # a chunk inserted or removed
-            position = rng.randrange(len(body))
-            if rng.random() < 0.5:
-                body[position:position] = body[: rng.randint(1, 32)]
-            else:
-                del body[position : position + rng.randint(1, 16)]
-        elif choice == 7 and len(body) >= 4:  # another version, in range or not
-            struct.pack_into(">h", body, 2, rng.choice((-1, 0, 1, 3, 9, 13, 17, 18, 0x7FFF)))
-        elif choice == 8:  # the header of one request, the body of another
-            other = rng.choice(seeds)
-            cut = rng.randint(8, 24)
-            body = bytearray(body[:cut] + other[4 + cut :])
-        elif choice == 9:  # a size prefix that lies
-            wrong_prefix = max(0, len(body) + rng.choice((-8, -1, 1, 2, 100)))
-    if wrong_prefix is not None:
-        return struct.pack(">i", wrong_prefix) + bytes(body)
-    return _with_size(body)
-
-
-def frame_label(frame: bytes) -> str:
-    """The API a frame claims (what the server sees), as Kafka's name where there is one."""
-    if len(frame) < 8:
-        return "short"
-    (api_key,) = struct.unpack_from(">h", frame, 4)
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return "unknown-key"
-
-
 # --- the connections -------------------------------------------------------------------------
 
 
@@ -400,7 +305,7 @@ class Fuzzer:
             return
         blob = self.rng.randbytes(self.rng.choice((1, 3, 8, 30, 200, 2000)))
         if self.rng.random() < 0.5:
-            blob = _with_size(struct.pack(">hhi", self.rng.randrange(-2, 80), 0, 1) + blob)
+            blob = with_size(struct.pack(">hhi", self.rng.randrange(-2, 80), 0, 1) + blob)
         await self._send_and_read(connection, "random", [blob])
 
     async def _framing(self, connection: int) -> None:
@@ -501,257 +406,6 @@ class Fuzzer:
         return directory
 
 
-# --- the checks ------------------------------------------------------------------------------
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    header = _recv_exactly(sock, 4)
-    return _recv_exactly(sock, struct.unpack(">i", header)[0])
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return bytes(data)
-
-
-def api_versions(host: str, port: int) -> list[tuple[int, int, int]]:
-    with _connect_soon(host, port) as sock:
-        sock.sendall(encode_request(18, 3, 1, "fuzz", {"client_software_name": "fuzz"}))
-        _, response = decode_response(18, 3, _read_frame(sock))
-    return [(api.api_key, api.min_version, api.max_version) for api in response.api_keys]
-
-
-def _connect_soon(host: str, port: int) -> socket.socket:
-    """A connection, retried for a few seconds while it is refused (a server just started)."""
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            return socket.create_connection((host, port), timeout=10)
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def prepare(host: str, port: int) -> None:
-    """The topics of the fuzzers' vocabulary, with records, and the internal topics (created by
-    the first FindCoordinator of each kind: done here, so that their one-time creation is not
-    taken for a fuzzed frame's cost)."""
-    with socket.create_connection((host, port), timeout=30) as sock:
-        for key_type in (0, 1):
-            deadline = time.monotonic() + 30
-            while True:
-                sock.sendall(encode_request(10, 4, 3, "fuzz-setup", {
-                    "key_type": key_type, "coordinator_keys": ["fuzz"]}))  # fmt: skip
-                answer = decode_response(10, 4, _read_frame(sock))[1]
-                if answer.coordinators[0].error_code == 0 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)  # polling pace: the node creates the topic meanwhile
-        topics = [{"name": name, "num_partitions": count, "replication_factor": 1}
-                  for name, count in zip(TOPICS, (3, 1), strict=True)]  # fmt: skip
-        sock.sendall(encode_request(19, 7, 1, "fuzz-setup", {"topics": topics,
-                                                             "timeout": 10_000}))  # fmt: skip
-        _read_frame(sock)
-        batch = build_batch([NewRecord(key=b"k%d" % i, value=b"v" * i) for i in range(10)])
-        for partition in range(3):
-            sock.sendall(encode_request(0, 9, 2, "fuzz-setup", {
-                "acks": -1, "timeout": 10_000,
-                "topic_data": [{"name": TOPICS[0],
-                                "partition_data": [{"index": partition, "records": batch}]}],
-            }))  # fmt: skip
-            _read_frame(sock)
-
-
-class Watcher:
-    """Probes the server as a healthy client would and reads its RSS, from a process of its own
-    (so that the fuzzer's own work never delays a probe): `failure` is set on the first broken
-    check, and `stop()` adds its figures to the fuzzer's."""
-
-    def __init__(self, host: str, port: int, pid: int, settings: Settings) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._stop = context.Event()
-        self._messages: multiprocessing.queues.Queue[tuple[str, Any]] = context.Queue()
-        self._process = context.Process(
-            target=_watch,
-            args=(host, port, pid, settings, self._stop, self._messages),
-            daemon=True,
-        )
-        self.failure: str | None = None
-        self.figures: dict[str, Any] = {}
-
-    def start(self) -> None:
-        self._process.start()
-
-    def poll(self) -> str | None:
-        while self.failure is None:
-            try:
-                kind, value = self._messages.get_nowait()
-            except queue.Empty:
-                break
-            if kind == "failure":
-                self.failure = value
-            else:
-                self.figures = value
-        return self.failure
-
-    def stop(self) -> None:
-        self._stop.set()
-        deadline = time.monotonic() + 60
-        while not self.figures and time.monotonic() < deadline:
-            try:
-                kind, value = self._messages.get(timeout=1)
-            except queue.Empty:
-                continue
-            if kind == "failure":
-                self.failure = self.failure or value
-            else:
-                self.figures = value
-        self._process.join(10)
-
-
-def _watch(
-    host: str,
-    port: int,
-    pid: int,
-    settings: Settings,
-    stop: Any,
-    messages: multiprocessing.queues.Queue[tuple[str, Any]],
-) -> None:
-    probe = _Probe(host, port, pid, settings)
-    last_new_connection = 0.0
-    figures = probe.figures
-    figures["start_rss_mb"] = probe.rss_mb()
-    failed = False
-    while not stop.wait(0.1):
-        fresh = time.monotonic() - last_new_connection >= 1.0
-        if fresh:
-            last_new_connection = time.monotonic()
-        failure = probe.check() or probe.probe(fresh)
-        if failure is not None and not failed:
-            failed = True
-            messages.put(("failure", failure))
-    figures["end_rss_mb"] = probe.rss_mb()
-    messages.put(("figures", figures))
-
-
-class _Probe:
-    def __init__(self, host: str, port: int, pid: int, settings: Settings) -> None:
-        self.host = host
-        self.port = port
-        self.pid = pid
-        self.settings = settings
-        self.figures: dict[str, Any] = {
-            "probes": 0,
-            "worst_latency_s": 0.0,
-            "slow_probes": 0,
-            "busy_probes": 0,
-            "worst_probe_server_cpu_s": 0.0,
-            "peak_rss_mb": 0.0,
-            "crashes": 0,
-            "hangs": 0,
-        }
-        self._socket: socket.socket | None = None
-        self._correlation_id = 0
-
-    def alive(self) -> bool:
-        try:
-            return "zombie" not in Path(f"/proc/{self.pid}/status").read_text()
-        except OSError:
-            return False
-
-    def rss_mb(self) -> float:
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return 0.0
-
-    def cpu_s(self) -> float:
-        """User and system CPU seconds the server has used."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def check(self) -> str | None:
-        """Alive and under the RSS bound, or what is wrong."""
-        if not self.alive():
-            self.figures["crashes"] = 1
-            return "the server process died"
-        rss = self.rss_mb()
-        self.figures["peak_rss_mb"] = max(self.figures["peak_rss_mb"], rss)
-        if rss > self.settings.rss_limit_mb:
-            return f"RSS {rss:.0f} MB over the bound of {self.settings.rss_limit_mb} MB"
-        return None
-
-    def probe(self, fresh: bool) -> str | None:
-        """ApiVersions and Metadata on the kept connection (on a new one once a second)."""
-        self._correlation_id += 1
-        started = time.monotonic()
-        cpu_before = self.cpu_s()
-        try:
-            if fresh:
-                with socket.create_connection((self.host, self.port), self.settings.hang_s) as s:
-                    self._exchange(s)
-            else:
-                if self._socket is None:
-                    self._socket = socket.create_connection(
-                        (self.host, self.port), self.settings.hang_s
-                    )
-                    self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._exchange(self._socket)
-        except (OSError, AssertionError) as error:
-            if self._socket is not None:
-                self._socket.close()
-                self._socket = None
-            if isinstance(error, TimeoutError):
-                self.figures["hangs"] += 1
-                return f"the healthy client got no answer within {self.settings.hang_s} s"
-            if not self.alive():
-                self.figures["crashes"] = 1
-                return "the server process died"
-            return f"the healthy client failed: {error!r}"
-        latency = time.monotonic() - started
-        cpu = self.cpu_s() - cpu_before
-        self.figures["probes"] += 1
-        self.figures["worst_probe_server_cpu_s"] = max(
-            self.figures["worst_probe_server_cpu_s"], cpu
-        )
-        if cpu > self.settings.latency_limit_s:
-            self.figures["busy_probes"] += 1
-        if latency > self.figures["worst_latency_s"]:
-            self.figures["worst_latency_s"] = latency
-            self.figures["worst_latency_at"] = time.strftime("%H:%M:%S")
-        if latency > self.settings.latency_limit_s:
-            self.figures["slow_probes"] += 1
-            # The server's own CPU time meanwhile tells a busy server (about the latency) from
-            # one the machine did not run (little CPU: other processes had the cores).
-            kind = "new connection" if fresh else "kept connection"
-            load = Path("/proc/loadavg").read_text().split()[0]
-            self.figures.setdefault("slow_probe_list", []).append(
-                f"{time.strftime('%H:%M:%S')} {kind} {latency:.2f} s, server CPU "
-                f"{cpu:.2f} s, load {load}"
-            )
-        return None
-
-    def _exchange(self, sock: socket.socket) -> None:
-        sock.sendall(encode_request(18, 3, self._correlation_id, "healthy", {}))
-        _, versions = decode_response(18, 3, _read_frame(sock))
-        assert versions.error_code == ErrorCode.none, versions.error_code
-        # Any answer will do: the fuzzing may well have deleted the topic meanwhile.
-        sock.sendall(encode_request(3, 12, self._correlation_id, "healthy",
-                                    {"topics": [{"name": TOPICS[0]}]}))  # fmt: skip
-        decode_response(3, 12, _read_frame(sock))
-
-
 def fuzz(
     host: str,
     port: int,
@@ -816,7 +470,7 @@ def replay(directory: Path, settings: Settings) -> str | None:
     failure) to a fresh server, checking it after each; returns what failed, naming the frame."""
     with tempfile.TemporaryDirectory(prefix="moldau-netfuzz-") as data:
         server = ServerProcess(Path(data))
-        probe = _Probe(server.host, server.port, server.pid, settings)
+        probe = Probe(server.host, server.port, server.pid, settings)
         failure = None
         try:
             prepare(server.host, server.port)
@@ -830,7 +484,7 @@ def replay(directory: Path, settings: Settings) -> str | None:
                     sock.sendall(path.read_bytes())
                     sock.settimeout(0.3)
                     with contextlib.suppress(OSError, ConnectionError):
-                        _read_frame(sock)  # one answer, the server's close, or 0.3 s of quiet
+                        read_frame(sock)  # one answer, the server's close, or 0.3 s of quiet
                 problem = probe.check() or probe.probe(fresh=True)
                 if problem is None and server.output.bad_lines:
                     problem = "the server logged: " + "".join(server.output.bad_lines[:5])
