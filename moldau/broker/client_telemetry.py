@@ -279,10 +279,10 @@ def client_description(ctx: RequestContext) -> dict[str, str]:
     """The client of a request as client-metrics subscriptions match it (selector -> value):
     its client id, the software it named in ApiVersions, its address and port."""
     name, version = ctx.extras.get("client_software", ("", ""))
-    return {
+    return {  # (Kafka's ClientInformation names what a client did not say "unknown")
         "client_id": ctx.client_id,
-        "client_software_name": name or "",
-        "client_software_version": version or "",
+        "client_software_name": name or "unknown",
+        "client_software_version": version or "unknown",
         "client_source_address": ctx.client_host,
         "client_source_port": str(ctx.client_port),
     }

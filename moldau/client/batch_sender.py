@@ -33,7 +33,7 @@ from typing import Any
 from moldau.client.cluster import Cluster
 from moldau.client.errors import ErrorCode, KafkaException, error_code_of
 from moldau.client.tasks import stop_task
-from moldau.client.transactions import TransactionManager
+from moldau.client.transactions import TransactionManager, produce_version
 from moldau.protocol.api_keys import ApiKey
 from moldau.types import TopicPartition
 
@@ -200,8 +200,6 @@ class BatchSender:
             topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for batch in batches:
                 topics[batch.tp.topic].append({"index": batch.tp.partition, "records": batch.data})
-            cap = transactions.produce_version_cap() if transactions is not None else None
-            version = None if cap is None else min(connection.versions.pick(ApiKey.PRODUCE), cap)
             response = await connection.request(
                 ApiKey.PRODUCE,
                 {
@@ -214,7 +212,7 @@ class BatchSender:
                         {"name": name, "partition_data": parts} for name, parts in topics.items()
                     ],
                 },
-                version=version,
+                version=produce_version(connection, transactions),
                 expect_response=self.acks != 0,
             )
         except KafkaException as exc:

@@ -254,9 +254,26 @@ class Consumer(ClientBase):
         assignment = await self.group.join(self._subscription, deadline=join_deadline)
         self.assign(assignment)
 
-    async def _resolve_positions(self) -> None:
-        """Turn pending seeks (stored, beginning, end) into absolute fetch positions."""
-        seeks, self._pending_seeks = self._pending_seeks, {}
+    async def _resolve_positions(self, timeout: float) -> None:
+        """Turn pending seeks (stored, beginning, end) into absolute fetch positions. A seek
+        that cannot be resolved yet (the leader moved, the coordinator is away) stays pending
+        for the next poll, as Kafka's consumer keeps resetting positions; the poll is not held
+        past `timeout` for it. Errors no retry cures are raised."""
+        original, self._pending_seeks = self._pending_seeks, {}
+        resolved: set[TopicPartition] = set()
+        try:
+            await self._resolve(dict(original), resolved, timeout)
+        except KafkaException as exc:
+            for tp, offset in original.items():
+                if tp not in resolved:
+                    self._pending_seeks.setdefault(tp, offset)
+            if not exc.retriable:
+                raise
+            self._report(exc)
+
+    async def _resolve(
+        self, seeks: dict[TopicPartition, int], resolved: set[TopicPartition], timeout: float
+    ) -> None:
         stored = [tp for tp, offset in seeks.items() if offset == OFFSET_STORED]
         if stored and self.group is not None:
             committed = await fetch_committed_offsets(self.cluster, self.group.group_id, stored)
@@ -267,6 +284,7 @@ class Consumer(ClientBase):
         for tp, offset in seeks.items():
             if offset >= 0:
                 self._fetch_positions[tp] = offset
+                resolved.add(tp)
             elif offset == OFFSET_STORED:
                 if self.auto_offset_reset is None:
                     raise KafkaException(
@@ -277,15 +295,20 @@ class Consumer(ClientBase):
             else:
                 specs[tp] = offset
         if specs:
-            results = await list_offsets(self.cluster, specs, isolation_level=self.isolation_level)
+            results = await list_offsets(
+                self.cluster, specs, isolation_level=self.isolation_level, timeout=timeout
+            )
             for tp, result in results.items():
                 self._fetch_positions[tp] = result.offset
+                resolved.add(tp)
 
     async def _fetch(self, max_wait: float) -> None:
         if self._pending_seeks:
-            await self._resolve_positions()
-        positions = {
-            tp: self._fetch_positions[tp] for tp in self._assignment if tp in self._fetch_positions
+            await self._resolve_positions(max(max_wait, 0.1))
+        positions = {  # (a partition whose seek is still pending waits for it)
+            tp: self._fetch_positions[tp]
+            for tp in self._assignment
+            if tp in self._fetch_positions and tp not in self._pending_seeks
         }
         if not positions:
             await asyncio.sleep(min(max_wait, 0.1))
@@ -301,7 +324,8 @@ class Consumer(ClientBase):
                 self._report(exc)
                 leaderless = True
                 continue
-            by_leader[self._read_replicas.node_for(tp, leader)][tp] = offset
+            node = self._read_replicas.node_for(tp, leader, self.cluster.metadata.brokers)
+            by_leader[node][tp] = offset
         if not by_leader:
             await asyncio.sleep(min(max_wait, 0.1))
             return

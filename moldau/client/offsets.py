@@ -115,7 +115,9 @@ async def _ask_leaders(
                 try:
                     check_error(partition.error_code, context=str(tp))
                 except KafkaException as exc:
-                    failure = failure or exc
+                    # (an error retrying cannot cure is the one to report)
+                    if failure is None or failure.code in _LEADER_MOVED:
+                        failure = exc
                     continue
                 results[tp] = ListOffsetsResult(
                     offset=int(partition.offset),

@@ -64,7 +64,7 @@ class PartitionFetcher(ClientBase):
         from_replica = False
         try:
             leader = await self.cluster.leader_id(self.tp.topic, self.tp.partition)
-            node = self.read_replicas.node_for(self.tp, leader)
+            node = self.read_replicas.node_for(self.tp, leader, self.cluster.metadata.brokers)
             from_replica = node != leader
             connection = await self.cluster.connection(node)
             response = await connection.request(

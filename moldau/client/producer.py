@@ -39,6 +39,7 @@ from moldau.client.transactions import (
     FatalTransactionError,
     TransactionManager,
     TransactionState,
+    produce_version,
 )
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.compression import CompressionType
@@ -453,18 +454,20 @@ class Producer(ClientBase):
             for tp, records in batches:
                 payload = self._build_batch(records)
                 topics[tp.topic].append({"index": tp.partition, "records": payload})
+            transactions = self._transactions
             response = await connection.request(
                 ApiKey.PRODUCE,
                 {
-                    "transactional_id": (
-                        None if self._transactions is None else self._transactions.transactional_id
-                    ),
+                    "transactional_id": None
+                    if transactions is None
+                    else transactions.transactional_id,
                     "acks": self.acks,
                     "timeout": self.config.get_int("request.timeout.ms"),
                     "topic_data": [
                         {"name": name, "partition_data": parts} for name, parts in topics.items()
                     ],
                 },
+                version=produce_version(connection, transactions),
                 expect_response=self.acks != 0,
             )
         except KafkaException as exc:

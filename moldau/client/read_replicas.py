@@ -10,7 +10,7 @@ records, so a redirect costs one round trip.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 
 from moldau.types import TopicPartition
 
@@ -23,13 +23,14 @@ class ReadReplicas:
         self._clock = clock
         self._preferred: dict[TopicPartition, tuple[int, float]] = {}
 
-    def node_for(self, tp: TopicPartition, leader: int) -> int:
-        """The node to fetch `tp` from, given its current leader."""
+    def node_for(self, tp: TopicPartition, leader: int, brokers: Container[int]) -> int:
+        """The node to fetch `tp` from, given its current leader and the brokers the client's
+        metadata knows (a preferred replica it does not know is dropped, as Kafka's is)."""
         preferred = self._preferred.get(tp)
         if preferred is None:
             return leader
         node, expires = preferred
-        if self._clock() >= expires:
+        if self._clock() >= expires or node not in brokers:
             del self._preferred[tp]
             return leader
         return node

@@ -95,6 +95,13 @@ def version_cap(api_key: int, version_2: bool) -> int | None:
     return None if version_2 else VERSION_1_MAX.get(api_key)
 
 
+def produce_version(connection: Any, transactions: TransactionManager | None) -> int | None:
+    """The Produce version a producer sends on `connection` (None: the highest both speak): at
+    most v11 in a transaction of version 1, where v12 would add partitions on the broker."""
+    cap = transactions.produce_version_cap() if transactions is not None else None
+    return None if cap is None else min(connection.versions.pick(ApiKey.PRODUCE), cap)
+
+
 class FatalTransactionError(KafkaException):
     """The producer was fenced by a newer one with its transactional id (or may not use the id):
     it can only be closed. Whatever its open transaction wrote is aborted by the coordinator."""

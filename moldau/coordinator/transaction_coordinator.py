@@ -255,19 +255,35 @@ class TransactionCoordinator:
         producer_epoch: int,
         committed: bool,
         transaction_version: int = 0,
+        new_producer_id: int | None = None,
     ) -> TransactionResult:
-        """Response fields: error_code, producer_id, producer_epoch (the epoch to use next)."""
+        """Response fields: error_code, producer_id, producer_epoch (the id and epoch to use
+        next). Under transaction version 2 an epoch that cannot be bumped again asks for a new
+        producer id (`needs_producer_id`: call again with `new_producer_id`)."""
         if self.loading:
             return error_result(LOADING, producer_id=-1, producer_epoch=-1)
         metadata = self.transactions.get(transactional_id)
+        version_2 = transaction_version >= TRANSACTION_VERSION_2
+        if (
+            metadata is not None
+            and version_2
+            and metadata.previous_producer_id == producer_id != metadata.producer_id
+            and producer_epoch == MAX_PRODUCER_EPOCH - 1
+            and metadata.producer_epoch == 0
+        ):
+            # A retry of the EndTxn that moved the producer to a new id: done if it completed.
+            done = State.COMPLETE_COMMIT if committed else State.COMPLETE_ABORT
+            answer = {"producer_id": metadata.producer_id, "producer_epoch": 0}
+            if metadata.state != done:
+                return error_result(ErrorCode.invalid_txn_state, **answer)
+            return TransactionResult(response={"error_code": ErrorCode.none, **answer})
         if metadata is None or metadata.producer_id != producer_id:
             return error_result(
                 ErrorCode.invalid_producer_id_mapping, producer_id=-1, producer_epoch=-1
             )
-        version_2 = transaction_version >= TRANSACTION_VERSION_2
         target = State.PREPARE_COMMIT if committed else State.PREPARE_ABORT
         done = State.COMPLETE_COMMIT if committed else State.COMPLETE_ABORT
-        answer = {"producer_id": metadata.producer_id, "producer_epoch": metadata.producer_epoch}
+        answer = _next_producer(metadata)
         is_retry = version_2 and producer_epoch == metadata.last_producer_epoch >= 0
         if producer_epoch != metadata.producer_epoch and not is_retry:
             return error_result(ErrorCode.producer_fenced, producer_id=-1, producer_epoch=-1)
@@ -280,6 +296,10 @@ class TransactionCoordinator:
         if metadata.state == State.ONGOING or (
             version_2 and not committed and metadata.state in _COMPLETE
         ):
+            if version_2 and metadata.producer_epoch >= MAX_PRODUCER_EPOCH - 1:
+                if new_producer_id is None:
+                    return TransactionResult(needs_producer_id=True)
+                return self._prepare(metadata, target, version_2, new_producer_id)
             return self._prepare(metadata, target, version_2)
         if metadata.state == done and not version_2:
             return TransactionResult(response={"error_code": ErrorCode.none, **answer})
@@ -290,22 +310,30 @@ class TransactionCoordinator:
         return error_result(ErrorCode.invalid_txn_state, **answer)
 
     def _prepare(
-        self, metadata: TransactionMetadata, target: State, version_2: bool
+        self,
+        metadata: TransactionMetadata,
+        target: State,
+        version_2: bool,
+        new_producer_id: int | None = None,
     ) -> TransactionResult:
+        """Prepare* (written, then the markers). Under transaction version 2 the epoch is bumped
+        first; at the last epoch (`new_producer_id` given) the markers carry MAX_PRODUCER_EPOCH,
+        which fences every earlier write, and completion moves the producer to the new id at
+        epoch 0, as Kafka does on overflow."""
         now = self._clock.now_ms()
         prepared = metadata.copy(state=target, last_update_timestamp_ms=now)
         if version_2:
             prepared.client_transaction_version = TRANSACTION_VERSION_2
-            prepared.producer_epoch = min(metadata.producer_epoch + 1, MAX_PRODUCER_EPOCH - 1)
+            if new_producer_id is not None:
+                prepared.producer_epoch = MAX_PRODUCER_EPOCH
+                prepared.next_producer_id = new_producer_id
+            else:
+                prepared.producer_epoch = metadata.producer_epoch + 1
         result = TransactionResult()
         self._write(result, prepared)
         loaded = self.transactions[metadata.transactional_id]
         result.markers.append(_markers_for(loaded))
-        result.response = {
-            "error_code": ErrorCode.none,
-            "producer_id": loaded.producer_id,
-            "producer_epoch": loaded.producer_epoch,
-        }
+        result.response = {"error_code": ErrorCode.none, **_next_producer(loaded)}
         return result
 
     def complete_transaction(self, markers: MarkerRequest) -> TransactionResult:
@@ -325,6 +353,11 @@ class TransactionCoordinator:
             partitions=set(),
             last_update_timestamp_ms=self._clock.now_ms(),
         )
+        if metadata.next_producer_id >= 0:  # the epoch ran out: the producer's new id
+            completed.previous_producer_id = metadata.producer_id
+            completed.producer_id = metadata.next_producer_id
+            completed.producer_epoch = 0
+            completed.next_producer_id = -1
         self._write(result, completed)
         return result
 
@@ -442,6 +475,13 @@ def _producer_answer(producer_id: int, producer_epoch: int) -> dict[str, object]
         "producer_id": producer_id,
         "producer_epoch": producer_epoch,
     }
+
+
+def _next_producer(metadata: TransactionMetadata) -> dict[str, int]:
+    """The producer id and epoch EndTxn answers: the new id at epoch 0 when the epoch ran out."""
+    if metadata.next_producer_id >= 0:
+        return {"producer_id": metadata.next_producer_id, "producer_epoch": 0}
+    return {"producer_id": metadata.producer_id, "producer_epoch": metadata.producer_epoch}
 
 
 def _markers_for(metadata: TransactionMetadata) -> MarkerRequest:

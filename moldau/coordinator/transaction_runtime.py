@@ -265,14 +265,20 @@ class TransactionCoordinatorRuntime(PartitionedRuntime[_Partition]):
         transaction_version: int = 0,
     ) -> dict[str, Any]:
         partition = self._partition(transactional_id)
-        result = partition.coordinator.end_transaction(
-            transactional_id=transactional_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            committed=committed,
-            transaction_version=transaction_version,
-        )
-        return await self._complete(partition, result)
+        new_producer_id: int | None = None
+        while True:
+            result = partition.coordinator.end_transaction(
+                transactional_id=transactional_id,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                committed=committed,
+                transaction_version=transaction_version,
+                new_producer_id=new_producer_id,
+            )
+            if not result.needs_producer_id:
+                return await self._complete(partition, result)
+            new_producer_id = await self._allocate_producer_id()
+            partition = self._partition(transactional_id)
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> list[dict[str, Any]]:
         described = []

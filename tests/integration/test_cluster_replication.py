@@ -3,6 +3,7 @@ Kafka's Fetch, replicas end byte for byte identical, acks=all waits for the ISR.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.client import SyncConsumer
 from moldau.client import TopicPartition as MoldauTopicPartition
+from moldau.client.partition_fetcher import PartitionFetcher
 from moldau.protocol.errors import ErrorCode
 
 from .cluster import BROKER, COMBINED, Cluster, ClusterNode, build_cluster, wait_for
@@ -557,6 +559,16 @@ def test_redirects_name_the_leader_and_consumers_read_the_replica_in_their_rack(
 
     batches = list(read_range(settings, OffsetRange("redirected", 0, 0, 50)))
     assert [v.as_py() for b in batches for v in b.column("value")] == values
+
+    async def fetch_twice() -> tuple[int | None, int]:
+        async with PartitionFetcher(settings, tp) as fetcher:
+            first = await fetcher.fetch(0, 1.0)  # the leader names broker 2 and sends nothing
+            second = await fetcher.fetch(0, 1.0)  # broker 2 answers
+            assert first is not None and second is not None and not first.records
+            return fetcher.read_replicas.preferred(tp), len(second.records)
+
+    preferred, size = asyncio.run(fetch_twice())
+    assert preferred == 2 and size > 0
 
 
 def _topic_id(connection: Connection, topic: str) -> object:

@@ -1,18 +1,22 @@
 """Transaction version 2 (KIP-890 part 2) over raw sockets, as a Kafka 4 client speaks it: no
 AddPartitionsToTxn or AddOffsetsToTxn, Produce v12 and TxnOffsetCommit v5 add the partitions on
 the broker, EndTxn v5 bumps the epoch; a late write with the old epoch is fenced instead of
-opening a transaction nobody will end. Moldau's own client speaks it too, checked by what the
-coordinator saw."""
+opening a transaction nobody will end. Moldau's own client speaks it too, and speaks version 1 to
+a cluster at level 1: checked by the requests it sends (a spy on its connections)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as RdTopicPartition
 
+from moldau.client import SyncConsumer
+from moldau.client import TopicPartition as MoldauTopicPartition
 from moldau.client.admin import SyncAdminClient
+from moldau.client.connection import BrokerConnection
 from moldau.client.producer import SyncProducer
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import NewRecord, build_batch
@@ -22,6 +26,28 @@ from .support import unique_topic, wait_until
 from .wire import Connection, create_topics, find_coordinator, list_offsets
 
 INIT_PRODUCER_ID, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS = 22, 26, 28, 65
+PRODUCE, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN = 0, 24, 25
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(api key, version) of every request Moldau's client sends in this process."""
+    requests: list[tuple[int, int]] = []
+    original = BrokerConnection.request
+
+    async def request(self: BrokerConnection, api_key: int, data: Any, **options: Any) -> Any:
+        version = options.pop("version", None)
+        if version is None:
+            version = self.versions.pick(api_key)
+        requests.append((int(api_key), int(version)))
+        return await original(self, api_key, data, version=version, **options)
+
+    monkeypatch.setattr(BrokerConnection, "request", request)
+    return requests
+
+
+def _versions(sent: list[tuple[int, int]], api_key: int) -> set[int]:
+    return {version for key, version in sent if key == api_key}
 
 
 def _produce(
@@ -185,13 +211,12 @@ def test_partitions_and_offsets_join_the_transaction_on_the_broker(server) -> No
         consumer.close()
 
 
-def test_moldau_client_transactions_under_version_2(server) -> None:
-    topic = unique_topic("tv2-client")
+def test_moldau_client_transactions_under_version_2(server, sent) -> None:
+    topic, group = unique_topic("tv2-client"), "tv2-client-group"
+    bootstrap = f"{server.host}:{server.port}"
     with Connection(server.host, server.port, timeout=20) as connection:
         create_topics(connection, {topic: 1})
-    producer = SyncProducer(
-        {"bootstrap.servers": f"{server.host}:{server.port}", "transactional.id": "tv2-client"}
-    )
+    producer = SyncProducer({"bootstrap.servers": bootstrap, "transactional.id": "tv2-client"})
     try:
         producer.init_transactions()
         epoch = producer.transactions.producer_epoch
@@ -199,14 +224,26 @@ def test_moldau_client_transactions_under_version_2(server) -> None:
             producer.begin_transaction()
             assert producer.transactions.version_2
             producer.produce(topic, value=f"round {round_}".encode())
+            producer.send_offsets_to_transaction(
+                {MoldauTopicPartition(topic, 0): round_ + 1}, group
+            )
             producer.commit_transaction()
         # Each EndTxn v5 bumped the epoch: three transactions, three bumps.
         assert producer.transactions.producer_epoch == epoch + 3
     finally:
         producer.close()
+    # Partitions and offsets joined on the broker: no AddPartitionsToTxn, no AddOffsetsToTxn.
+    assert not _versions(sent, ADD_PARTITIONS_TO_TXN) | _versions(sent, ADD_OFFSETS_TO_TXN)
+    assert min(_versions(sent, PRODUCE)) >= 12
+    assert _versions(sent, TXN_OFFSET_COMMIT) == _versions(sent, END_TXN) == {5}
+    with SyncConsumer({"bootstrap.servers": bootstrap, "group.id": group}) as consumer:
+        committed = consumer.committed([MoldauTopicPartition(topic, 0)])
+    assert committed == {MoldauTopicPartition(topic, 0): 3}
 
 
-def test_a_cluster_formatted_at_version_1_is_upgraded_to_2(start_server, tmp_path: Path) -> None:
+def test_a_cluster_formatted_at_version_1_is_upgraded_to_2(
+    start_server, tmp_path: Path, sent
+) -> None:
     """`moldau storage format --feature transaction.version=1` (as kafka-storage's): Moldau's
     client then adds partitions itself and EndTxn keeps the epoch; after UpdateFeatures to 2 a
     new producer speaks version 2. Every committed record is read back."""
@@ -229,6 +266,7 @@ def test_a_cluster_formatted_at_version_1_is_upgraded_to_2(start_server, tmp_pat
         create_topics(wire, {topic: 1})
 
     def transactions(value: bytes) -> tuple[bool, int, int]:
+        sent.clear()
         producer = SyncProducer({"bootstrap.servers": bootstrap, "transactional.id": "tv-upgrade"})
         try:
             producer.init_transactions()
@@ -243,10 +281,14 @@ def test_a_cluster_formatted_at_version_1_is_upgraded_to_2(start_server, tmp_pat
 
     version_2, before, after = transactions(b"at version 1")
     assert not version_2 and after == before  # EndTxn v4: no bump
+    # Version 1: the client adds the partition; Produce v12 would add it on the broker.
+    assert _versions(sent, ADD_PARTITIONS_TO_TXN) and max(_versions(sent, PRODUCE)) == 11
+    assert max(_versions(sent, END_TXN)) == 4
     with SyncAdminClient({"bootstrap.servers": bootstrap}) as admin:
         admin.update_features({"transaction.version": 2})
     version_2, before, after = transactions(b"at version 2")
     assert version_2 and after == before + 1
+    assert not _versions(sent, ADD_PARTITIONS_TO_TXN) and min(_versions(sent, PRODUCE)) >= 12
 
     consumer = Consumer(
         {

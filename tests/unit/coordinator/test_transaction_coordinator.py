@@ -240,6 +240,54 @@ def test_transaction_version_2_bumps_the_epoch_on_every_end_and_refuses_a_stale_
     assert h.state() == TransactionState.ONGOING
 
 
+def test_transaction_version_2_moves_to_a_new_producer_id_when_the_epoch_runs_out() -> None:
+    """Kafka's EndTxn on overflow: markers with the last epoch (fencing every earlier write),
+    then the producer's new id at epoch 0, answered to the EndTxn and to its retries."""
+    h = Harness()
+    pid = h.init()["producer_id"]
+    h.core.transactions["t"].producer_epoch = 32766  # (the last epoch that can be bumped to)
+    h.add(pid, 32766, TP0)
+
+    def end(**new: int) -> TransactionResult:
+        return h.core.end_transaction(
+            transactional_id="t",
+            producer_id=pid,
+            producer_epoch=32766,
+            committed=True,
+            transaction_version=TRANSACTION_VERSION_2,
+            **new,
+        )
+
+    assert end().needs_producer_id
+    ended = h.run(end(new_producer_id=5000))
+    assert ended.response == {
+        "error_code": ErrorCode.none,
+        "producer_id": 5000,
+        "producer_epoch": 0,
+    }
+    [markers] = ended.markers
+    assert (markers.producer_id, markers.producer_epoch) == (pid, 32767)
+    assert h.end(pid, 32766, commit=True, version=2).response["error_code"] == (
+        ErrorCode.concurrent_transactions  # a retry while the markers are written
+    )
+    h.complete(ended)
+    for core in (h.core, (h.reload(), h.core)[1]):
+        metadata = core.transactions["t"]
+        assert (metadata.producer_id, metadata.producer_epoch) == (5000, 0)
+        assert metadata.previous_producer_id == pid
+        assert metadata.state == TransactionState.COMPLETE_COMMIT
+    assert h.end(pid, 32766, commit=True, version=2).response == {
+        "error_code": ErrorCode.none,
+        "producer_id": 5000,
+        "producer_epoch": 0,
+    }
+    assert h.end(pid, 32766, commit=False, version=2).response["error_code"] == (
+        ErrorCode.invalid_txn_state
+    )
+    assert h.add(5000, 0, TP1).response["error_code"] == ErrorCode.none
+    assert h.state() == TransactionState.ONGOING
+
+
 def test_reload_rebuilds_the_state_and_resumes_markers_of_prepared_transactions() -> None:
     h = Harness()
     producer = h.init()
