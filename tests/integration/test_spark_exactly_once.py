@@ -154,6 +154,62 @@ def test_a_batch_committed_but_missing_from_the_commit_log_is_not_written_again(
     assert values(bootstrap, target, "read_committed") == written
 
 
+def dying_task_sink(spark: Any, flag: Path) -> str:
+    """Register a sink whose task dies (its Python worker exits) after writing its rows into its
+    open transaction, before the driver hears of it; only while `flag` does not exist yet."""
+    from moldau.spark.data_source import MoldauDataSource
+    from moldau.spark.transactional_sink import TransactionalStreamWriter
+
+    marker = str(flag)
+
+    class DyingWriter(TransactionalStreamWriter):
+        def write(self, iterator: Any) -> Any:
+            message = super().write(iterator)
+            try:
+                with open(marker, "x"):
+                    pass
+            except FileExistsError:
+                return message
+            import os
+
+            os._exit(1)  # the task's process dies: no commit message, no abort
+
+    class DyingSink(MoldauDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "moldau-dying-task"
+
+        def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+            writer = super().streamWriter(schema, overwrite)
+            assert isinstance(writer, TransactionalStreamWriter)
+            return DyingWriter(writer.options)
+
+    spark.dataSource.register(DyingSink)
+    return "moldau-dying-task"
+
+
+def test_a_task_killed_after_writing_leaves_nothing_a_replay_duplicates(
+    spark: Any, server: MoldauServer, tmp_path: Path
+) -> None:
+    """A task's process dies after its rows went out in its open transaction: the query fails,
+    the restarted query replays the batch, the replay's InitProducerId aborts the dead task's
+    transaction, and read_committed sees every row once."""
+    bootstrap = server.bootstrap_servers
+    source, target = unique_topic("eos-kill-in"), unique_topic("eos-kill-out")
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, target, partitions=2)
+    written = [b"k%02d" % i for i in range(RECORDS)]
+    produce(bootstrap, source, [(i % 2, None, v) for i, v in enumerate(written)])
+    dying = dying_task_sink(spark, tmp_path / "died")
+    failure = copy_topic(spark, bootstrap, source, target, tmp_path / "cp", sink=dying)
+    assert failure is not None and (tmp_path / "died").exists()
+
+    assert copy_topic(spark, bootstrap, source, target, tmp_path / "cp", sink="moldau") is None
+    assert values(bootstrap, target, "read_committed") == written
+    uncommitted = values(bootstrap, target, "read_uncommitted")
+    assert set(uncommitted) == set(written) and len(uncommitted) > len(written)  # aborted rows
+
+
 def test_exactly_once_is_refused_for_batch_writes(spark: Any, server: MoldauServer) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     writer = (
