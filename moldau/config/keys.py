@@ -37,6 +37,7 @@ class ConfigKey:
     minimum: float | None = None
     maximum: float | None = None
     also_valid: tuple[int, ...] = ()  # numbers valid outside [minimum, maximum] (a -1 default)
+    range_reason: str | None = None  # why Moldau's range is narrower than Kafka's, if it is
     not_applicable: str | None = None  # why the key has no effect in Moldau
 
     @property
@@ -57,6 +58,7 @@ def config_key(
     minimum: float | None = None,
     maximum: float | None = None,
     also_valid: tuple[int, ...] = (),
+    range_reason: str | None = None,
     not_applicable: str | None = None,
 ) -> ConfigKey:
     """A key; one `not_applicable` is read-only and documented by its reason."""
@@ -74,5 +76,6 @@ def config_key(
         minimum=minimum,
         maximum=maximum,
         also_valid=also_valid,
+        range_reason=range_reason,
         not_applicable=not_applicable,
     )

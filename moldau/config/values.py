@@ -100,7 +100,8 @@ def _check_range(key: ConfigKey, number: float, invalid: Callable[[str], ConfigE
     if key.minimum is not None and number < key.minimum:
         raise invalid(f"Value must be at least {key.minimum:g}")
     if key.maximum is not None and number > key.maximum:
-        raise invalid(f"Value must be no more than {key.maximum:g}")
+        reason = f" ({key.range_reason})" if key.range_reason else ""
+        raise invalid(f"Value must be no more than {key.maximum:g}{reason}")
 
 
 def _one_of(valid_values: tuple[str, ...]) -> str:
