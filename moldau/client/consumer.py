@@ -398,7 +398,6 @@ class Consumer(ClientBase):
                 if error is not ErrorCode.none:
                     if error in _FATAL_FETCH_ERRORS:
                         raise KafkaException(error, str(tp))
-                    self._read_replicas.failed([tp])
                     refresh = True  # like librdkafka: back off and fetch again
                     continue
                 self._read_replicas.answered(

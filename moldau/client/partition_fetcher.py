@@ -74,8 +74,8 @@ class PartitionFetcher(ClientBase):
         except KafkaException as exc:
             self.read_replicas.failed([self.tp])
             # (a replica that is behind says OFFSET_OUT_OF_RANGE: only the leader's is data loss)
-            out_of_range = exc.code is ErrorCode.offset_out_of_range
-            if (out_of_range and not from_replica) or not (exc.retriable or out_of_range):
+            behind = from_replica and exc.code is ErrorCode.offset_out_of_range
+            if not behind and (exc.code is ErrorCode.offset_out_of_range or not exc.retriable):
                 raise
         await asyncio.sleep(min(max_wait, self.config.get_int("retry.backoff.ms") / 1000))
         with contextlib.suppress(KafkaException):

@@ -95,11 +95,17 @@ def version_cap(api_key: int, version_2: bool) -> int | None:
     return None if version_2 else VERSION_1_MAX.get(api_key)
 
 
+def capped_version(connection: Any, api_key: int, cap: int | None) -> int:
+    """The highest version of `api_key` both sides speak, at most `cap` (None: no cap)."""
+    version = int(connection.versions.pick(api_key))
+    return version if cap is None else min(version, cap)
+
+
 def produce_version(connection: Any, transactions: TransactionManager | None) -> int | None:
     """The Produce version a producer sends on `connection` (None: the highest both speak): at
     most v11 in a transaction of version 1, where v12 would add partitions on the broker."""
     cap = transactions.produce_version_cap() if transactions is not None else None
-    return None if cap is None else min(connection.versions.pick(ApiKey.PRODUCE), cap)
+    return None if cap is None else capped_version(connection, ApiKey.PRODUCE, cap)
 
 
 class FatalTransactionError(KafkaException):
@@ -165,10 +171,8 @@ async def _transaction_request(
 
     async def attempt() -> Any:
         connection = await cluster.coordinator(transactional_id, COORDINATOR_TRANSACTION)
-        version = connection.versions.pick(api_key)
         cap = version_cap(connection) if callable(version_cap) else version_cap
-        if cap is not None:
-            version = min(version, cap)
+        version = capped_version(connection, api_key, cap)
         body = data(version) if callable(data) else data
         response = await connection.request(api_key, body, version=version)
         _raise_for(errors(response), f"transactional id '{transactional_id}'")
@@ -266,8 +270,8 @@ class TransactionManager:
         self._sequences: dict[TopicPartition, int] = {}
         self._error: KafkaException | None = None
         self._adding: asyncio.Lock | None = None
-        # transaction.version 2: as the coordinator last said (`_cluster_version_2`), and as
-        # fixed for the open transaction when it began (`version_2`).
+        # transaction.version 2: as the coordinator said at init (`_cluster_version_2`), and
+        # as fixed for the open transaction when it began (`version_2`).
         self._cluster_version_2 = False
         self.version_2 = False
 
@@ -320,12 +324,6 @@ class TransactionManager:
 
     # --- the protocol --------------------------------------------------------------------
 
-    def _note_versions(self, connection: Any) -> int | None:
-        """Remember whether the cluster speaks transaction version 2 (a `version_cap` that
-        caps nothing)."""
-        self._cluster_version_2 = transaction_version_2(connection)
-        return None
-
     async def init(self, timeout: float | None = None) -> None:
         """InitProducerId: get (or bump) the epoch; aborts what an older producer left open."""
         self._require(TransactionState.UNINITIALIZED, action="init_transactions")
@@ -341,8 +339,10 @@ class TransactionManager:
             },
             timeout=timeout,
             errors=lambda r: r.error_code,
-            version_cap=self._note_versions,
         )
+        # (the coordinator's connection is cached: its ApiVersions say the cluster's level)
+        coordinator = await self.cluster.coordinator(self.transactional_id, COORDINATOR_TRANSACTION)
+        self._cluster_version_2 = transaction_version_2(coordinator)
         self._new_epoch(int(response.producer_id), int(response.producer_epoch))
         self.state = TransactionState.READY
 
@@ -450,12 +450,11 @@ class TransactionManager:
 
         async def attempt() -> None:
             connection = await self.cluster.coordinator(group_id, COORDINATOR_GROUP)
-            version = connection.versions.pick(ApiKey.TXN_OFFSET_COMMIT)
             cap = version_cap(ApiKey.TXN_OFFSET_COMMIT, self.version_2)
             response = await connection.request(
                 ApiKey.TXN_OFFSET_COMMIT,
                 data,
-                version=version if cap is None else min(version, cap),
+                version=capped_version(connection, ApiKey.TXN_OFFSET_COMMIT, cap),
             )
             for topic in response.topics:
                 for partition in topic.partitions:

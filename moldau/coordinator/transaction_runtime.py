@@ -202,16 +202,28 @@ class TransactionCoordinatorRuntime(PartitionedRuntime[_Partition]):
         producer_id: int = -1,
         producer_epoch: int = -1,
     ) -> dict[str, Any]:
-        partition = self._partition(transactional_id)
-        new_producer_id: int | None = None
-        while True:
-            result = partition.coordinator.init_producer_id(
+        return await self._with_producer_id(
+            transactional_id,
+            lambda coordinator, new_producer_id: coordinator.init_producer_id(
                 transactional_id=transactional_id,
                 transaction_timeout_ms=transaction_timeout_ms,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 new_producer_id=new_producer_id,
-            )
+            ),
+        )
+
+    async def _with_producer_id(
+        self,
+        transactional_id: str,
+        operation: Callable[[TransactionCoordinator, int | None], TransactionResult],
+    ) -> dict[str, Any]:
+        """Run `operation` on the id's coordinator; when it needs a new producer id (a first
+        InitProducerId, an epoch that ran out), allocate one and run it again with it."""
+        partition = self._partition(transactional_id)
+        new_producer_id: int | None = None
+        while True:
+            result = operation(partition.coordinator, new_producer_id)
             if not result.needs_producer_id:
                 return await self._complete(partition, result)
             new_producer_id = await self._allocate_producer_id()
@@ -264,21 +276,17 @@ class TransactionCoordinatorRuntime(PartitionedRuntime[_Partition]):
         committed: bool,
         transaction_version: int = 0,
     ) -> dict[str, Any]:
-        partition = self._partition(transactional_id)
-        new_producer_id: int | None = None
-        while True:
-            result = partition.coordinator.end_transaction(
+        return await self._with_producer_id(
+            transactional_id,
+            lambda coordinator, new_producer_id: coordinator.end_transaction(
                 transactional_id=transactional_id,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 committed=committed,
                 transaction_version=transaction_version,
                 new_producer_id=new_producer_id,
-            )
-            if not result.needs_producer_id:
-                return await self._complete(partition, result)
-            new_producer_id = await self._allocate_producer_id()
-            partition = self._partition(transactional_id)
+            ),
+        )
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> list[dict[str, Any]]:
         described = []

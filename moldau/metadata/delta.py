@@ -244,17 +244,9 @@ class MetadataDelta:
             _set_or_delete(change.configs, record.name, record.value)
             change.configs_changed = True
         elif record.resource_type == ConfigResourceType.BROKER:
-            configs = self._broker_configs.get(record.resource_name)
-            if configs is None:
-                configs = dict(self.base.broker_configs.get(record.resource_name, {}))
-                self._broker_configs[record.resource_name] = configs
-            _set_or_delete(configs, record.name, record.value)
+            _replay_resource_config(self._broker_configs, self.base.broker_configs, record)
         elif record.resource_type == ConfigResourceType.CLIENT_METRICS:
-            configs = self._client_metrics.get(record.resource_name)
-            if configs is None:
-                configs = dict(self.base.client_metrics.get(record.resource_name, {}))
-                self._client_metrics[record.resource_name] = configs
-            _set_or_delete(configs, record.name, record.value)
+            _replay_resource_config(self._client_metrics, self.base.client_metrics, record)
 
     def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
         entity = tuple(sorted(record.entity))
@@ -495,6 +487,20 @@ def _merged_configs(
         else:
             merged.pop(name, None)
     return MappingProxyType(merged)
+
+
+def _replay_resource_config(
+    changes: dict[str, dict[str, str]],
+    base: Mapping[str, Mapping[str, str]],
+    record: ConfigRecord,
+) -> None:
+    """A config of a resource kept by name (a broker, a client-metrics subscription): its
+    configs in this delta start as the base image's."""
+    configs = changes.get(record.resource_name)
+    if configs is None:
+        configs = dict(base.get(record.resource_name, {}))
+        changes[record.resource_name] = configs
+    _set_or_delete(configs, record.name, record.value)
 
 
 def _set_or_delete(configs: dict[str, str], name: str, value: str | None) -> None:

@@ -78,22 +78,18 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             ),
             zk_migration_ready=controller.zk_migration_ready,
         )
-    for resource_name, configs in sorted(image.broker_configs.items()):
-        for name, value in sorted(configs.items()):
-            yield ConfigRecord(
-                resource_type=ConfigResourceType.BROKER,
-                resource_name=resource_name,
-                name=name,
-                value=value,
-            )
-    for resource_name, configs in sorted(image.client_metrics.items()):
-        for name, value in sorted(configs.items()):
-            yield ConfigRecord(
-                resource_type=ConfigResourceType.CLIENT_METRICS,
-                resource_name=resource_name,
-                name=name,
-                value=value,
-            )
+    for resource_type, resources in (
+        (ConfigResourceType.BROKER, image.broker_configs),
+        (ConfigResourceType.CLIENT_METRICS, image.client_metrics),
+    ):
+        for resource_name, configs in sorted(resources.items()):
+            for name, value in sorted(configs.items()):
+                yield ConfigRecord(
+                    resource_type=resource_type,
+                    resource_name=resource_name,
+                    name=name,
+                    value=value,
+                )
     for topic_name, topic in sorted(image.topics.items()):
         yield TopicRecord(name=topic_name, topic_id=topic.topic_id)
         for name, value in sorted(topic.configs.items()):
