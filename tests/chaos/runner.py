@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -328,7 +329,10 @@ def _run(
                 nodes.resume(node_id)
             if network is not None:
                 network.heal()
-            cluster.stop_all()
+            try:
+                cluster.stop_all()
+            except (Exception, pytest.fail.Exception) as error:  # kept beside what stopped the run
+                problems.append(f"stopping the nodes: {error!s:.3000}")
     if any(fault in under_load.OPERATIONS for fault in scenario.faults):
         problems.extend(under_load.tracebacks(directory))  # the nodes' logs, complete now
     operations = read_history(history_path)

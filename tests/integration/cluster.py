@@ -35,6 +35,7 @@ CONTROLLER = "controller"
 LOOPBACK = "127.0.0.1"
 NAMESPACE_CLIENT_PORT = 9092  # a node in a namespace of its own has its address to itself
 NAMESPACE_CONTROLLER_PORT = 9093
+KILL_TIMEOUT_S = 30.0  # a process in an uninterruptible wait (disk I/O) dies only once it returns
 
 
 _handed_out: set[int] = set()
@@ -120,7 +121,13 @@ class Cluster:
         server = self.nodes[node_id].server
         assert server is not None and server.process is not None
         server.process.kill()
-        server.process.wait(10)
+        try:
+            server.process.wait(KILL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"node {node_id} (pid {server.process.pid}) was still there {KILL_TIMEOUT_S:.0f} s "
+                f"after SIGKILL: {_process_state(server.process.pid)}"
+            ) from None
         server.process = None
 
     def stop(self, node_id: int) -> None:
@@ -318,3 +325,15 @@ def read_partition(client: dict[str, str], topic: str, count: int, *, what: str)
     finally:
         consumer.close()
     return received
+
+
+def _process_state(pid: int) -> str:
+    """What the kernel says a process is doing (its state and the call it waits in), for a
+    failure message."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError as error:
+        return f"its /proc entry could not be read ({error})"
+    state = next((line for line in status.splitlines() if line.startswith("State:")), "State: ?")
+    return f"{state.strip()}, waiting in {wchan or '?'}"
