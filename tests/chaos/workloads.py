@@ -10,8 +10,11 @@ returned, `unknown` otherwise.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -40,6 +43,26 @@ class Workload(threading.Thread):
 
     def work(self) -> None:
         raise NotImplementedError
+
+    @contextmanager
+    def protocol_log(self, debug: str) -> Iterator[dict[str, Any]]:
+        """librdkafka's `debug` contexts for a client of this workload, written to
+        client-<name>.log beside the history (kept only when the run fails): the settings to
+        give the client. Nothing when the history has no file."""
+        if self.history.path is None:
+            yield {}
+            return
+        logger = logging.getLogger(f"chaos.client.{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        handler = logging.FileHandler(self.history.path.parent / f"client-{self.name}.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        try:
+            yield {"debug": debug, "log_level": 7, "logger": logger}
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
 
     def stop(self, timeout_s: float) -> None:
         self.stopping.set()
@@ -392,6 +415,12 @@ class GroupConsumer(Workload):
         self.session = 0
 
     def work(self) -> None:
+        # The group protocol as the client saw it (JoinGroup, SyncGroup, heartbeats, coordinator
+        # changes): what a run whose group stalls needs beside the brokers' logs.
+        with self.protocol_log("cgrp") as protocol_log:
+            self._consume(protocol_log)
+
+    def _consume(self, protocol_log: dict[str, Any]) -> None:
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -401,6 +430,7 @@ class GroupConsumer(Workload):
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": 10_000,
                 **CLIENT_LOGS,
+                **protocol_log,
             }
         )
 
