@@ -10,7 +10,12 @@ Envelope naming the client's principal and address (`moldau.broker.envelope`), a
 the inner response as the controller encoded it.
 
 A call that finds no active controller, cannot reach it, or hears NOT_CONTROLLER waits for the
-quorum to name a leader and tries again, until its deadline.
+quorum to name a leader and tries again, until its deadline. What keeps the broker in the
+cluster (its registration, heartbeats and ISR changes) also gives up a request the moment the
+quorum names another leader, and asks that one (or itself): a deposed controller may be cut off,
+its packets dropped rather than refused, and a request to it would wait out its whole timeout,
+while the new controller fences a broker silent for `broker.session.timeout.ms` (Kafka bounds
+that wait by half the session, KAFKA-14392).
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import contextlib
 import logging
 import ssl
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.client.connection import BrokerConnection
@@ -45,7 +50,14 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
+LEADER_WATCH_S = 0.1  # how often a request that follows the leader looks whether it moved
 _NOT_CONTROLLER = int(ErrorCode.not_controller)
+
+T = TypeVar("T")
+
+
+class _LeaderMoved(Exception):
+    """The quorum named another leader while a request to the previous one was pending."""
 
 
 class ControllerChannel:
@@ -77,8 +89,14 @@ class ControllerChannel:
     async def register_broker(
         self, registration: BrokerRegistration, *, features: list[dict[str, Any]]
     ) -> BrokerRegistrationResult:
-        if self.local_is_active:
-            return await self._controller.register_broker(registration)
+        return await self._at_active_controller(
+            lambda: self._controller.register_broker(registration),
+            lambda: self._register_remotely(registration, features),
+        )
+
+    async def _register_remotely(
+        self, registration: BrokerRegistration, features: list[dict[str, Any]]
+    ) -> BrokerRegistrationResult:
         response = await self._call(
             ApiKey.BROKER_REGISTRATION,
             {
@@ -100,6 +118,7 @@ class ControllerChannel:
                 "log_dirs": [],
                 "previous_broker_epoch": -1,
             },
+            follow_leader=True,
         )
         _raise_for(response.error_code, "broker registration")
         return BrokerRegistrationResult(
@@ -107,8 +126,12 @@ class ControllerChannel:
         )
 
     async def broker_heartbeat(self, heartbeat: BrokerHeartbeat) -> BrokerHeartbeatResult:
-        if self.local_is_active:
-            return await self._controller.broker_heartbeat(heartbeat)
+        return await self._at_active_controller(
+            lambda: self._controller.broker_heartbeat(heartbeat),
+            lambda: self._heartbeat_remotely(heartbeat),
+        )
+
+    async def _heartbeat_remotely(self, heartbeat: BrokerHeartbeat) -> BrokerHeartbeatResult:
         response = await self._call(
             ApiKey.BROKER_HEARTBEAT,
             {
@@ -118,6 +141,7 @@ class ControllerChannel:
                 "want_fence": heartbeat.want_fence,
                 "want_shut_down": heartbeat.want_shut_down,
             },
+            follow_leader=True,
         )
         _raise_for(response.error_code, "broker heartbeat")
         return BrokerHeartbeatResult(
@@ -174,10 +198,16 @@ class ControllerChannel:
         """A partition leader's ISR changes (AlterPartition v3, KIP-497), one result per change
         in order. Raises KafkaError when the whole request is refused (STALE_BROKER_EPOCH: this
         broker registered again; REQUEST_TIMED_OUT: no active controller answered)."""
-        if self.local_is_active:
-            return await self._controller.alter_partition(
+        return await self._at_active_controller(
+            lambda: self._controller.alter_partition(
                 broker_id=broker_id, broker_epoch=broker_epoch, changes=changes
-            )
+            ),
+            lambda: self._alter_partition_remotely(broker_id, broker_epoch, changes),
+        )
+
+    async def _alter_partition_remotely(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrProposal]
+    ) -> list[AlterPartitionResult]:
         topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
         for change in changes:
             topics.setdefault(change.topic_id, []).append(
@@ -202,6 +232,7 @@ class ControllerChannel:
                     for topic_id, partitions in topics.items()
                 ],
             },
+            follow_leader=True,
         )
         _raise_for(response.error_code, "AlterPartition")
         answered = {
@@ -290,11 +321,35 @@ class ControllerChannel:
 
     # --- the connection to the active controller -------------------------------------------
 
-    async def _call(self, api_key: int, body: dict[str, Any]) -> Any:
+    async def _at_active_controller(
+        self, local: Callable[[], Awaitable[T]], remote: Callable[[], Awaitable[T]]
+    ) -> T:
+        """`local()` while this node is the active controller, else `remote()` (its requests
+        made with `follow_leader`), begun again wherever the quorum's leader moves meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        while True:
+            if self.local_is_active:
+                return await local()
+            try:
+                return await remote()
+            except _LeaderMoved:
+                if loop.time() >= deadline:
+                    raise KafkaError(
+                        ErrorCode.request_timed_out,
+                        f"the active controller moved on every try for {self.timeout_s:.0f} s",
+                    ) from None
+
+    async def _call(
+        self, api_key: int, body: dict[str, Any], *, follow_leader: bool = False
+    ) -> Any:
+        """The active controller's answer to one request, the connection's failures retried
+        until the deadline; with `follow_leader`, `_LeaderMoved` once the quorum names another
+        leader while it waits (the caller asks again, itself perhaps)."""
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         while True:
             response = await self._with_connection(
-                lambda connection: connection.request(api_key, body)
+                lambda connection: connection.request(api_key, body), follow_leader=follow_leader
             )
             code = getattr(response, "error_code", 0)
             if int(code) == _NOT_CONTROLLER and asyncio.get_running_loop().time() < deadline:
@@ -302,18 +357,25 @@ class ControllerChannel:
                 continue
             return response
 
-    async def _with_connection(self, call: Any) -> Any:
+    async def _with_connection(self, call: Any, *, follow_leader: bool = False) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         last_error: Exception | None = None
         while loop.time() < deadline:
             leader = self._controller.leader_id
             if leader is None or leader not in self._addresses:
+                if follow_leader and self.local_is_active:
+                    raise _LeaderMoved
                 await self._wait_for_leader(deadline)
                 continue
             try:
+                if follow_leader:
+                    return await self._unless_leader_moves(leader, call)
                 connection = await self._connect(leader)
                 return await call(connection)
+            except _LeaderMoved:
+                await self._disconnect()
+                raise
             except (KafkaError, OSError, ConnectionError, TimeoutError) as exc:
                 last_error = exc
                 await self._disconnect()
@@ -326,6 +388,26 @@ class ControllerChannel:
             ErrorCode.request_timed_out,
             f"no active controller answered within {self.timeout_s:.0f} s ({last_error})",
         )
+
+    async def _unless_leader_moves(self, leader: int, call: Any) -> Any:
+        """Connect to `leader` and make `call`; raises `_LeaderMoved` as soon as the quorum
+        names another leader (or this node) before it is done."""
+
+        async def attempt() -> Any:
+            return await call(await self._connect(leader))
+
+        task = asyncio.ensure_future(attempt())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=LEADER_WATCH_S)
+                if done:
+                    return task.result()
+                if self._controller.leader_id != leader or self.local_is_active:
+                    raise _LeaderMoved
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})  # (its connection is closed by the caller)
 
     async def _connect(self, leader: int) -> BrokerConnection:
         connection = self._connection

@@ -93,7 +93,7 @@ class RemoteController:
 def test_the_brokers_call_encodes_v3_and_reads_each_partitions_answer(cluster):
     channel = ControllerChannel(RemoteController(), QuorumAddresses(), node_id=1)
 
-    async def over_the_wire(api_key, body):
+    async def over_the_wire(api_key, body, **_options):
         return await cluster.call_async(handle_alter_partition, api_key, 3, body)
 
     channel._call = over_the_wire
