@@ -38,6 +38,7 @@ from moldau.storage import timestamp_lookup
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.log_dir_failures import LogDirState
 from moldau.storage.log_maintenance import LogMaintenance
 from moldau.storage.log_validator import (
     DecodeBudget,
@@ -362,8 +363,13 @@ class PartitionLog(LogMaintenance):
 
     def _report_io_error(self, error: OSError) -> None:
         handler = self.io_error_handler
-        if handler is not None:
-            handler(error)
+        if handler is not None and handler(error) is LogDirState.FAILED:
+            # Closed to appends at once: the broker takes the partition offline later, on its
+            # loop, and a produce pipelined behind the failed one must not be checked against a
+            # producer state without the failed batch (OUT_OF_ORDER_SEQUENCE_NUMBER, on which
+            # librdkafka bumps its epoch and resends what an unanswered request put in the log).
+            with self._lock:
+                self.closed = True
 
     def _storage_error(self, error: OSError) -> KafkaError:
         """Report `error`; the KAFKA_STORAGE_ERROR to raise for it."""
@@ -648,6 +654,7 @@ class PartitionLog(LogMaintenance):
         An I/O error (reported, then raised) still closes every file: the next start recovers
         what this could not finish (a missing snapshot only means a longer replay)."""
         if self.closed:
+            self.close_quietly()  # (closed to appends by a failed log dir: its files are open)
             return
         try:
             self.flush()

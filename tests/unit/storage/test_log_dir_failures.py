@@ -147,3 +147,31 @@ def test_a_failed_directory_is_taken_offline_and_its_logs_closed(
     assert log.closed and manager.get_log(TP) is None
     assert manager.recheck_log_dirs() == []  # a failed directory needs a restart
     manager.shutdown()  # writes nothing to the failed directory, raises nothing
+
+
+def test_a_log_whose_directory_failed_refuses_the_next_append_before_checking_its_sequence(
+    filesystem: MemoryFileSystem, clock: ManualClock
+) -> None:
+    """The broker takes a failed directory's partitions offline on its loop, after the failed
+    append has been answered; a produce pipelined behind it on the same connection comes first.
+    Checked against a producer state without the failed batch, it would get
+    OUT_OF_ORDER_SEQUENCE_NUMBER, on which librdkafka bumps its epoch and sends again, as new
+    records, a batch in the log whose answer was lost with the node (duplicates)."""
+    manager = start(filesystem, clock)
+    log = manager.get_or_create_log(TP)
+
+    def idempotent(sequence: int, *values: bytes) -> bytes:
+        return batch(*values, producer_id=7, producer_epoch=0, base_sequence=sequence)
+
+    log.append_as_leader(idempotent(0, b"a", b"b", b"c"), leader_epoch=0)
+    filesystem.failing = errno.EIO
+    with pytest.raises(KafkaError) as failed:
+        log.append_as_leader(idempotent(3, b"d"), leader_epoch=0)
+    assert failed.value.code == ErrorCode.kafka_storage_error
+    filesystem.failing = None  # (a write may well succeed: the directory has failed for good)
+    with pytest.raises(KafkaError) as pipelined:
+        log.append_as_leader(idempotent(4, b"e"), leader_epoch=0)
+    assert pipelined.value.code == ErrorCode.kafka_storage_error
+    assert log.log_end_offset == 3
+    manager.shutdown()  # writes nothing to the failed directory, closes every file
+    assert all(segment.closed for segment in log.segments)
