@@ -90,16 +90,18 @@ def rolling_restart(stage: Stage) -> None:
 def delete_topic(stage: Stage) -> None:
     """A further producer writes to `doomed` (3 partitions, RF 3); the topic is deleted, gone
     from every broker's metadata, created again under the same name, and written to again;
-    `DELETIONS` times, each time absent for 1-4 s. The history's `topic` entries tell the checker which incarnation each
-    record was acknowledged by."""
+    `DELETIONS` times, each time absent for 1-4 s. The history's `topic` entries tell the
+    checker which incarnation each record was acknowledged by. The topic and its producer are
+    made by the run's first such step and kept by the next."""
     bootstrap = stage.nodes.bootstrap()
-    _create(stage, bootstrap)
-    producer = ProducerWorkload(
-        "d1", stage.history, bootstrap, topic=DOOMED, partitions=stage.partitions
-    )
-    producer.start()
-    stage.workloads.append(producer)
-    stage.topics.append(DOOMED)
+    if DOOMED not in stage.topics:  # the run's first delete-topic step; later ones find both
+        _create(stage, bootstrap)
+        producer = ProducerWorkload(
+            "d1", stage.history, bootstrap, topic=DOOMED, partitions=stage.partitions
+        )
+        producer.start()
+        stage.workloads.append(producer)
+        stage.topics.append(DOOMED)
     _acknowledged_on(stage, DOOMED, 50, what="records acknowledged on the first doomed topic")
     for _ in range(DELETIONS):
         start = stage.history.now()
