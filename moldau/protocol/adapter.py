@@ -291,30 +291,60 @@ class UnknownField(ValueError):
     """A message built from a dict with a key its schema has in no version (a misspelt field)."""
 
 
+def _message_of(cls: Any) -> tuple[str, str] | None:
+    """(package, side) of a kio message class: kio.schema.<message>.v<N>.<request|response>."""
+    parts = cls.__module__.split(".")
+    if len(parts) != 5 or not parts[3].startswith("v"):
+        return None
+    return ".".join(parts[:3]), parts[4]
+
+
+@cache
+def _newest_field_names(cls: Any) -> frozenset[str]:
+    """The field names of `cls` and of every structure of its message's newest version: what a
+    dict written for every version almost always holds (one module more, where the whole
+    message would be a dozen: a fuzzer's first requests of every old version loaded them all at
+    once and held a server's loop for a second)."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    message = _message_of(cls)
+    if message is None:
+        return frozenset(names)
+    package_name, side = message
+    versions = [
+        v.name for v in pkgutil.iter_modules(importlib.import_module(package_name).__path__)
+    ]
+    newest = max((v for v in versions if v[1:].isdigit()), key=lambda v: int(v[1:]), default=None)
+    if newest is not None:
+        names |= _module_field_names(f"{package_name}.{newest}.{side}")
+    return frozenset(names)
+
+
 @cache
 def _known_field_names(cls: Any) -> frozenset[str]:
     """The field names of any structure of `cls`'s message (request or response) in any version:
     one dict answers every version, and versions rename nested structures, so a field of another
     version or structure is not taken for a mistake; a name the message never has is."""
     names = {field.name for field in dataclasses.fields(cls)}
-    parts = cls.__module__.split(".")  # kio.schema.<message>.v<N>.<request|response>
-    if len(parts) != 5 or not parts[3].startswith("v"):
+    message = _message_of(cls)
+    if message is None:
         return frozenset(names)
-    return _message_field_names(".".join(parts[:3]), parts[4]) | names
+    package_name, side = message
+    package = importlib.import_module(package_name)
+    for version in pkgutil.iter_modules(package.__path__):
+        names |= _module_field_names(f"{package_name}.{version.name}.{side}")
+    return frozenset(names)
 
 
 @cache
-def _message_field_names(package_name: str, side: str) -> frozenset[str]:
+def _module_field_names(module_name: str) -> frozenset[str]:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return frozenset()
     names: set[str] = set()
-    package = importlib.import_module(package_name)
-    for version in pkgutil.iter_modules(package.__path__):
-        try:
-            module = importlib.import_module(f"{package_name}.{version.name}.{side}")
-        except ImportError:
-            continue
-        for value in vars(module).values():
-            if isinstance(value, type) and dataclasses.is_dataclass(value):
-                names.update(field.name for field in dataclasses.fields(value))
+    for value in vars(module).values():
+        if isinstance(value, type) and dataclasses.is_dataclass(value):
+            names.update(field.name for field in dataclasses.fields(value))
     return frozenset(names)
 
 
@@ -328,9 +358,12 @@ def _own_field_names(cls: Any) -> frozenset[str]:
 
 def _check_field_names(cls: Any, data: Mapping[str, Any]) -> None:
     """Refuse (MOLDAU_STRICT_FIELDS=1: tests) or log once (production) a key no version has.
-    The other versions' modules are imported only for a key this version lacks (importing all
-    of a message's versions costs a short-lived command a tenth of a second)."""
+    The newest version's module is imported only for a key this version lacks, and the other
+    versions' only for a key the newest lacks too (importing all of a message's versions costs
+    a tenth of a second)."""
     if _own_field_names(cls).issuperset(data):  # (the usual case, on every answer)
+        return
+    if _newest_field_names(cls).issuperset(data):
         return
     known = _known_field_names(cls)
     if known.issuperset(data):
