@@ -113,6 +113,9 @@ class PartitionLog(LogMaintenance):
         self._fast_limits = fast_path_limits(config)
         self.last_flush_ms = clock.now_ms()
         self.closed = False
+        # producer id -> (epoch, base sequence) of its batch whose write failed (a full disk):
+        # a batch pipelined behind it is answered KAFKA_STORAGE_ERROR, not OUT_OF_ORDER_SEQUENCE
+        self._failed_sequences: dict[int, tuple[int, int]] = {}
         self.topic_id: str | None = None
         self.first_dirty_offset = log_start_offset  # compaction has cleaned everything below
         # Told of every I/O error (LogManager reports it for the log dir: Kafka's
@@ -314,10 +317,19 @@ class PartitionLog(LogMaintenance):
                 relative += size
                 record_count += header.records_count
                 offset = last_offset + 1
-            self._write(buffers, placements, relative, now, record_count, first_offset)
+            try:
+                self._write(buffers, placements, relative, now, record_count, first_offset)
+            except KafkaError:
+                for _relative, header in stateful:
+                    self._failed_sequences.setdefault(
+                        header.producer_id, (header.producer_epoch, header.base_sequence)
+                    )
+                raise
             if leader_epoch > self._latest_epoch:
                 self.assign_leader_epoch(leader_epoch, first_offset)
             if stateful:
+                for _relative, header in stateful:
+                    self._failed_sequences.pop(header.producer_id, None)
                 try:
                     self._apply_producer_state(stateful)
                 except OSError as error:
@@ -388,7 +400,11 @@ class PartitionLog(LogMaintenance):
                 entry = entries[header.producer_id] = self.producer_state.copy_entry(
                     header.producer_id
                 )
-            duplicate = ProducerStateManager.check(entry, header)
+            try:
+                duplicate = ProducerStateManager.check(entry, header)
+            except KafkaError as error:
+                self._after_failed_write(error, entry, header)
+                raise
             if duplicate is not None:
                 if len(batches) != 1:
                     raise KafkaError(ErrorCode.duplicate_sequence_number)
@@ -402,6 +418,25 @@ class PartitionLog(LogMaintenance):
                 )
             ProducerStateManager.update_entry(entry, header._replace(base_offset=0))
         return None
+
+    def _after_failed_write(
+        self, error: KafkaError, entry: ProducerStateEntry, header: BatchHeader
+    ) -> None:
+        """Raise KAFKA_STORAGE_ERROR for a batch out of sequence only because the batch before it
+        failed to be written (pipelined behind it): that one is retried, and so must this be.
+        OUT_OF_ORDER_SEQUENCE_NUMBER would make the producer bump its epoch and resend batches
+        it cannot know the fate of (a duplicate: librdkafka does)."""
+        failed = self._failed_sequences.get(header.producer_id)
+        if (
+            error.code == ErrorCode.out_of_order_sequence_number
+            and failed is not None
+            and failed == (header.producer_epoch, ProducerStateManager.next_sequence(entry))
+        ):
+            raise KafkaError(
+                ErrorCode.kafka_storage_error,
+                f"{self.topic_partition}: producer {header.producer_id} sequence "
+                f"{header.base_sequence} follows sequence {failed[1]}, whose write failed",
+            ) from None
 
     def _apply_producer_state(self, placed: list[tuple[int, BatchHeader]]) -> None:
         """Record appended batches (relative positions) in the producer state; markers also

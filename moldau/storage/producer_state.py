@@ -95,6 +95,12 @@ class ProducerStateManager:
         return ProducerStateEntry(producer_id=producer_id) if entry is None else entry.copy()
 
     @staticmethod
+    def next_sequence(entry: ProducerStateEntry) -> int:
+        """The base sequence `entry`'s producer must send next in its epoch."""
+        last = entry.last_sequence
+        return 0 if last in (-1, _INT32_MAX) else last + 1
+
+    @staticmethod
     def check(entry: ProducerStateEntry, header: BatchHeader) -> BatchMetadata | None:
         """Check a client batch against `entry`; a duplicate returns the original batch."""
         epoch = header.producer_epoch
@@ -109,8 +115,7 @@ class ProducerStateManager:
             duplicate = entry.find_duplicate(header)
             if duplicate is not None:
                 return duplicate
-            last = entry.last_sequence
-            expected = 0 if last in (-1, _INT32_MAX) else last + 1
+            expected = ProducerStateManager.next_sequence(entry)
             if header.base_sequence != expected:
                 raise KafkaError(
                     ErrorCode.out_of_order_sequence_number,

@@ -175,3 +175,36 @@ def test_a_log_whose_directory_failed_refuses_the_next_append_before_checking_it
     assert log.log_end_offset == 3
     manager.shutdown()  # writes nothing to the failed directory, closes every file
     assert all(segment.closed for segment in log.segments)
+
+
+def test_a_batch_pipelined_behind_one_a_full_disk_refused_is_refused_too_until_that_one_is_retried(
+    filesystem: MemoryFileSystem, clock: ManualClock
+) -> None:
+    """A full directory stays open: space may come back between a refused batch and the one
+    pipelined behind it. Checked against a producer state without the refused batch, the second
+    would get OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka: an epoch bump and a resend as new
+    records); it gets KAFKA_STORAGE_ERROR, and both are written once retried in order."""
+    manager = start(filesystem, clock)
+    log = manager.get_or_create_log(TP)
+
+    def idempotent(sequence: int, *values: bytes, epoch: int = 0) -> bytes:
+        return batch(*values, producer_id=7, producer_epoch=epoch, base_sequence=sequence)
+
+    log.append_as_leader(idempotent(0, b"a", b"b", b"c"), leader_epoch=0)
+    fill(filesystem)
+    with pytest.raises(KafkaError) as refused:
+        log.append_as_leader(idempotent(3, b"d" * 3000), leader_epoch=0)
+    assert refused.value.code == ErrorCode.kafka_storage_error
+    filesystem.capacity_bytes = None
+    with pytest.raises(KafkaError) as pipelined:
+        log.append_as_leader(idempotent(4, b"e"), leader_epoch=0)
+    assert pipelined.value.code == ErrorCode.kafka_storage_error
+    with pytest.raises(KafkaError) as gap:  # not the batch right behind: a real gap
+        log.append_as_leader(idempotent(3, b"x", epoch=1), leader_epoch=0)
+    assert gap.value.code == ErrorCode.out_of_order_sequence_number
+    assert log.append_as_leader(idempotent(3, b"d" * 3000), leader_epoch=0).first_offset == 3
+    assert log.append_as_leader(idempotent(4, b"e"), leader_epoch=0).first_offset == 4
+    with pytest.raises(KafkaError) as later:  # the refused batch is in: gaps are gaps again
+        log.append_as_leader(idempotent(9, b"z"), leader_epoch=0)
+    assert later.value.code == ErrorCode.out_of_order_sequence_number
+    assert log.log_end_offset == 5
