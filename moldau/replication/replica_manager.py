@@ -182,15 +182,17 @@ class ReplicaManager:
         request for it until `become_leader_or_follower` succeeds."""
         partition = self.partitions.pop(tp, None)
         self.offline_partitions[tp] = reason
-        self._stop_replicating(tp)
+        self._stop_replicating(tp, KafkaError(ErrorCode.kafka_storage_error, reason))
         if partition is not None:
             self.fetch_purgatory.wake(tp)
         self._fail_durable_waiters(tp, reason)
 
-    def _stop_replicating(self, tp: TopicPartition) -> None:
+    def _stop_replicating(self, tp: TopicPartition, error: KafkaError | None = None) -> None:
+        """No more fetching for `tp`; its acks=all and DeleteRecords waiters fail with `error`
+        (NOT_LEADER_OR_FOLLOWER unless said: KAFKA_STORAGE_ERROR for an offline log, as Kafka)."""
         if self.fetchers is not None:
             self.fetchers.remove_partition(tp)
-        self._fail_replication_waiters(tp, KafkaError(ErrorCode.not_leader_or_follower))
+        self._fail_replication_waiters(tp, error or KafkaError(ErrorCode.not_leader_or_follower))
 
     def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
         """A FAILED log dir: its partitions go offline and their logs are closed (as Kafka's

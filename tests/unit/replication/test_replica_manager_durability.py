@@ -24,6 +24,7 @@ class _Log:
     """A log whose fsyncs block until the test lets them finish (large: flushed in a thread)."""
 
     unflushed_bytes = 1 << 30
+    high_watermark = 0  # (no follower ever fetches here)
 
     def __init__(self) -> None:
         self.log_end_offset = 0
@@ -224,5 +225,30 @@ def test_small_flushes_of_several_partitions_in_one_iteration_go_to_the_threads(
         await asyncio.wait_for(manager.wait_durable(TP, first.append(1)), 5)
         assert first.flush_threads[-1] == loop_thread  # alone again: on the loop
         manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_an_acks_all_wait_on_a_partition_taken_offline_fails_with_a_storage_error() -> None:
+    """A failed log dir takes its partitions offline: a produce waiting for its followers is
+    answered KAFKA_STORAGE_ERROR (as Kafka's DelayedProduce finds the partition offline), a
+    partition that merely lost its leadership NOT_LEADER_OR_FOLLOWER."""
+
+    async def scenario() -> None:
+        log = _Log()
+        manager = _manager(log)
+        partition = manager.partitions[TP]
+        partition.local_node_id = partition.leader_id = 1
+        partition.replicas = partition.isr = (1, 2)
+        partition.become_leader(now_ms=0)
+        offline = manager.wait_replicated(TP, log.append(1), min_insync=2)
+        await _settle()
+        assert not offline.done()  # (node 2 has not fetched it)
+        manager.mark_offline(TP, "log dir /data failed")
+        with pytest.raises(KafkaError) as failed:
+            await asyncio.wait_for(offline, 5)
+        assert failed.value.code == ErrorCode.kafka_storage_error
+        assert TP in manager.offline_partitions
+        _shutdown(manager, log)
 
     asyncio.run(scenario())
