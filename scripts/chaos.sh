@@ -7,7 +7,7 @@
 # SCENARIOS is a comma-separated list of tests/chaos/runner.py's SCENARIOS (kill-leader,
 # kill-follower, kill-controller, kill-controller-and-broker, kill-all, pause-leader,
 # pause-follower, mixed, kill-leader-acks1, and the network partitions partition-leader,
-# partition-controller, one-way, bridge, which need root and iproute2: each node runs in a
+# partition-controller, one-way, bridge, slow-link, which need root and iproute2: each node runs in a
 # network namespace of its own, removed after the run; the disk faults torn-tail, disk-full
 # (root: a tmpfs per node) and disk-eio; the wall-clock jumps clock-jump, clock-jump-all, which
 # need a C compiler (scripts/setup.sh); and the operations under load rolling-restart,

@@ -595,6 +595,12 @@ def describe_violation(history: list[Operation], report: Report, *, limit: int =
             f"  t={fault['start']:.2f}-{fault['end']:.2f} {fault['fault']} {fault.get('phase', '')}"
             f" nodes={fault.get('nodes')}"
             + (f" cuts={fault['cuts']}" if fault.get("cuts") else "")  # (source, destination)
+            + (
+                f" slow_links={fault['slow_links']} at {fault['rate_kbit']} kbit/s,"
+                f" queue {fault['queue_ms']} ms"
+                if fault.get("slow_links")
+                else ""
+            )
             + (f" offsets_s={fault['offsets_s']}" if fault.get("offsets_s") else "")
         )
     lines.append(f"summary: {report.summary()}")

@@ -142,7 +142,12 @@ def active_controller(nodes: Nodes) -> int:
 def healed(nodes: Nodes, topics: list[str]) -> bool:
     """Every node runs and every partition of `topics` has a leader and its whole replica set in
     sync, as each broker sees it."""
-    if nodes.killed or nodes.paused or (nodes.network is not None and nodes.network.cuts):
+    network = nodes.network
+    if (
+        nodes.killed
+        or nodes.paused
+        or (network is not None and (network.cuts or network.slow_links))
+    ):
         return False
     for node in nodes.cluster.brokers():
         for state in partition_states(node.bootstrap, topics):

@@ -72,7 +72,10 @@ PARTITION_LEADER = "partition-leader"  # a partition leader cut from the other n
 PARTITION_CONTROLLER = "partition-controller"  # the active controller cut from the other nodes
 ONE_WAY = "one-way"  # a leader's packets to the others dropped, or theirs to it
 BRIDGE = "bridge"  # a leader and one other node cut apart; the third node talks to both
-NETWORK_FAULTS = (PARTITION_LEADER, PARTITION_CONTROLLER, ONE_WAY, BRIDGE)
+SLOW_LINK = "slow-link"  # a leader's links to the others rate-capped, a short queue (no cut)
+NETWORK_FAULTS = (PARTITION_LEADER, PARTITION_CONTROLLER, ONE_WAY, BRIDGE, SLOW_LINK)
+SLOW_RATES_KBIT = (32, 256)  # the cap, as the seed picks (log-uniform)
+SLOW_QUEUES_MS = (500, 2000)  # what the capped link's queue holds; more is dropped
 FAULT_KINDS = (
     KILL_LEADER,
     KILL_FOLLOWER,
@@ -139,6 +142,7 @@ SCENARIOS = {
         Scenario(name=PARTITION_CONTROLLER, faults=(PARTITION_CONTROLLER,)),
         Scenario(name=ONE_WAY, faults=(ONE_WAY,)),
         Scenario(name=BRIDGE, faults=(BRIDGE,)),
+        Scenario(name=SLOW_LINK, faults=(SLOW_LINK,)),
         Scenario(name=TORN_TAIL, faults=(TORN_TAIL,)),
         Scenario(name=DISK_FULL, faults=(DISK_FULL,)),
         Scenario(name=DISK_EIO, faults=(DISK_EIO,)),
@@ -472,7 +476,7 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
     states = [s for s in partition_states(nodes.bootstrap(), topics) if s.topic == SOURCE]
     aimed = states[int(step.target * len(states))]
     node_ids = sorted(nodes.cluster.nodes)
-    if step.fault in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER, ONE_WAY, BRIDGE):
+    if step.fault in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER, ONE_WAY, BRIDGE, SLOW_LINK):
         targets = [aimed.leader]
     elif step.fault in DISK_FAULTS:  # the leader or a follower, as the seed chooses
         ordered = [aimed.leader] + [r for r in aimed.replicas if r != aimed.leader]
@@ -498,7 +502,10 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         return
     cuts: list[tuple[int, int]] = []
     details: dict[str, Any] = {}
-    if step.fault in NETWORK_FAULTS:
+    if step.fault == SLOW_LINK:
+        assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
+        details = _slow(step, nodes.network, targets[0])
+    elif step.fault in NETWORK_FAULTS:
         assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
         cuts = _cut(step, nodes.network, targets[0])
     elif step.fault in DISK_FAULTS:
@@ -555,6 +562,21 @@ def _cut(step: Step, network: Network, node_id: int) -> list[tuple[int, int]]:
     else:  # BRIDGE: it and one other node cut apart, the third in the middle
         network.bridge([node_id], others[pick], [others[1 - pick]])
     return sorted(network.cuts)
+
+
+def _slow(step: Step, network: Network, node_id: int) -> dict[str, Any]:
+    """Cap `node_id`'s links to the other nodes (both ways, or only what it sends, as the seed
+    picks) at a rate with a short queue; what was done, for the history."""
+    rng = random.Random(step.target)
+    low, high = SLOW_RATES_KBIT
+    rate_kbit = int(low * (high / low) ** rng.random())
+    queue_ms = rng.randrange(SLOW_QUEUES_MS[0], SLOW_QUEUES_MS[1] + 1, 100)
+    others = [n for n in network.node_ids if n != node_id]
+    network.slow(node_id, others, rate_kbit=rate_kbit, queue_ms=queue_ms)
+    if int(step.target * 997) % 2:
+        for other in others:
+            network.slow(other, [node_id], rate_kbit=rate_kbit, queue_ms=queue_ms)
+    return {"slow_links": sorted(network.slow_links), "rate_kbit": rate_kbit, "queue_ms": queue_ms}
 
 
 def _read_final_logs(

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 
 import pytest
 
@@ -21,6 +22,12 @@ class RecordedNetwork(Network):
 
     def cut(self, source: int, destination: int) -> None:
         self.cuts.add((source, destination))
+
+    def slow(
+        self, source: int, destinations: Iterable[int], *, rate_kbit: int, queue_ms: int
+    ) -> None:
+        self.slow_links.update((source, destination) for destination in destinations)
+        self.caps = (rate_kbit, queue_ms)
 
 
 def cuts(fault: str, target: float, node_id: int) -> set[tuple[int, int]]:
@@ -42,6 +49,21 @@ def test_one_way_drops_either_what_the_leader_sends_or_what_it_hears() -> None:
 def test_bridge_cuts_the_target_from_one_node_and_keeps_the_third_in_the_middle() -> None:
     outcomes = {frozenset(cuts(runner.BRIDGE, target / 100, 2)) for target in range(100)}
     assert outcomes == {frozenset({(2, 1), (1, 2)}), frozenset({(2, 3), (3, 2)})}
+
+
+def test_a_slow_link_caps_what_the_leader_sends_or_both_ways_within_the_bounds() -> None:
+    outcomes = set()
+    for target in range(100):
+        network = RecordedNetwork([1, 2, 3])
+        step = runner.Step(fault=runner.SLOW_LINK, target=target / 100, hold_s=5.0, gap_s=1.0)
+        details = runner._slow(step, network, 2)
+        assert network.cuts == set()
+        assert details["slow_links"] == sorted(network.slow_links)
+        assert runner.SLOW_RATES_KBIT[0] <= details["rate_kbit"] <= runner.SLOW_RATES_KBIT[1]
+        assert runner.SLOW_QUEUES_MS[0] <= details["queue_ms"] <= runner.SLOW_QUEUES_MS[1]
+        outcomes.add(frozenset(network.slow_links))
+    sent = {(2, 1), (2, 3)}
+    assert outcomes == {frozenset(sent), frozenset(sent | {(1, 2), (3, 2)})}
 
 
 @pytest.mark.parametrize("fault", runner.NETWORK_FAULTS)

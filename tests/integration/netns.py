@@ -12,8 +12,9 @@ The subnet is a /24 of 198.18.0.0/15 (RFC 2544's range for network tests), the f
 pid-derived start that no address or route of the root namespace uses. A cut from A to B is a
 blackhole route to B's address in A's namespace: A's packets to B are dropped (an established
 connection stalls until its timeouts, a new one fails at once); a full partition is a cut in both
-directions. Teardown removes every namespace, veth and the bridge this object created, and only
-those, also after a failure halfway through setup.
+directions. A slow link from A to B is a rate-capped HTB class with a short byte-limited queue on
+A's eth0 for packets to B's address (`slow`). Teardown removes every namespace, veth and the
+bridge this object created, and only those, also after a failure halfway through setup.
 
 The subnet also gets an `unreachable` route in the root namespace (metric GUARD_METRIC, behind the
 bridge's own route while the bridge exists), kept until this process has exited: a client the test
@@ -53,9 +54,18 @@ class NamespacesUnavailable(RuntimeError):
 
 def ip(*arguments: str) -> str:
     """Run `ip ARGUMENTS`; its stdout, or an error naming the command and its stderr."""
-    result = subprocess.run(["ip", *arguments], capture_output=True, text=True, check=False)
+    return _run("ip", *arguments)
+
+
+def tc(*arguments: str) -> str:
+    """Run `tc ARGUMENTS` (iproute2's traffic control) the same way."""
+    return _run("tc", *arguments)
+
+
+def _run(*command: str) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(arguments)} failed: {result.stderr.strip()}")
+        raise RuntimeError(f"{' '.join(command)} failed: {result.stderr.strip()}")
     return result.stdout
 
 
@@ -101,6 +111,7 @@ class Network:
         self.bridge_name = f"mb{self.tag}"
         self.subnet: ipaddress.IPv4Network | None = None
         self.cuts: set[tuple[int, int]] = set()  # (source, destination): source's packets dropped
+        self.slow_links: set[tuple[int, int]] = set()  # (source, destination): through a bucket
         self._namespace_prefix = f"moldau-{pid}-{sequence}"
         self._created_namespaces: list[str] = []
         self._created_links: list[str] = []  # root-namespace ends; deleting one deletes its pair
@@ -174,6 +185,7 @@ class Network:
         self._created_links.clear()
         self._created_namespaces.clear()
         self.cuts.clear()
+        self.slow_links.clear()
         failures = []
         for removal in removals:
             try:
@@ -217,12 +229,42 @@ class Network:
         assert middle not in half_a and middle not in half_b
         self.partition(half_a, half_b)
 
+    def slow(
+        self, source: int, destinations: Iterable[int], *, rate_kbit: int, queue_ms: int
+    ) -> None:
+        """`source`'s packets to `destinations` share a token bucket of `rate_kbit` whose queue
+        holds `queue_ms` of them (more is dropped): a slow, congested link, its delay the
+        queue's (this kernel has no netem). An HTB class on the namespace's eth0, chosen by
+        destination address (u32), with a byte-limited FIFO; other traffic passes untouched."""
+        namespace = self.namespace(source)
+
+        def on_eth0(what: str, *arguments: str) -> None:
+            tc("-n", namespace, what, "add", "dev", "eth0", *arguments)
+
+        if not any(link[0] == source for link in self.slow_links):
+            on_eth0("qdisc", "root", "handle", "1:", "htb", "default", "1")
+            on_eth0("class", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit")
+            rate = f"{rate_kbit}kbit"
+            on_eth0("class", "parent", "1:", "classid", "1:2", "htb", "rate", rate, "ceil", rate)
+            limit = max(3028, rate_kbit * 1000 // 8 * queue_ms // 1000)  # two packets at least
+            on_eth0("qdisc", "parent", "1:2", "handle", "2:", "bfifo", "limit", str(limit))
+        for destination in destinations:
+            if (source, destination) in self.slow_links:
+                continue
+            address = f"{self.address(destination)}/32"
+            on_eth0("filter", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                    "match", "ip", "dst", address, "flowid", "1:2")  # fmt: skip
+            self.slow_links.add((source, destination))
+
     def heal(self) -> None:
-        """Every cut removed."""
+        """Every cut and every slow link removed."""
         for source, destination in sorted(self.cuts):
             ip("-n", self.namespace(source), "route", "delete", "blackhole",
                f"{self.address(destination)}/32")  # fmt: skip
             self.cuts.discard((source, destination))
+        for source in sorted({source for source, _destination in self.slow_links}):
+            tc("-n", self.namespace(source), "qdisc", "delete", "dev", "eth0", "root")
+        self.slow_links.clear()
 
 
 def _guard(subnet: str) -> None:

@@ -98,6 +98,58 @@ def test_bridge_cuts_the_halves_and_keeps_the_middle(network: Network) -> None:
     assert not any(dropped(network, a, b) for a, b in [(1, 3), (3, 1), (2, 3), (3, 2)])
 
 
+SINK = (
+    "import os, socket, sys\n"
+    "server = socket.create_server((sys.argv[1], int(sys.argv[2])))\n"
+    "print(os.getpid(), flush=True)\n"
+    "while True:\n"
+    "    connection = server.accept()[0]\n"
+    "    while connection.recv(65536):\n"
+    "        pass\n"
+    "    connection.close()\n"
+)
+SEND = (
+    "import socket, sys, time\n"
+    "started = time.monotonic()\n"
+    "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20)\n"
+    "s.sendall(bytes(int(sys.argv[3])))\n"
+    "s.shutdown(socket.SHUT_WR)\n"
+    "s.recv(1)\n"  # the sink's close: everything arrived
+    "print(time.monotonic() - started)\n"
+)
+
+
+def transfer_s(network: Network, source: int, destination: int, size: int) -> float:
+    """Seconds for `size` bytes to go from `source`'s namespace to a sink at `destination`."""
+    command = [*network.exec_prefix(source), sys.executable, "-c", SEND,
+               network.address(destination), str(PORT + 1), str(size)]  # fmt: skip
+    return float(subprocess.run(command, capture_output=True, text=True, timeout=60).stdout)
+
+
+def test_a_slow_link_caps_only_the_traffic_it_names_and_heals(network: Network) -> None:
+    sinks = []
+    for node_id in (2, 3):
+        command = [*network.exec_prefix(node_id), sys.executable, "-c", SINK,
+                   network.address(node_id), str(PORT + 1)]  # fmt: skip
+        sinks.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+    try:
+        for sink in sinks:
+            assert sink.stdout is not None and sink.stdout.readline().strip() == str(sink.pid)
+        size = 64 * 1024  # 2 s at 256 kbit/s
+        network.slow(1, [2], rate_kbit=256, queue_ms=500)
+        assert network.slow_links == {(1, 2)}
+        assert transfer_s(network, 1, 2, size) > 1.0
+        assert transfer_s(network, 1, 3, size) < 0.5
+        assert transfer_s(network, 2, 3, size) < 0.5
+        network.heal()
+        assert network.slow_links == set()
+        assert transfer_s(network, 1, 2, size) < 0.5
+    finally:
+        for sink in sinks:
+            sink.kill()
+            sink.wait(10)
+
+
 def _leftovers(network: Network) -> list[str]:
     links = ip("-o", "link", "show")
     namespaces = ip("netns", "list")
