@@ -164,6 +164,14 @@ class ProducerWorkload(Workload):
                 return
             except BufferError:  # the local queue is full: wait for deliveries
                 producer.poll(0.1)
+            except KafkaException as error:
+                # Refused before it was queued: librdkafka knows the topic is gone (a deleted
+                # topic, until it is created again). Nothing was sent.
+                self.history.record(
+                    "send", client=client, topic=self.topic, partition=partition, value=value,
+                    seq=sequence, outcome=FAILED, error=str(error), start=start,
+                )  # fmt: skip
+                return
 
 
 OFFSETS_TIMEOUT_S = 15
