@@ -133,6 +133,11 @@ class FinalLog:
     def __init__(self, records: Iterable[list[Any]]) -> None:
         self.by_offset: dict[int, str] = {int(offset): value for offset, value in records}
         self.end = max(self.by_offset, default=-1) + 1
+        self.values = set(self.by_offset.values())
+        # a record's identity (its value before any "|" suffix) -> its offsets, in order
+        self.offsets_of: dict[str, list[int]] = defaultdict(list)
+        for offset, value in sorted(self.by_offset.items()):
+            self.offsets_of[identity(value)].append(offset)
 
     def ordered(self) -> list[tuple[int, str]]:
         return sorted(self.by_offset.items())
@@ -236,7 +241,7 @@ def _check_sends(
             continue
         if outcome != OK or send["start"] < recreated.get(key[0], _FOREVER).created_at:
             continue
-        offsets = [o for o, v in whole.by_offset.items() if identity(v) == identity(send["value"])]
+        offsets = whole.offsets_of.get(identity(send["value"]), [])
         if not offsets:
             report.anomalies.append(
                 Anomaly(kind=LOST, detail=_send_detail(send) | {"log_end": whole.end})
@@ -414,7 +419,7 @@ def _check_transactions(
                     Anomaly(kind=INCOMPLETE, detail={"partition": (topic, partition)})
                 )
                 continue
-            (visible if value in final.by_offset.values() else hidden).append(value)
+            (visible if value in final.values else hidden).append(value)
         detail = {"client": transaction["client"], "outcome": transaction["outcome"],
                   "ended_at": transaction["end"], "visible": visible, "missing": hidden}  # fmt: skip
         if visible and hidden:
