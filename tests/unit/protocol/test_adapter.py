@@ -147,3 +147,28 @@ def test_truncated_body_is_rejected() -> None:
     header = decode_request_header(frame[:-3])
     with pytest.raises(MalformedRequest):
         decode_request(header, frame[:-3])
+
+
+def test_an_old_versions_answer_loads_the_newest_version_not_every_version() -> None:
+    """Found by the network fuzzer: the first answers of many old versions each imported every
+    version of their message to check the dict's keys, and held the loop a second. A key this
+    version lacks is looked up in the newest version first (in a fresh interpreter: the modules
+    this process has imported already would hide it)."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "from uuid import UUID\n"
+        "from moldau.protocol.adapter import build_entity, response_schema\n"
+        f"build_entity(response_schema(3, 1), {METADATA!r})\n"
+        "print(json.dumps([m for m in sys.modules if m.startswith('kio.schema.metadata.v')"
+        " and m.endswith('.response')]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = json.loads(result.stdout)
+    assert "kio.schema.metadata.v1.response" in loaded
+    assert len(loaded) == 2, loaded  # v1 and the newest
