@@ -397,6 +397,8 @@ class ControllerChannel:
             return await call(await self._connect(leader))
 
         task = asyncio.ensure_future(attempt())
+        # Its error is retrieved however this ends: it may fail just as this is cancelled.
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=LEADER_WATCH_S)

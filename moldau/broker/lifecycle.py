@@ -138,7 +138,10 @@ class BrokerLifecycle:
                 async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
                     if await self._heartbeat(want_shut_down=True):
                         return
-            except (KafkaError, TimeoutError) as error:
+            except TimeoutError:
+                log.info("controlled shutdown: no controller agreed within %.0f s", timeout_s)
+                return
+            except KafkaError as error:
                 log.info("controlled shutdown heartbeat failed: %s", error)
                 return
             await asyncio.sleep(RETRY_BACKOFF_S)

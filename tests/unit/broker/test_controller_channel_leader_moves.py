@@ -92,3 +92,42 @@ async def _until(condition: object, timeout_s: float = 5.0) -> None:
     async with asyncio.timeout(timeout_s):
         while not condition():  # type: ignore[operator]
             await asyncio.sleep(0.01)
+
+
+def test_a_request_cancelled_as_its_attempt_fails_leaves_no_unretrieved_error() -> None:
+    """A voters chaos run: a controlled-shutdown heartbeat timed out (cancelled) just as its
+    attempt failed to connect; the attempt's error was never retrieved and asyncio logged it
+    with a traceback at garbage collection."""
+    asyncio.run(_cancelled_as_the_attempt_fails())
+
+
+async def _cancelled_as_the_attempt_fails() -> None:
+    import gc
+
+    from moldau.protocol.errors import ErrorCode, KafkaError
+
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    member = QuorumMember(leader_id=2)
+    addresses = QuorumAddresses(voters=(Voter(2, "127.0.0.1", 1), Voter(1, "127.0.0.1", 1)))
+    channel = ControllerChannel(member, addresses, node_id=1)  # type: ignore[arg-type]
+    gate = asyncio.Event()
+
+    async def refused(leader: int) -> object:
+        await gate.wait()
+        raise KafkaError(ErrorCode.network_exception, "connection refused")
+
+    channel._connect = refused  # type: ignore[method-assign,assignment]
+    request = asyncio.ensure_future(channel._unless_leader_moves(2, lambda c: c))
+    await asyncio.sleep(0.01)  # the attempt waits at the gate
+    gate.set()
+    await asyncio.sleep(0)  # the attempt fails; the request is not resumed yet
+    request.cancel()
+    await asyncio.wait({request})
+    assert request.cancelled()
+    del request
+    for _ in range(3):
+        gc.collect()
+        await asyncio.sleep(0)
+    assert reported == []
