@@ -300,23 +300,23 @@ def _message_of(cls: Any) -> tuple[str, str] | None:
 
 
 @cache
+def _version_modules(package_name: str, side: str) -> tuple[str, ...]:
+    """The modules of a message's side, oldest version first."""
+    package = importlib.import_module(package_name)
+    versions = [v.name for v in pkgutil.iter_modules(package.__path__) if v.name[1:].isdigit()]
+    versions.sort(key=lambda v: int(v[1:]))
+    return tuple(f"{package_name}.{version}.{side}" for version in versions)
+
+
+@cache
 def _newest_field_names(cls: Any) -> frozenset[str]:
     """The field names of `cls` and of every structure of its message's newest version: what a
     dict written for every version almost always holds (one module more, where the whole
     message would be a dozen: a fuzzer's first requests of every old version loaded them all at
     once and held a server's loop for a second)."""
-    names = {field.name for field in dataclasses.fields(cls)}
     message = _message_of(cls)
-    if message is None:
-        return frozenset(names)
-    package_name, side = message
-    versions = [
-        v.name for v in pkgutil.iter_modules(importlib.import_module(package_name).__path__)
-    ]
-    newest = max((v for v in versions if v[1:].isdigit()), key=lambda v: int(v[1:]), default=None)
-    if newest is not None:
-        names |= _module_field_names(f"{package_name}.{newest}.{side}")
-    return frozenset(names)
+    modules = _version_modules(*message)[-1:] if message is not None else ()
+    return _own_field_names(cls).union(*map(_module_field_names, modules))
 
 
 @cache
@@ -324,15 +324,9 @@ def _known_field_names(cls: Any) -> frozenset[str]:
     """The field names of any structure of `cls`'s message (request or response) in any version:
     one dict answers every version, and versions rename nested structures, so a field of another
     version or structure is not taken for a mistake; a name the message never has is."""
-    names = {field.name for field in dataclasses.fields(cls)}
     message = _message_of(cls)
-    if message is None:
-        return frozenset(names)
-    package_name, side = message
-    package = importlib.import_module(package_name)
-    for version in pkgutil.iter_modules(package.__path__):
-        names |= _module_field_names(f"{package_name}.{version.name}.{side}")
-    return frozenset(names)
+    modules = _version_modules(*message) if message is not None else ()
+    return _own_field_names(cls).union(*map(_module_field_names, modules))
 
 
 @cache
