@@ -328,8 +328,9 @@ class PartitionLog(LogMaintenance):
             if leader_epoch > self._latest_epoch:
                 self.assign_leader_epoch(leader_epoch, first_offset)
             if stateful:
-                for _relative, header in stateful:
-                    self._failed_sequences.pop(header.producer_id, None)
+                if self._failed_sequences:  # (empty but after a failed write)
+                    for _relative, header in stateful:
+                        self._failed_sequences.pop(header.producer_id, None)
                 try:
                     self._apply_producer_state(stateful)
                 except OSError as error:
