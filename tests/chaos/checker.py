@@ -134,13 +134,14 @@ class FinalLog:
         self.by_offset: dict[int, str] = {int(offset): value for offset, value in records}
         self.end = max(self.by_offset, default=-1) + 1
         self.values = set(self.by_offset.values())
+        self._ordered = sorted(self.by_offset.items())
         # a record's identity (its value before any "|" suffix) -> its offsets, in order
         self.offsets_of: dict[str, list[int]] = defaultdict(list)
-        for offset, value in sorted(self.by_offset.items()):
+        for offset, value in self._ordered:
             self.offsets_of[identity(value)].append(offset)
 
     def ordered(self) -> list[tuple[int, str]]:
-        return sorted(self.by_offset.items())
+        return list(self._ordered)
 
 
 def check(history: list[Operation], *, tolerate: Iterable[str] = ()) -> Report:

@@ -502,12 +502,12 @@ def _inject(step: Step, nodes: Nodes, history: History, topics: list[str]) -> No
         return
     cuts: list[tuple[int, int]] = []
     details: dict[str, Any] = {}
-    if step.fault == SLOW_LINK:
+    if step.fault in NETWORK_FAULTS:
         assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
-        details = _slow(step, nodes.network, targets[0])
-    elif step.fault in NETWORK_FAULTS:
-        assert nodes.network is not None, f"{step.fault} needs the nodes in namespaces"
-        cuts = _cut(step, nodes.network, targets[0])
+        if step.fault == SLOW_LINK:
+            details = _slow(step, nodes.network, targets[0])
+        else:
+            cuts = _cut(step, nodes.network, targets[0])
     elif step.fault in DISK_FAULTS:
         details = _break_disk(step, nodes, targets[0])
     elif step.fault.startswith("pause"):

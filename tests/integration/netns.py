@@ -235,7 +235,8 @@ class Network:
         """`source`'s packets to `destinations` share a token bucket of `rate_kbit` whose queue
         holds `queue_ms` of them (more is dropped): a slow, congested link, its delay the
         queue's (this kernel has no netem). An HTB class on the namespace's eth0, chosen by
-        destination address (u32), with a byte-limited FIFO; other traffic passes untouched."""
+        destination address (u32), with a byte-limited FIFO; other traffic passes untouched.
+        A source has one bucket until `heal`: a later call adds destinations to it, at its cap."""
         namespace = self.namespace(source)
 
         def on_eth0(what: str, *arguments: str) -> None:
