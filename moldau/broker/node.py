@@ -73,6 +73,7 @@ from moldau.types import TopicPartition
 log = logging.getLogger(__name__)
 
 _NO_ACLS: Mapping[Any, AclBinding] = MappingProxyType({})
+UNFENCE_REPLAY_WAIT_S = 30.0  # how long a starting broker waits to see itself live in its image
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
@@ -292,6 +293,32 @@ class Node:
                 heartbeat_interval_s=int(self.config.get("broker.heartbeat.interval.ms")) / 1000,
             )
             await self.lifecycle.start()
+            await self._until_listed_live()
+
+    async def _until_listed_live(self, timeout_s: float = UNFENCE_REPLAY_WAIT_S) -> None:
+        """Wait (bounded) until this broker's own image lists it live. The controller unfences
+        it in a heartbeat's answer; the record that says so reaches this node's image a moment
+        later, and until then its Metadata answers would leave it out of the brokers."""
+        listed = asyncio.Event()
+
+        def check(_delta: Any, image: MetadataImage) -> None:
+            broker = image.brokers.get(self.node_id)
+            if broker is not None and not broker.fenced:
+                listed.set()
+
+        check(None, self.controller.image)
+        self.controller.add_publisher(check)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await listed.wait()
+        except TimeoutError:
+            log.warning(
+                "broker %d is unfenced, but its metadata does not say so after %.0f s",
+                self.node_id,
+                timeout_s,
+            )
+        finally:
+            self.controller.remove_publisher(check)
 
     def _register_controller(self, send: Callable[[ControllerRegistration], Any]) -> None:
         """A controller with a controller listener registers it with the active controller
@@ -688,11 +715,16 @@ class Node:
 
     @property
     def controller_id(self) -> int:
-        """The controller clients are told of: this broker, which passes what clients send the
-        controller on to the active one (KIP-590; Kafka names a live broker too). Naming the
-        quorum's leader instead would strand clients that keep their metadata when that node
-        dies (librdkafka's admin client waits for it until its next metadata refresh)."""
-        return self.node_id
+        """The controller clients are told of: a live broker, which passes what clients send
+        the controller on to the active one (KIP-590; Kafka names a random live broker). This
+        one while its image lists it live, else the live broker of lowest id, else -1: always
+        one of the brokers the same Metadata answer lists (librdkafka's admin client waits, until
+        its next metadata refresh, for a controller the list lacks). Naming the quorum's leader
+        instead would strand clients that keep their metadata when that node dies."""
+        live = [broker.broker_id for broker in self.metadata_image.live_brokers()]
+        if self.node_id in live:
+            return self.node_id
+        return live[0] if live else -1
 
     # --- metadata ------------------------------------------------------------------------------
 

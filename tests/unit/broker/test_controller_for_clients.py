@@ -1,0 +1,32 @@
+"""The controller a broker names in Metadata and DescribeCluster is always one of the live
+brokers the same answer lists: itself while its image lists it live, else the live broker of
+lowest id, else none (-1). librdkafka's admin client waits for a named controller that the
+list lacks until its next metadata refresh."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from moldau.broker.node import Node
+
+
+def controller_named_by(node_id: int, live: list[int]) -> int:
+    image = SimpleNamespace(live_brokers=lambda: [SimpleNamespace(broker_id=b) for b in live])
+    node = SimpleNamespace(node_id=node_id, metadata_image=image)
+    return int(Node.controller_id.fget(node))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("node_id", "live", "named"),
+    [
+        (2, [1, 2, 3], 2),  # itself, live
+        (2, [1, 3], 1),  # fenced in its own image: the live broker of lowest id
+        (2, [], -1),  # no live broker known
+    ],
+)
+def test_the_named_controller_is_a_listed_live_broker(
+    node_id: int, live: list[int], named: int
+) -> None:
+    assert controller_named_by(node_id, live) == named
