@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import moldau
 from moldau.raft.meta_properties import random_uuid_string
 
 from .conftest import MoldauServer, ServerFactory
@@ -337,3 +338,36 @@ def _process_state(pid: int) -> str:
         return f"its /proc entry could not be read ({error})"
     state = next((line for line in status.splitlines() if line.startswith("State:")), "State: ?")
     return f"{state.strip()}, waiting in {wchan or '?'}"
+
+
+@contextmanager
+def controller_and_broker_in_process(
+    tmp_path: Path, *, common: dict[str, str], broker: dict[str, str] | None = None
+) -> Iterator[str]:
+    """A controller-only node (1, the quorum's single voter) and a broker-only node (2), each a
+    `moldau.Server` on its own loop in this process (so that a test may patch what they run),
+    listeners CONTROLLER and BROKER on loopback; `common` settings (security, timings) go to
+    both, `broker` to the broker alone. Yields the broker's bootstrap address."""
+    controller_port, broker_port = free_port(), free_port()
+    shared = {"controller.quorum.bootstrap.servers": f"{LOOPBACK}:{controller_port}", **common}
+    controller_config = {
+        **shared,
+        "node.id": "1",
+        "process.roles": "controller",
+        "listeners": f"CONTROLLER://{LOOPBACK}:{controller_port}",
+        "log.dirs": str(tmp_path / "controller"),
+    }
+    broker_config = {
+        **shared,
+        "node.id": "2",
+        "process.roles": "broker",
+        "listeners": f"BROKER://{LOOPBACK}:{broker_port}",
+        "log.dirs": str(tmp_path / "broker"),
+        "inter.broker.listener.name": "BROKER",
+        **(broker or {}),
+    }
+    cluster_id = random_uuid_string()
+    format_storage(cluster_id, controller_config, ["--standalone"])
+    format_storage(cluster_id, broker_config)
+    with moldau.Server(config=controller_config), moldau.Server(config=broker_config):
+        yield f"{LOOPBACK}:{broker_port}"

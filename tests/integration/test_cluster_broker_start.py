@@ -11,19 +11,15 @@ nodes run in this process as `moldau.Server`), so the lag is there on every run.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-import moldau
 from moldau.broker.quorum_transport import QuorumTransport
-from moldau.raft.meta_properties import random_uuid_string
 
-from .cluster import LOOPBACK, format_storage, free_port
+from .cluster import controller_and_broker_in_process
 from .wire import Connection
 
 FETCH_LAG_S = 0.5
@@ -42,46 +38,22 @@ def lagging_fetches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(QuorumTransport, "_request", late)
 
 
-@contextmanager
-def controller_and_broker(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    """A controller-only node and a broker-only node, running; the broker's host and port."""
-    controller_port, broker_port = free_port(), free_port()
-    common = {
-        "controller.quorum.bootstrap.servers": f"{LOOPBACK}:{controller_port}",
-        "listener.security.protocol.map": "BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "broker.heartbeat.interval.ms": "500",
-    }
-    controller = {
-        **common,
-        "node.id": "1",
-        "process.roles": "controller",
-        "listeners": f"CONTROLLER://{LOOPBACK}:{controller_port}",
-        "log.dirs": str(tmp_path / "controller"),
-    }
-    broker = {
-        **common,
-        "node.id": "2",
-        "process.roles": "broker",
-        "listeners": f"BROKER://{LOOPBACK}:{broker_port}",
-        "inter.broker.listener.name": "BROKER",
-        "log.dirs": str(tmp_path / "broker"),
-    }
-    cluster_id = random_uuid_string()
-    format_storage(cluster_id, controller, ["--standalone"])
-    format_storage(cluster_id, broker)
-    with moldau.Server(config=controller), moldau.Server(config=broker):
-        yield LOOPBACK, broker_port
+PLAINTEXT = {
+    "listener.security.protocol.map": "BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "broker.heartbeat.interval.ms": "500",
+}
 
 
 def test_a_started_broker_lists_itself_and_names_a_listed_controller(
     tmp_path: Path, lagging_fetches: None
 ) -> None:
-    with controller_and_broker(tmp_path) as (host, port):
-        with Connection(host, port, timeout=10) as connection:
+    with controller_and_broker_in_process(tmp_path, common=PLAINTEXT) as bootstrap:
+        host, port = bootstrap.split(":")
+        with Connection(host, int(port), timeout=10) as connection:
             metadata = connection.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})
-        assert [(b.node_id, b.port) for b in metadata.brokers] == [(2, port)]
+        assert [(b.node_id, b.port) for b in metadata.brokers] == [(2, int(port))]
         assert metadata.controller_id == 2
-        admin = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("first", num_partitions=1, replication_factor=1)])[
             "first"
         ].result(20)

@@ -8,8 +8,7 @@ nodes' principals super users, alice's own ACLs decide."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-import moldau
 from moldau.broker.registry import CONTROLLER, RequestContext, load_handlers
 from moldau.protocol.api_keys import ApiKey
-from moldau.raft.meta_properties import random_uuid_string
 
-from .cluster import LOOPBACK, format_storage, free_port
+from .cluster import LOOPBACK, controller_and_broker_in_process
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 AUTHORIZER = {
@@ -56,12 +53,9 @@ def seen_by_the_controller(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
     return seen
 
 
-@contextmanager
-def controller_and_broker(tmp_path: Path, extra: dict[str, str]) -> Iterator[str]:
-    """The two nodes running; the broker's bootstrap address."""
-    controller_port, broker_port = free_port(), free_port()
+def controller_and_broker(tmp_path: Path, extra: dict[str, str]) -> AbstractContextManager[str]:
+    """The two nodes running, SASL PLAIN on both listeners; the broker's bootstrap address."""
     common = {
-        "controller.quorum.bootstrap.servers": f"{LOOPBACK}:{controller_port}",
         "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "sasl.mechanism.controller.protocol": "PLAIN",
@@ -72,20 +66,7 @@ def controller_and_broker(tmp_path: Path, extra: dict[str, str]) -> Iterator[str
         "broker.heartbeat.interval.ms": "500",
         **extra,
     }
-    controller = {
-        **common,
-        "node.id": "1",
-        "process.roles": "controller",
-        "listeners": f"CONTROLLER://{LOOPBACK}:{controller_port}",
-        "log.dirs": str(tmp_path / "controller"),
-    }
     broker = {
-        **common,
-        "node.id": "2",
-        "process.roles": "broker",
-        "listeners": f"BROKER://{LOOPBACK}:{broker_port}",
-        "log.dirs": str(tmp_path / "broker"),
-        "inter.broker.listener.name": "BROKER",
         "listener.name.broker.sasl.enabled.mechanisms": "PLAIN",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.broker.plain.sasl.jaas.config": (
@@ -93,11 +74,7 @@ def controller_and_broker(tmp_path: Path, extra: dict[str, str]) -> Iterator[str
             'user_broker="broker-secret" user_alice="alice-secret";'
         ),
     }
-    cluster_id = random_uuid_string()
-    format_storage(cluster_id, controller, ["--standalone"])
-    format_storage(cluster_id, broker)
-    with moldau.Server(config=controller), moldau.Server(config=broker) as broker_node:
-        yield broker_node.bootstrap_servers
+    return controller_and_broker_in_process(tmp_path, common=common, broker=broker)
 
 
 def admin_client(bootstrap: str, user: str) -> AdminClient:
