@@ -84,7 +84,7 @@ class Dispatcher:
                 "its SASL session expired (connections.max.reauth.ms or its token's expiry)"
             )
         try:
-            header = decode_request_header(frame)
+            header = decode_request_header(frame, served=self._serves)
         except MalformedRequest as exc:
             raise CloseConnection(f"malformed request header: {exc}") from None
         if not info.authenticated and header.api_key not in _BEFORE_AUTHENTICATION:
@@ -112,6 +112,10 @@ class Dispatcher:
             if quota is not None and quota.covers(header.api_key, request):
                 return self._serve_under_quota(spec, header, info, request, quota, len(frame))
         return self.serve(spec, header, request, info)
+
+    def _serves(self, api_key: int, api_version: int) -> bool:
+        spec = handler_for(api_key, self.scope)
+        return spec is not None and spec.min_version <= api_version <= spec.max_version
 
     def serve(
         self, spec: HandlerSpec, header: RequestHeader, request: Any, info: ConnectionInfo

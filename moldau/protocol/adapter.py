@@ -121,8 +121,14 @@ def _read_uvarint(data: bytes | memoryview, offset: int) -> tuple[int, int]:
             raise MalformedRequest("varint too long")
 
 
-def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
-    """Parse the header of a request frame (without its size prefix)."""
+def decode_request_header(
+    frame: bytes | memoryview, *, served: Callable[[int, int], bool] | None = None
+) -> RequestHeader:
+    """Parse the header of a request frame (without its size prefix). With `served`, the header
+    of a request for an API or version it refuses ends at its client id (`body_offset` -1):
+    telling whether that header has tagged fields would load the version's message types, for
+    a request the caller only refuses (a hostile client could have a server load every version
+    kio knows)."""
     if len(frame) < _HEADER.size:
         raise MalformedRequest("frame shorter than a request header")
     api_key, api_version, correlation_id, client_id_length = _HEADER.unpack_from(frame, 0)
@@ -139,6 +145,8 @@ def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
     # ApiVersions request headers are v2 for flexible versions like every other API, but a client
     # may send a version we do not know: then we cannot know the header version either and leave
     # the body unparsed (KIP-511 answers with a v0 response in that case).
+    if served is not None and not served(api_key, api_version):
+        return RequestHeader(api_key, api_version, correlation_id, client_id, -1)
     if is_flexible(api_key, api_version):
         offset = _skip_tagged_fields(frame, offset)
     return RequestHeader(api_key, api_version, correlation_id, client_id, offset)

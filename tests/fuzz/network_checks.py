@@ -1,6 +1,6 @@
 """The network fuzzer's checks: the run's settings, reading answers off a socket, preparing the
 server (topics, a group) and the healthy client that probes it while the fuzzer runs (its
-ApiVersions and Metadata answers timed against the server's own CPU time)."""
+ApiVersions and Metadata answers timed against the CPU time of the server's event loop)."""
 
 from __future__ import annotations
 
@@ -183,7 +183,8 @@ class Probe:
             "worst_latency_s": 0.0,
             "slow_probes": 0,
             "busy_probes": 0,
-            "worst_probe_server_cpu_s": 0.0,
+            "worst_probe_loop_cpu_s": 0.0,
+            "worst_probe_process_cpu_s": 0.0,
             "peak_rss_mb": 0.0,
             "crashes": 0,
             "hangs": 0,
@@ -206,10 +207,12 @@ class Probe:
             pass
         return 0.0
 
-    def cpu_s(self) -> float:
-        """User and system CPU seconds the server has used."""
+    def cpu_s(self, thread: bool = False) -> float:
+        """User and system CPU seconds the server has used: all its threads, or with `thread`
+        its main thread's alone (the event loop's, which answers every client)."""
+        stat = f"/proc/{self.pid}/task/{self.pid}/stat" if thread else f"/proc/{self.pid}/stat"
         try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
         except OSError:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -229,7 +232,7 @@ class Probe:
         """ApiVersions and Metadata on the kept connection (on a new one once a second)."""
         self._correlation_id += 1
         started = time.monotonic()
-        cpu_before = self.cpu_s()
+        cpu_before, loop_cpu_before = self.cpu_s(), self.cpu_s(thread=True)
         try:
             if fresh:
                 with socket.create_connection((self.host, self.port), self.settings.hang_s) as s:
@@ -254,24 +257,28 @@ class Probe:
             return f"the healthy client failed: {error!r}"
         latency = time.monotonic() - started
         cpu = self.cpu_s() - cpu_before
+        loop_cpu = self.cpu_s(thread=True) - loop_cpu_before
         self.figures["probes"] += 1
-        self.figures["worst_probe_server_cpu_s"] = max(
-            self.figures["worst_probe_server_cpu_s"], cpu
-        )
-        if cpu > self.settings.latency_limit_s:
+        for key, value in (("loop", loop_cpu), ("process", cpu)):
+            name = f"worst_probe_{key}_cpu_s"
+            self.figures[name] = max(self.figures[name], value)
+        # Busy: the event loop itself ran for longer than the limit while this client waited
+        # (the process's CPU time would also count the worker threads on the other core, which
+        # do not hold up an answer).
+        if loop_cpu > self.settings.latency_limit_s:
             self.figures["busy_probes"] += 1
         if latency > self.figures["worst_latency_s"]:
             self.figures["worst_latency_s"] = latency
             self.figures["worst_latency_at"] = time.strftime("%H:%M:%S")
         if latency > self.settings.latency_limit_s:
             self.figures["slow_probes"] += 1
-            # The server's own CPU time meanwhile tells a busy server (about the latency) from
+            # The event loop's CPU time meanwhile tells a busy server (about the latency) from
             # one the machine did not run (little CPU: other processes had the cores).
             kind = "new connection" if fresh else "kept connection"
             load = Path("/proc/loadavg").read_text().split()[0]
             self.figures.setdefault("slow_probe_list", []).append(
-                f"{time.strftime('%H:%M:%S')} {kind} {latency:.2f} s, server CPU "
-                f"{cpu:.2f} s, load {load}"
+                f"{time.strftime('%H:%M:%S')} {kind} {latency:.2f} s, event loop CPU "
+                f"{loop_cpu:.2f} s (all threads {cpu:.2f} s), load {load}"
             )
         return None
 

@@ -172,3 +172,27 @@ def test_an_old_versions_answer_loads_the_newest_version_not_every_version() -> 
     loaded = json.loads(result.stdout)
     assert "kio.schema.metadata.v1.response" in loaded
     assert len(loaded) == 2, loaded  # v1 and the newest
+
+
+def test_a_header_the_caller_refuses_loads_no_message_types() -> None:
+    """Found by the network fuzzer: a request for a version the server does not serve still
+    loaded that version's message types to read its header, so hostile frames could have the
+    server load every version kio knows (some 2 s of CPU on the event loop). With `served`, a
+    refused request's header ends at its client id (in a fresh interpreter: the modules this
+    process has imported already would hide it)."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, struct, sys\n"
+        "from moldau.protocol.adapter import decode_request_header\n"
+        "frame = struct.pack('>hhih', 3, 4, 7, 1) + b'c' + bytes(8)  # Metadata v4\n"
+        "header = decode_request_header(frame, served=lambda key, version: version >= 9)\n"
+        "print(json.dumps([header.correlation_id, header.client_id, header.body_offset,\n"
+        "    [m for m in sys.modules if m.startswith('kio.schema.metadata.v')]]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(result.stdout) == [7, "c", -1, []]
