@@ -22,6 +22,7 @@ from typing import Any
 
 from moldau.broker.authorization import NodeAuthorization
 from moldau.broker.client_telemetry import ClientTelemetry
+from moldau.broker.client_view import controller_for_clients, listed_brokers
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.controller_registration import ControllerRegistrationManager
 from moldau.broker.dispatcher import Dispatcher
@@ -685,29 +686,10 @@ class Node:
         return f"{first.host}:{first.port}"
 
     def broker_endpoints(self, listener_name: str) -> list[dict[str, Any]]:
-        """Live brokers with their endpoint on `listener_name`; this node's own are the ones it
-        listens on now (its registration may be older: see QuorumController.start)."""
-        brokers = []
-        own = {endpoint.name: endpoint for endpoint in self.advertised_endpoints()}
-        for broker in self.metadata_image.live_brokers():
-            endpoint: BrokerEndpoint | None
-            if broker.broker_id == self.node_id and own:
-                endpoint = own.get(listener_name) or next(iter(own.values()))
-            else:
-                endpoint = broker.endpoint(listener_name) or (
-                    broker.endpoints[0] if broker.endpoints else None
-                )
-            if endpoint is None:
-                continue
-            brokers.append(
-                {
-                    "node_id": broker.broker_id,
-                    "host": endpoint.host,
-                    "port": endpoint.port,
-                    "rack": broker.rack,
-                }
-            )
-        return brokers
+        """The live brokers as clients on `listener_name` are shown them (`client_view`)."""
+        return listed_brokers(
+            self.metadata_image, self.node_id, self.advertised_endpoints(), listener_name
+        )
 
     def is_broker_alive(self, broker_id: int) -> bool:
         broker = self.metadata_image.brokers.get(broker_id)
@@ -715,16 +697,9 @@ class Node:
 
     @property
     def controller_id(self) -> int:
-        """The controller clients are told of: a live broker, which passes what clients send
-        the controller on to the active one (KIP-590; Kafka names a random live broker). This
-        one while its image lists it live, else the live broker of lowest id, else -1: always
-        one of the brokers the same Metadata answer lists (librdkafka's admin client waits, until
-        its next metadata refresh, for a controller the list lacks). Naming the quorum's leader
-        instead would strand clients that keep their metadata when that node dies."""
+        """The controller clients are told of: a live broker (`client_view`)."""
         live = [broker.broker_id for broker in self.metadata_image.live_brokers()]
-        if self.node_id in live:
-            return self.node_id
-        return live[0] if live else -1
+        return controller_for_clients(self.node_id, live)
 
     # --- metadata ------------------------------------------------------------------------------
 

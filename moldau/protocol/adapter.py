@@ -142,11 +142,11 @@ def decode_request_header(
         offset = end
     elif client_id_length != -1:
         raise MalformedRequest("negative client_id length")
+    if served is not None and not served(api_key, api_version):
+        return RequestHeader(api_key, api_version, correlation_id, client_id, -1)
     # ApiVersions request headers are v2 for flexible versions like every other API, but a client
     # may send a version we do not know: then we cannot know the header version either and leave
     # the body unparsed (KIP-511 answers with a v0 response in that case).
-    if served is not None and not served(api_key, api_version):
-        return RequestHeader(api_key, api_version, correlation_id, client_id, -1)
     if is_flexible(api_key, api_version):
         offset = _skip_tagged_fields(frame, offset)
     return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
