@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from moldau.metadata.image import MetadataImage
+from moldau.metadata.image import BrokerImage, MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 
 
@@ -26,9 +26,7 @@ def listed_brokers(
         if broker.broker_id == node_id and own:
             endpoint = own.get(listener_name) or next(iter(own.values()))
         else:
-            endpoint = broker.endpoint(listener_name) or (
-                broker.endpoints[0] if broker.endpoints else None
-            )
+            endpoint = endpoint_on(broker, listener_name)
         if endpoint is None:
             continue
         brokers.append(
@@ -40,6 +38,12 @@ def listed_brokers(
             }
         )
     return brokers
+
+
+def endpoint_on(broker: BrokerImage, listener_name: str) -> BrokerEndpoint | None:
+    """`broker`'s endpoint on `listener_name`, else its first (a client on a listener the broker
+    lacks still learns where it is)."""
+    return broker.endpoint(listener_name) or (broker.endpoints[0] if broker.endpoints else None)
 
 
 def controller_for_clients(node_id: int, live: Sequence[int]) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.client_view import endpoint_on
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, handler
 from moldau.metadata.acls import CLUSTER_NAME, ResourceType
 from moldau.protocol.api_keys import ApiKey
@@ -110,9 +111,7 @@ def _brokers(node: Any, listener_name: str, include_fenced: bool) -> list[dict[s
     for broker in sorted(node.metadata_image.brokers.values(), key=lambda b: b.broker_id):
         if broker.fenced and not include_fenced:
             continue
-        endpoint = broker.endpoint(listener_name) or (
-            broker.endpoints[0] if broker.endpoints else None
-        )
+        endpoint = endpoint_on(broker, listener_name)
         if endpoint is None:
             continue
         brokers.append(
