@@ -30,6 +30,7 @@ import inspect
 import logging
 import struct
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.envelope import envelope_request
@@ -43,7 +44,7 @@ from moldau.broker.registry import (
     handler_for,
     supported_versions,
 )
-from moldau.net.connection import CloseConnection, ConnectionInfo
+from moldau.net.connection import Applying, CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
     MalformedRequest,
@@ -131,8 +132,14 @@ class Dispatcher:
             if isinstance(result, Deferred):
                 return self._finish_deferred(header, result)
             if inspect.isawaitable(result):
-                return self._finish_async(header, result)
+                return self._later(spec, self._finish_async(header, result))
         return self._encode(header, result)
+
+    @staticmethod
+    def _later(spec: HandlerSpec, answer: Awaitable[Any]) -> Any:
+        """A handler's answer still to come; the connection's later requests wait for it to be
+        applied when the handler's API is applied in order (`HandlerSpec.in_order`)."""
+        return Applying(answer) if spec.in_order else answer
 
     def _serve_under_quota(
         self,
@@ -156,7 +163,7 @@ class Dispatcher:
         if isinstance(result, Deferred):
             return self._finish_deferred(header, result, usage)
         if inspect.isawaitable(result):
-            return self._finish_async(header, result, usage)
+            return self._later(spec, self._finish_async(header, result, usage))
         return self._encode(header, result, usage)
 
     def _finish_deferred(
@@ -195,10 +202,12 @@ class Dispatcher:
         response once ready, header and body without the size prefix. Raises CloseConnection
         where the client's own connection would have been closed."""
         outcome = self.serve(spec, header, request, info)
+        if isinstance(outcome, Applying):
+            outcome = outcome.pending
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
         if isinstance(outcome, Deferred):
             outcome = await _settled(outcome)
-        elif inspect.isawaitable(outcome):
-            outcome = await outcome
         if not isinstance(outcome, bytes):  # no answer (acks=0) or chunks (Fetch): not forwarded
             raise CloseConnection(f"API {header.api_key} has no answer to forward")
         return outcome[4:]
@@ -217,12 +226,16 @@ class Dispatcher:
     async def _finish_async(
         self, header: RequestHeader, pending: Any, usage: QuotaUsage | None = None
     ) -> Any:
+        """The encoded answer of an awaitable handler, or a `Deferred` of it when the handler
+        ends with one (applied, waiting for something else)."""
         try:
             result = await pending
         except CloseConnection:
             raise
         except Exception as exc:
             return self._failure(header, exc)
+        if isinstance(result, Deferred):
+            return self._finish_deferred(header, result, usage)
         return self._encode(header, result, usage)
 
     def _encode(self, header: RequestHeader, result: Any, usage: QuotaUsage | None = None) -> Any:

@@ -57,6 +57,11 @@ class HandlerSpec:
     # Served but left out of ApiVersions, as Kafka leaves out the telemetry APIs (KIP-714) when
     # no telemetry plugin is configured: clients only call what is listed.
     advertised: bool = True
+    # Applied in order: while an answer of this API is still being applied (its handler
+    # awaits before it writes, as a transactional produce does while its partition is added to
+    # the transaction), the connection's later requests wait (Kafka serves a channel's requests
+    # one at a time; pipelined batches of one producer must reach the log in the order sent).
+    in_order: bool = False
 
 
 @dataclass(slots=True)
@@ -209,12 +214,14 @@ def handler(
     scopes: tuple[Scope, ...] = (BROKER,),
     forward: bool = False,
     advertised: bool = True,
+    in_order: bool = False,
 ) -> Callable[[HandlerFunction], HandlerFunction]:
     """Register the decorated function as the handler of `api_key` for these versions, on the
     listeners of `scopes`. `forward`: a change of metadata (or a read of the controller's
     state) that a broker passes on to the active controller when it is not that controller
     itself (the controller's listeners serve it too). `advertised=False`: served when called,
-    but not listed in ApiVersions."""
+    but not listed in ApiVersions. `in_order`: the connection's later requests wait while an
+    answer of this API is still being applied (`HandlerSpec.in_order`)."""
     if forward and CONTROLLER not in scopes:
         scopes = (*scopes, CONTROLLER)
 
@@ -229,6 +236,7 @@ def handler(
             ),
             forward=forward,
             advertised=advertised,
+            in_order=in_order,
         )
         for scope in scopes:
             existing = _HANDLERS[scope].get(api_key)

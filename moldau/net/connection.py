@@ -4,6 +4,9 @@
 given to the processor, which answers at once (bytes, or chunks of bytes and file regions) or
 later (a `Deferred`, or an awaitable). Requests may complete out of order; responses leave
 strictly in request order, and every response ready after one read is joined into one write.
+A request the processor is still applying (`Applying`: a produce whose transaction is being
+verified) holds back the frames behind it until it is applied, so requests take effect in the
+order they arrived, as in Kafka, which serves one request of a channel at a time.
 
 File regions are sent with `os.sendfile` (uvloop has no `loop.sendfile`) on a duplicate of the
 socket's descriptor once the transport's own buffer has drained; writability of that duplicate
@@ -140,6 +143,15 @@ def _unconnected(data: bytes) -> None:
     raise RuntimeError("write before the connection was made")
 
 
+@dataclass(frozen=True, slots=True)
+class Applying:
+    """An answer to a request that is still being applied: no later frame of the connection is
+    dispatched until `pending` completes. `pending` gives the answer, or a `Deferred` of it when
+    what is left is a wait that later requests need not sit behind (an acks=all flush)."""
+
+    pending: Awaitable[Any]
+
+
 class _Slot:
     __slots__ = ("done", "reserved", "value")
 
@@ -198,6 +210,7 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = False  # the node is stopping (`stop_taking_requests`)
         self._reading = False  # inside data_received: answers settled now join its one write
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._applying = False  # a request is being applied (`Applying`): the others wait
         self._turn: asyncio.Handle | None = None  # the next turn, when frames wait for it
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
@@ -429,6 +442,11 @@ class KafkaConnection(asyncio.Protocol):
                 lambda value, s=slot: self._settled(s, value),  # type: ignore[misc]
                 self._failed,
             )
+        elif isinstance(outcome, Applying):
+            self._applying = True
+            future = asyncio.ensure_future(outcome.pending)
+            self._tasks.add(future)
+            future.add_done_callback(functools.partial(self._applied, slot))
         elif isinstance(outcome, Awaitable):
             future = asyncio.ensure_future(outcome)
             self._tasks.add(future)
@@ -445,7 +463,17 @@ class KafkaConnection(asyncio.Protocol):
         if exc is not None:
             self._failed(exc)
             return
-        self._settled(slot, future.result())
+        value = future.result()
+        if isinstance(value, Deferred):  # applied; the answer waits for something else
+            value.then(lambda settled: self._settled(slot, settled), self._failed)
+            return
+        self._settled(slot, value)
+
+    def _applied(self, slot: _Slot, future: asyncio.Future[Any]) -> None:
+        """The request that held the others back is applied: they may be taken now."""
+        self._applying = False
+        self._completed(slot, future)
+        self._after_progress()
 
     def _settled(self, slot: _Slot, value: Any) -> None:
         if self._closing:
@@ -581,6 +609,7 @@ class KafkaConnection(asyncio.Protocol):
         """True while no further frame may be dispatched."""
         return (
             len(self._slots) >= MAX_IN_FLIGHT
+            or self._applying
             or self._writing_paused
             or self._muted
             or len(self._out) > 8

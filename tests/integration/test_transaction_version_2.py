@@ -312,3 +312,152 @@ def _collect(consumer: Consumer, values: list[bytes]) -> int:
     if message is not None and message.error() is None:
         values.append(message.value())
     return len(values)
+
+
+_RETRIABLE = {ErrorCode.not_enough_replicas, ErrorCode.concurrent_transactions}
+
+
+def _produce_body(
+    transactional_id: str, topic: str, producer: tuple[int, int], batches: dict[int, bytes]
+) -> dict[str, Any]:
+    return {
+        "transactional_id": transactional_id,
+        "acks": -1,
+        "timeout": 10000,
+        "topic_data": [
+            {
+                "name": topic,
+                "partition_data": [
+                    {"index": index, "records": batch} for index, batch in batches.items()
+                ],
+            }
+        ],
+    }
+
+
+def _transactional_batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:
+    return build_batch(
+        [NewRecord(value=value) for value in values],
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=sequence,
+        transactional=True,
+    )
+
+
+def test_pipelined_batches_of_a_new_epoch_reach_the_log_in_order(server) -> None:
+    """After EndTxn v5 bumps the epoch, a client resets its sequences and sends two Produce
+    requests back to back on one connection, the second carrying the next batches of the same
+    partitions. Both must be applied in the order sent: the first may be refused with a
+    retriable error while the previous transaction's markers are written, but a partition's
+    first batch is never accepted while its contiguous next one is refused as out of order
+    (found with franz-go; the Java producer failed the same way in its first transaction)."""
+    topic, transactional_id = unique_topic("tv2-pipelined"), "tv2-pipelined"
+    partitions = [0, 1, 2]
+    with Connection(server.host, server.port, timeout=20) as connection:
+        create_topics(connection, {topic: len(partitions)})
+        assert find_coordinator(connection, transactional_id, 1).error_code == ErrorCode.none
+
+        def init_producer_id() -> Any:
+            answer = connection.request(
+                INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": transactional_id,
+                    "transaction_timeout": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
+            return answer if answer.error_code == ErrorCode.none else None
+
+        initialized: Any = wait_until(init_producer_id, message="the coordinator loaded")
+        producer = (initialized.producer_id, initialized.producer_epoch)
+        wait_until(
+            lambda: all(
+                list_offsets(connection, topic, p, -1).error_code == ErrorCode.none
+                for p in partitions
+            ),
+            message="the topic's partitions have a leader",
+        )
+        expected: list[bytes] = []
+        for round_ in range(4):
+            # Round 0 opens the producer's first transaction; later rounds follow an EndTxn
+            # at once (odd rounds) or once the markers are written (even rounds).
+            first = [f"{round_}-a{i}".encode() for i in range(2)]
+            second = [f"{round_}-b{i}".encode() for i in range(3)]
+            pending = {
+                index: [(0, first), (len(first), second)] for index in partitions
+            }  # partition -> batches not yet accepted, in sequence order
+            while any(pending.values()):
+                requests = []
+                for position in range(2):
+                    batches = {
+                        index: _transactional_batch(producer, *waiting[position])
+                        for index, waiting in pending.items()
+                        if len(waiting) > position
+                    }
+                    if batches:
+                        body = _produce_body(transactional_id, topic, producer, batches)
+                        requests.append((PRODUCE, 12, body))
+                answers = connection.pipeline(requests)
+                accepted: dict[int, int] = {}  # partition -> batches accepted this time
+                for position, answer in enumerate(answers):
+                    for partition_answer in answer.responses[0].partition_responses:
+                        index, code = partition_answer.index, partition_answer.error_code
+                        assert code in {ErrorCode.none, *_RETRIABLE}, (
+                            f"round {round_}, request {position}, partition {index}: "
+                            f"{ErrorCode(code).name}"
+                        )
+                        if code == ErrorCode.none:
+                            assert accepted.get(index, 0) == position, (
+                                f"partition {index} took request {position}'s batch "
+                                "before the one sent ahead of it"
+                            )
+                            accepted[index] = position + 1
+                for index, count in accepted.items():
+                    del pending[index][:count]
+            expected += first + second
+            ended = connection.request(
+                END_TXN,
+                5,
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer[0],
+                    "producer_epoch": producer[1],
+                    "committed": True,
+                },
+            )
+            assert ended.error_code == ErrorCode.none
+            producer = (ended.producer_id, ended.producer_epoch)
+            if round_ % 2 == 0:
+                wait_until(
+                    lambda: (
+                        _describe(connection, transactional_id).transaction_state
+                        == "CompleteCommit"
+                    ),
+                    message="the markers written",
+                )
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": f"{server.host}:{server.port}",
+            "group.id": "tv2-pipelined-reader",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([RdTopicPartition(topic, index, 0) for index in partitions])
+        by_partition: dict[int, list[bytes]] = {index: [] for index in partitions}
+
+        def read_all() -> bool:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                by_partition[message.partition()].append(message.value())
+            return all(len(values) == len(expected) for values in by_partition.values())
+
+        wait_until(read_all, message="every committed record read")
+        assert by_partition == {index: expected for index in partitions}
+    finally:
+        consumer.close()

@@ -42,6 +42,24 @@ class Connection:
         assert answered_id == correlation_id
         return response
 
+    def pipeline(self, requests: list[tuple[int, int, dict[str, Any]]]) -> list[Any]:
+        """Send every (api key, version, body) back to back before reading any answer, as a
+        client with several requests in flight does; the answers in request order."""
+        sent = []
+        for api_key, version, body in requests:
+            correlation_id = next(self._correlation_ids)
+            sent.append((api_key, version, correlation_id))
+            self._socket.sendall(
+                encode_request(api_key, version, correlation_id, "wire-test", body)
+            )
+        answers = []
+        for api_key, version, correlation_id in sent:
+            (size,) = struct.unpack(">i", self._read(4))
+            answered_id, response = decode_response(api_key, version, self._read(size))
+            assert answered_id == correlation_id
+            answers.append(response)
+        return answers
+
     def _read(self, size: int) -> bytes:
         data = bytearray()
         while len(data) < size:

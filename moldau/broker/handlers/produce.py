@@ -16,7 +16,12 @@ when it shrank below it meanwhile.
 The handler is a plain function, not a coroutine: acks=0/1 answer in the same call, and acks=-1
 returns a `Deferred` that the flush's completion resolves through callbacks. A produce request is
 the one request a busy broker sees thousands of times a second, and a task per request plus the
-loop iterations its futures wait for were a measurable share of its latency.
+loop iterations its futures wait for were a measurable share of its latency. Only a transactional
+batch whose partition is not yet in the producer's transaction makes it a coroutine (the
+coordinator must verify or add the partition first); Produce is applied in order (`in_order`),
+so the connection's later requests wait until that coroutine has appended: pipelined batches of
+one producer reach the log in the order they were sent, as Kafka's one-request-at-a-time
+channels guarantee.
 
 Topics that make the broker read records (compacted ones, a `compression.type` to recompress to)
 share one `DecodeBudget` per request: its batches together read at most 16 times what its bytes
@@ -54,10 +59,10 @@ VERIFICATION_TIMEOUT_S = 30.0
 log = logging.getLogger(__name__)
 
 
-@handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
+@handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0, in_order=True)
 def handle_produce(
     ctx: RequestContext, request: Any
-) -> dict[str, Any] | Deferred | Awaitable[dict[str, Any] | None] | None:
+) -> dict[str, Any] | Deferred | Awaitable[dict[str, Any] | Deferred | None] | None:
     node = ctx.node
     acks = request.acks
     replica_manager = node.replica_manager
@@ -313,10 +318,12 @@ async def _verify_remotely_then_append(
     responses: list[dict[str, Any]],
     durable_waits: list[tuple[dict[str, Any], TopicPartition, int]],
     redirects: set[int],
-) -> dict[str, Any] | None:
+) -> dict[str, Any] | Deferred | None:
     """KIP-890 across brokers: ask the broker coordinating `transactional_id` to verify that
     the held-back partitions are in the producer's ongoing transaction (part 1) or to add them
-    (part 2, Produce v12+), append those that are, then answer as usual."""
+    (part 2, Produce v12+), append those that are, then answer as usual. The produce is applied
+    in order (`in_order`): the connection's next requests wait until these appends are done,
+    not for an acks=all answer's flush (a `Deferred`)."""
     node = ctx.node
     add = ctx.api_version >= 12
     by_producer: dict[tuple[int, int], list[_Unverified]] = {}
@@ -353,13 +360,7 @@ async def _verify_remotely_then_append(
         )
         if request.acks == -1 and last_offset is not None:
             durable_waits.append((item.response, item.tp, last_offset))
-    answer = _answer(ctx, request, responses, durable_waits, redirects)
-    if isinstance(answer, Deferred):
-        settled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        answer.then(settled.set_result, settled.set_exception)
-        settled_answer: dict[str, Any] | None = await settled
-        return settled_answer
-    return answer
+    return _answer(ctx, request, responses, durable_waits, redirects)
 
 
 async def add_or_verify(

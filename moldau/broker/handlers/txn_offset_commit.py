@@ -27,7 +27,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
 
 
-@handler(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
+@handler(ApiKey.TXN_OFFSET_COMMIT, 0, 5, in_order=True)
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
     image = ctx.node.metadata_image
     commits: list[PartitionCommit] = []

@@ -6,7 +6,7 @@ import asyncio
 import struct
 from typing import Any
 
-from moldau.net.connection import FRAMES_PER_TURN, MAX_IN_FLIGHT, KafkaConnection
+from moldau.net.connection import FRAMES_PER_TURN, MAX_IN_FLIGHT, Applying, KafkaConnection
 from moldau.net.deferred import Deferred
 from moldau.net.memory_pool import RequestMemoryPool
 
@@ -106,6 +106,45 @@ def test_no_frame_is_dispatched_beyond_the_requests_in_flight_limit() -> None:
         await _turns(5)
         assert len(pending) == MAX_IN_FLIGHT + 10
         assert len(transport.written) >= 1
+
+    asyncio.run(scenario())
+
+
+def test_a_request_being_applied_holds_back_the_frames_behind_it_but_not_their_answers() -> None:
+    """`Applying`: frames behind a request still being applied are not dispatched until it is;
+    the wait that follows (a `Deferred`) does not hold them, and answers leave in order."""
+
+    async def scenario() -> None:
+        dispatched: list[bytes] = []
+        applied = asyncio.Event()
+        flushed = Deferred()
+
+        async def apply() -> Deferred:
+            await applied.wait()
+            dispatched.append(b"applied")
+            return flushed
+
+        def process(frame: Any, info: Any) -> Any:
+            payload = bytes(frame)
+            dispatched.append(payload)
+            if payload == b"first":
+                return Applying(apply())
+            return _frame(b"answer " + payload)
+
+        connection, transport = _connection(process)
+        connection.data_received(_frame(b"first") + _frame(b"second") + _frame(b"third"))
+        await _turns(5)
+        assert dispatched == [b"first"]
+        applied.set()
+        await _turns(5)
+        assert dispatched == [b"first", b"applied", b"second", b"third"]
+        assert transport.written == []  # the first answer waits for its flush; the rest behind
+        flushed.resolve(_frame(b"answer first"))
+        await _turns(2)
+        assert b"".join(transport.written) == b"".join(
+            _frame(b"answer " + name) for name in (b"first", b"second", b"third")
+        )
+        assert transport.reading
 
     asyncio.run(scenario())
 
