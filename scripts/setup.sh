@@ -6,6 +6,8 @@
 #   - a C compiler (Debian package gcc) if none is on PATH: the chaos suite's clock jumps build
 #     tests/chaos/wall_clock_offset.c
 #   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
+#   - Java 17 and Maven (Debian packages) if missing, and Apache Kafka's JVM clients and tools
+#     (tests/java/pom.xml, exact versions) from Maven Central into tests/java/lib/<version>/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -80,6 +82,29 @@ if [ ! -f "$js_stamp" ] || [ "$(cat "$js_stamp")" != "$js_wanted" ]; then
     echo "$js_wanted" >"$js_stamp"
 else
     log "kafkajs is installed"
+fi
+
+# 5. Apache Kafka's Java client and tools (tests/java/pom.xml) from Maven Central: the 4.1 line
+#    for every JVM test, the newest release for the Java client's own tests.
+KAFKA_JVM_VERSIONS="4.1.1 4.4.0"
+if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    log "installing Java 17 and Maven"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q openjdk-17-jdk-headless maven
+fi
+java_stamp=tests/java/lib/.moldau-install-stamp
+java_wanted=$( (cat tests/java/pom.xml; echo "$KAFKA_JVM_VERSIONS") | sha256sum | cut -d' ' -f1)
+if [ ! -f "$java_stamp" ] || [ "$(cat "$java_stamp")" != "$java_wanted" ]; then
+    rm -rf tests/java/lib
+    for version in $KAFKA_JVM_VERSIONS; do
+        log "resolving Apache Kafka $version's JVM clients and tools (Maven Central)"
+        mvn -B -q -f tests/java/pom.xml dependency:copy-dependencies -Dkafka.version="$version"
+    done
+    echo "$java_wanted" >"$java_stamp"
+else
+    log "Kafka's JVM clients and tools are resolved"
 fi
 
 log "done ($ROOT)"

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from .kafka_jvm import KAFKA_4_1, KafkaJvm
+
 READY_LINE = re.compile(
     r"Moldau ready: bootstrap\.(?:servers|controllers)=(?P<host>[^\s:]+):(?P<port>\d+)"
 )
@@ -336,6 +338,12 @@ def require_tool(name: str, hint: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def kafka_jvm() -> KafkaJvm:
+    """Apache Kafka 4.1's JVM clients and tools (`tests/integration/kafka_jvm.py`)."""
+    return KafkaJvm.of(KAFKA_4_1)
 
 
 @pytest.fixture(scope="session")
