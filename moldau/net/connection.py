@@ -21,8 +21,9 @@ certificate's principal is set on `ConnectionInfo` when the handshake completes.
 
 Limits, so that no client can exhaust memory or starve the others (Kafka mutes a channel for the
 same reasons):
-- at most FRAMES_PER_TURN frames are dispatched per turn of the event loop; the rest of a read
-  waits, unparsed, for the connection's next turn (scheduled behind every other ready callback);
+- at most FRAMES_PER_TURN frames, or as many as TURN_BUDGET_S of work allows, are dispatched per
+  turn of the event loop; the rest of a read waits, unparsed, for the connection's next turn
+  (scheduled behind every other ready callback);
 - no frame is dispatched while MAX_IN_FLIGHT requests are unanswered or the transport's buffer is
   above its high-water mark (a client that never reads its answers); reading pauses meanwhile,
   so what the connection holds is one read, its answers and its requests in flight;
@@ -130,7 +131,15 @@ Outcome = Any
 Processor = Callable[[bytes | memoryview, ConnectionInfo], Outcome]
 
 MAX_IN_FLIGHT = 64
+# Requests answered by a task (a coroutine: the handler's work runs later, outside the turn that
+# took the frame) that a connection may have queued at once: Kafka serves one request of a channel
+# at a time; without a bound, a connection pipelining costly requests fills the loop's queue ahead
+# of every other connection's.
+MAX_TASKS_IN_FLIGHT = 1
 FRAMES_PER_TURN = 16
+# A turn also ends once its requests have taken this long: a connection whose requests are costly
+# (Metadata for every topic, say) takes fewer of them before the others are served.
+TURN_BUDGET_S = 0.002
 SMALL_FRAME_BYTES = 64 * 1024
 WRITE_HIGH_WATER = 1024 * 1024
 # File regions up to this size are read and joined into the response's one write: a pread and
@@ -273,6 +282,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         decoder = self._decoder
         self._reading = True
+        turn_ends = time.perf_counter() + TURN_BUDGET_S
         try:
             for _ in range(FRAMES_PER_TURN):
                 if self._held():
@@ -288,6 +298,9 @@ class KafkaConnection(asyncio.Protocol):
                 if self._closing:
                     return
                 if self.info is not None and self.info.closing:
+                    break
+                if time.perf_counter() > turn_ends and decoder.buffered:
+                    self._turn = asyncio.get_running_loop().call_soon(self._process)
                     break
             else:
                 if decoder.buffered:  # the turn is spent: the others go first
@@ -466,6 +479,7 @@ class KafkaConnection(asyncio.Protocol):
         value = future.result()
         if isinstance(value, Deferred):  # applied; the answer waits for something else
             value.then(lambda settled: self._settled(slot, settled), self._failed)
+            self._after_progress()  # (a task fewer in flight)
             return
         self._settled(slot, value)
 
@@ -609,6 +623,7 @@ class KafkaConnection(asyncio.Protocol):
         """True while no further frame may be dispatched."""
         return (
             len(self._slots) >= MAX_IN_FLIGHT
+            or len(self._tasks) >= MAX_TASKS_IN_FLIGHT
             or self._applying
             or self._writing_paused
             or self._muted

@@ -18,6 +18,7 @@ from moldau.protocol.adapter import decode_response, encode_request
 from moldau.protocol.errors import ErrorCode
 
 from .conftest import MoldauServer
+from .wire import Connection, create_topics
 
 
 def _connect(server: MoldauServer, *, timeout: float = 10) -> socket.socket:
@@ -299,6 +300,41 @@ def test_fifty_connections_that_never_read_keep_memory_bounded(server: MoldauSer
     assert statistics.median(waits) < 0.5, f"a healthy client's waits: {waits}"
     assert grown < 120, f"RSS grew by {grown:.0f} MB (from {baseline:.0f} MB)"
     assert _healthy_round_trip_s(server) < 1.0
+    _no_tracebacks(server)
+
+
+def test_thirty_connections_pipelining_costly_requests_unread_do_not_delay_others(
+    server: MoldauServer,
+) -> None:
+    """Metadata for every topic (costly to encode, answered by a task) pipelined on thirty
+    connections that never read: each connection has at most a couple of requests queued on
+    the loop at once, as Kafka serves one request of a channel at a time, so a healthy client
+    waits behind one request per connection, not behind every frame the flood sent."""
+    every_topic = {"topics": None, "allow_auto_topic_creation": False}
+    with Connection(server.host, server.port, timeout=20) as connection:
+        create_topics(connection, {f"costly-{index}": 3 for index in range(20)})
+        connection.request(3, 12, every_topic)  # (the server loads the answer's types once)
+    _healthy_round_trip_s(server)  # (and the probe's)
+    every_topic = encode_request(3, 12, 1, "flood", every_topic)
+    attack = _Attack()
+    flooding = threading.Barrier(31)
+    flood = every_topic * 20_000
+
+    def attacker(_index: int) -> None:
+        sock = _connect(server)
+        attack.sockets.append(sock)
+        sock.sendall(every_topic * 50)
+        flooding.wait(10)
+        _send_until_blocked(sock, flood, attack.stop)
+
+    rss: list[float] = []
+    try:
+        attack.start(attacker, 30)
+        flooding.wait(10)
+        waits = _probes_s(server, 5.0, rss)
+    finally:
+        attack.close()
+    assert statistics.quantiles(waits, n=100)[98] < 0.5, f"a healthy client's waits: {waits}"
     _no_tracebacks(server)
 
 

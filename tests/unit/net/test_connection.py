@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from typing import Any
 
-from moldau.net.connection import FRAMES_PER_TURN, MAX_IN_FLIGHT, Applying, KafkaConnection
+from moldau.net.connection import (
+    FRAMES_PER_TURN,
+    MAX_IN_FLIGHT,
+    MAX_TASKS_IN_FLIGHT,
+    TURN_BUDGET_S,
+    Applying,
+    KafkaConnection,
+)
 from moldau.net.deferred import Deferred
 from moldau.net.memory_pool import RequestMemoryPool
 
@@ -145,6 +153,54 @@ def test_a_request_being_applied_holds_back_the_frames_behind_it_but_not_their_a
             _frame(b"answer " + name) for name in (b"first", b"second", b"third")
         )
         assert transport.reading
+
+    asyncio.run(scenario())
+
+
+def test_requests_answered_by_tasks_queue_at_most_a_few_per_connection() -> None:
+    """A handler's coroutine runs later, outside the turn that took its frame: a connection
+    pipelining such requests has at most MAX_TASKS_IN_FLIGHT of them queued on the loop."""
+
+    async def scenario() -> None:
+        started: list[int] = []
+        release = asyncio.Event()
+
+        async def answer(index: int) -> bytes:
+            await release.wait()
+            return _frame(b"%d" % index)
+
+        def process(frame: Any, info: Any) -> Any:
+            started.append(len(started))
+            return answer(started[-1])
+
+        connection, transport = _connection(process)
+        connection.data_received(_frame(b"m") * 20)
+        await _turns(20)
+        assert len(started) == MAX_TASKS_IN_FLIGHT
+        assert not transport.reading
+        release.set()
+        await _turns(100)
+        assert len(started) == 20
+        assert b"".join(transport.written) == b"".join(_frame(b"%d" % i) for i in range(20))
+
+    asyncio.run(scenario())
+
+
+def test_a_turn_ends_once_its_requests_have_taken_the_turn_budget() -> None:
+    async def scenario() -> None:
+        taken = 0
+
+        def costly(frame: Any, info: Any) -> bytes:
+            nonlocal taken
+            taken += 1
+            time.sleep(TURN_BUDGET_S / 2)
+            return _frame(b"answer")
+
+        connection, _ = _connection(costly)
+        connection.data_received(_frame(b"m") * FRAMES_PER_TURN)
+        assert taken <= 3
+        await _turns(FRAMES_PER_TURN)
+        assert taken == FRAMES_PER_TURN
 
     asyncio.run(scenario())
 
