@@ -28,7 +28,8 @@ same reasons):
   above its high-water mark (a client that never reads its answers); reading pauses meanwhile,
   so what the connection holds is one read, its answers and its requests in flight;
 - a frame larger than SMALL_FRAME_BYTES needs a reservation of its whole size from the node's
-  `RequestMemoryPool` (`queued.max.request.bytes`) before its body is kept;
+  `RequestMemoryPool` (`queued.max.request.bytes`) before its body is kept; a connection whose
+  reserved frame trickles in while others wait for memory is closed (the pool's reclaiming);
 - a frame must arrive whole within `request_timeout_s` of its first byte, and a connection with
   nothing to do is closed after `idle_timeout_s` (`connections.max.idle.ms`);
 - a client over its quota is muted (KIP-219): its answer leaves at once, then no frame is
@@ -199,7 +200,7 @@ class KafkaConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(
             max_frame_size_unauthenticated or max_frame_size,
             views=True,
-            reserve=memory_pool.try_reserve if memory_pool is not None else None,
+            reserve=self._reserve_frame if memory_pool is not None else None,
             small_frame_bytes=SMALL_FRAME_BYTES,
         )
         self._max_frame_size = max_frame_size
@@ -291,7 +292,7 @@ class KafkaConnection(asyncio.Protocol):
                 if frame is None:
                     if decoder.awaiting_memory:
                         assert self._pool is not None
-                        self._pool.wait(self._process)
+                        self._pool.wait(self._process, decoder.frame_size)
                     break
                 self._partial_since = None
                 self._accept(frame)
@@ -394,7 +395,7 @@ class KafkaConnection(asyncio.Protocol):
         self._tasks.clear()
         if self._pool is not None:
             held = self._decoder.reserved + sum(slot.reserved for slot in self._slots)
-            self._pool.forget(self._process)
+            self._pool.forget(self._process, claimant=self)
             if held:
                 self._pool.release(held)
         if self._turn is not None:
@@ -438,6 +439,9 @@ class KafkaConnection(asyncio.Protocol):
     def _accept(self, frame: bytes | memoryview) -> None:
         assert self.info is not None
         reserved = len(frame) if self._pool is not None and len(frame) > SMALL_FRAME_BYTES else 0
+        if reserved:
+            assert self._pool is not None
+            self._pool.claimed(self)
         slot = _Slot(reserved)
         self._slots.append(slot)
         try:
@@ -467,6 +471,22 @@ class KafkaConnection(asyncio.Protocol):
         else:
             slot.done = True
             slot.value = outcome
+
+    # --- the memory pool (`RequestMemoryPool`): this connection as a claimant ------------------
+
+    def _reserve_frame(self, size: int) -> bool:
+        assert self._pool is not None
+        if not self._pool.try_reserve(size, claimant=self):
+            return False
+        self._pool.forget(self._process)  # (if it waited, it waits no more)
+        return True
+
+    def claim_progress(self) -> int:
+        return self._decoder.buffered
+
+    def evict(self, reason: str) -> None:
+        log.info("closing connection from %s: %s", self._peer(), reason)
+        self.close()
 
     def _completed(self, slot: _Slot, future: asyncio.Future[Any]) -> None:
         self._tasks.discard(future)

@@ -73,6 +73,11 @@ class FrameDecoder:
         return self._unparsed + (len(self._body) if self._body is not None else 0)
 
     @property
+    def frame_size(self) -> int:
+        """The size of the frame being collected, once its prefix has arrived (else 0)."""
+        return max(self._size, 0)
+
+    @property
     def in_frame(self) -> bool:
         """True while part of a frame (its size prefix or body) has arrived and not all of it."""
         return self._size >= 0 or self._unparsed > 0

@@ -16,9 +16,10 @@ import pytest
 
 from moldau.protocol.adapter import decode_response, encode_request
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import NewRecord, build_batch
 
 from .conftest import MoldauServer
-from .wire import Connection, create_topics
+from .wire import Connection, create_topics, produce
 
 
 def _connect(server: MoldauServer, *, timeout: float = 10) -> socket.socket:
@@ -391,6 +392,45 @@ def test_large_partial_frames_are_bounded_by_queued_max_request_bytes(start_serv
     assert worst < 1.0, f"a healthy client waited {worst:.2f} s"
     assert grown < 64 + 60, f"RSS grew by {grown:.0f} MB with a 64 MB request budget"
     assert _healthy_round_trip_s(server) < 1.0
+    _no_tracebacks(server)
+
+
+def test_a_large_produce_is_served_while_slow_claimers_hold_the_request_memory(
+    start_server,
+) -> None:
+    """Connections that announce 8 MiB frames and trickle them hold the whole request budget;
+    a client's 500 kB produce still gets memory (the slowest claims are closed) and its answer
+    within a second."""
+    server = start_server(queued_max_request_bytes=str(64 * 1024 * 1024))
+    topic = "starved"
+    with Connection(server.host, server.port, timeout=20) as connection:
+        create_topics(connection, {topic: 1})
+    attack = _Attack()
+    claiming = threading.Barrier(13)
+    announced = 8 * 1024 * 1024
+
+    def claimer(_index: int) -> None:
+        sock = _connect(server)
+        attack.sockets.append(sock)
+        sock.sendall(struct.pack(">i", announced) + b"\x00" * 1024)
+        claiming.wait(10)
+        while not attack.stop.wait(1.0):  # a trickle: 1 kB a second
+            with contextlib.suppress(OSError):
+                sock.send(b"\x00" * 1024)
+
+    record = build_batch([NewRecord(value=b"v" * 500_000)], timestamp=int(time.time() * 1000))
+    try:
+        attack.start(claimer, 12)  # 96 MiB announced, 64 MiB allowed
+        claiming.wait(10)
+        with Connection(server.host, server.port, timeout=20) as connection:
+            started = time.monotonic()
+            answer = produce(connection, topic, 0, record)
+            waited = time.monotonic() - started
+    finally:
+        attack.close()
+    assert answer.error_code == ErrorCode.none
+    assert waited < 1.0, f"the 500 kB produce waited {waited:.2f} s"
+    assert "others waited for queued.max.request.bytes" in server.output_tail(100_000)
     _no_tracebacks(server)
 
 

@@ -16,7 +16,7 @@ from moldau.net.connection import (
     KafkaConnection,
 )
 from moldau.net.deferred import Deferred
-from moldau.net.memory_pool import RequestMemoryPool
+from moldau.net.memory_pool import RECLAIM_AFTER_S, RequestMemoryPool
 
 
 class FakeTransport:
@@ -201,6 +201,43 @@ def test_a_turn_ends_once_its_requests_have_taken_the_turn_budget() -> None:
         assert taken <= 3
         await _turns(FRAMES_PER_TURN)
         assert taken == FRAMES_PER_TURN
+
+    asyncio.run(scenario())
+
+
+def test_slow_claims_on_the_pool_are_closed_when_others_wait_for_memory() -> None:
+    """A client that announces a large frame and trickles it holds pool memory it does not pay
+    for: once another connection has waited RECLAIM_AFTER_S, the slowest claims are closed
+    until it fits. A claim whose frame arrives at a usable speed is left alone."""
+
+    async def scenario() -> None:
+        pool = RequestMemoryPool(1_000_000)
+        answers: list[bytes] = []
+
+        def process(frame: Any, info: Any) -> bytes:
+            answers.append(bytes(frame))
+            return _frame(b"ok")
+
+        big = _frame(b"t" * 300_000)
+        slow = [_connection(process, memory_pool=pool) for _ in range(2)]
+        for connection, _ in slow:
+            connection.data_received(big[:1000])  # 300 KB reserved, 1 KB sent
+        steady, steady_transport = _connection(process, memory_pool=pool)
+        steady.data_received(big[:250_000])
+        assert pool.used == 900_000
+        waiter, waiter_transport = _connection(process, memory_pool=pool)
+        waiter.data_received(big[:10])
+        assert pool.waiting == 1
+        await asyncio.sleep(RECLAIM_AFTER_S * 2)
+        assert all(transport.closed for _, transport in slow)
+        for connection, _ in slow:
+            connection.connection_lost(None)  # (as the event loop reports the close)
+        await _turns(3)
+        assert not steady_transport.closed and not waiter_transport.closed
+        assert pool.waiting == 0 and pool.used == 600_000
+        waiter.data_received(big[10:])
+        steady.data_received(big[250_000:])
+        assert answers == [b"t" * 300_000] * 2
 
     asyncio.run(scenario())
 
