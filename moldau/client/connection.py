@@ -26,6 +26,7 @@ from typing import Any, Final
 from kio.schema.index import api_key_map, schema_name_map
 
 from moldau.client.errors import ErrorCode, KafkaException
+from moldau.client.sasl import authenticate
 from moldau.config.sasl import SaslCredentials
 from moldau.protocol.adapter import decode_response, encode_request_pieces
 from moldau.protocol.api_keys import ApiKey
@@ -311,8 +312,6 @@ class BrokerConnection:
             raise
 
     async def _authenticate(self) -> None:
-        from moldau.client.sasl import authenticate
-
         assert self.sasl is not None
         lifetime_s = await authenticate(self, self.sasl)
         self._reauthenticate_at = None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from moldau.client.config import ClientConfig
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException
@@ -46,8 +46,21 @@ from moldau.protocol.sasl.oauthbearer import ACKNOWLEDGE_ERROR, initial_response
 from moldau.protocol.sasl.plain import plain_message
 from moldau.protocol.sasl.scram import ScramClient, ScramFailure
 
-if TYPE_CHECKING:
-    from moldau.client.connection import BrokerConnection
+
+class SaslConnection(Protocol):
+    """What authenticating needs of a connection (a `BrokerConnection` is one): its address, the
+    versions the broker serves, and a request."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def versions(self) -> Any: ...
+
+    async def request(
+        self, api_key: int, data: Mapping[str, Any], *, version: int | None = None
+    ) -> Any: ...
+
 
 __all__ = ["authenticate", "sasl_credentials_of"]
 
@@ -272,7 +285,7 @@ def _callback_tokens(callback: Callable[[str], Any], text: str) -> TokenProvider
     return token
 
 
-async def authenticate(connection: BrokerConnection, credentials: SaslCredentials) -> float:
+async def authenticate(connection: SaslConnection, credentials: SaslCredentials) -> float:
     handshake = await connection.request(
         ApiKey.SASL_HANDSHAKE, {"mechanism": credentials.mechanism}, version=1
     )
@@ -301,7 +314,7 @@ async def authenticate(connection: BrokerConnection, credentials: SaslCredential
     return float(seconds)
 
 
-async def _oauthbearer(connection: BrokerConnection, credentials: SaslCredentials) -> Any:
+async def _oauthbearer(connection: SaslConnection, credentials: SaslCredentials) -> Any:
     assert credentials.token is not None
     try:
         token, extensions = credentials.token()
@@ -320,7 +333,7 @@ async def _oauthbearer(connection: BrokerConnection, credentials: SaslCredential
     return answer
 
 
-async def _step(connection: BrokerConnection, token: bytes) -> Any:
+async def _step(connection: SaslConnection, token: bytes) -> Any:
     version = min(connection.versions.pick(ApiKey.SASL_AUTHENTICATE), 2)
     answer = await connection.request(
         ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=version

@@ -322,4 +322,4 @@ def image_after(image: MetadataImage, records: list[MetadataRecord]) -> Metadata
     delta = MetadataDelta(image)
     for record in records:
         delta.replay(record)
-    return image.apply(delta)
+    return delta.apply()

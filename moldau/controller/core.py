@@ -112,12 +112,14 @@ class ControllerCore:
         for record in records:
             delta.replay(record)
         delta.set_offset(offset)
-        self._image = self._image.apply(delta)
+        self._image = delta.apply()
         return delta
 
     def apply_delta(self, delta: MetadataDelta) -> None:
         """Adopt a delta that carries no records (a controller change) built on `image`."""
-        self._image = self._image.apply(delta)
+        if delta.base is not self._image:
+            raise ValueError("a MetadataDelta applies only to the image it was built on")
+        self._image = delta.apply()
 
     # Bootstrap.
 

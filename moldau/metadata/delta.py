@@ -3,7 +3,7 @@
     delta = MetadataDelta(image)
     for record in committed_records:
         delta.replay(record)
-    new_image = image.apply(delta)
+    new_image = delta.apply()
 
 The delta also tells publishers what changed: created/changed/deleted topics, changed partitions,
 changed topic and broker configs, brokers, controllers, features. Deleted topics are keyed by topic id, so a
@@ -86,7 +86,7 @@ class _TopicChange:
 
 
 class MetadataDelta:
-    """Records replayed on top of `base`; `base.apply(delta)` builds the next image."""
+    """Records replayed on top of `base`; `delta.apply()` builds the next image."""
 
     def __init__(self, base: MetadataImage) -> None:
         self.base = base
@@ -384,7 +384,7 @@ class MetadataDelta:
 
     # Building the next image.
 
-    def build_image(self) -> MetadataImage:
+    def apply(self) -> MetadataImage:
         if self._replacement is not None:
             return self._replacement
         base = self.base
@@ -539,7 +539,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
 
 def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
     """A delta from `before` to `after`, an image loaded whole (a snapshot installed in its
-    place): it reports what differs as replayed records would, and `before.apply(delta)` is
+    place): it reports what differs as replayed records would, and `delta.apply()` is
     `after` itself (brokers and topics gone from `after` are gone, which no record does).
     Replay nothing into it."""
     delta = MetadataDelta(before)

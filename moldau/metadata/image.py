@@ -2,9 +2,10 @@
 
 An image is what every broker and the controller read: topics with their partitions and
 configs, registered brokers and controllers, dynamic broker configs, finalized features, client
-quotas, users' SCRAM credentials, ACLs and the producer-id counter, as of metadata log offset `offset`. It never changes;
-replaying records into a `MetadataDelta` and calling `image.apply(delta)` gives the next one.
-Readers may hold on to an image as a consistent snapshot across awaits.
+quotas, users' SCRAM credentials, ACLs and the producer-id counter, as of metadata log offset
+`offset`. It never changes; replaying records into a `MetadataDelta` (`moldau.metadata.delta`)
+and calling `delta.apply()` gives the next one. Readers may hold on to an image as a consistent
+snapshot across awaits.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from moldau.metadata.acls import AclBinding
 from moldau.metadata.records import (
@@ -24,9 +24,6 @@ from moldau.metadata.records import (
 )
 from moldau.protocol.sasl.scram import ScramCredential
 from moldau.types import TopicPartition
-
-if TYPE_CHECKING:
-    from moldau.metadata.delta import MetadataDelta
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -186,12 +183,6 @@ class MetadataImage:
     @classmethod
     def empty(cls, cluster_id: str = "") -> MetadataImage:
         return cls(cluster_id=cluster_id)
-
-    def apply(self, delta: MetadataDelta) -> MetadataImage:
-        """The image after `delta`, which must have been built on this image."""
-        if delta.base is not self:
-            raise ValueError("a MetadataDelta applies only to the image it was built on")
-        return delta.build_image()
 
     # Lookups used on request paths.
 

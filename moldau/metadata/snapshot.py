@@ -176,4 +176,4 @@ def decode_snapshot(
         delta.replay(record)
     delta.set_offset(offset)
     delta.set_controller_id(controller_id)
-    return delta.build_image()
+    return delta.apply()

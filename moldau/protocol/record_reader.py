@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from moldau.protocol.compression import CompressionType, decompress_chunks
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import (
+from moldau.protocol.batch_layout import (
     COMPRESSION_MASK,
     DEFAULT_MAX_RECORDS_SIZE,
     HEADER_SIZE,
@@ -28,6 +26,8 @@ from moldau.protocol.records import (
     Record,
     TimestampType,
 )
+from moldau.protocol.compression import CompressionType, decompress_chunks
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["decode_records", "first_record_at_or_after", "scan_records"]
 

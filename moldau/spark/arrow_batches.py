@@ -37,15 +37,9 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from moldau.protocol.batch_layout import HEADER_SIZE, MAGIC, TRANSACTIONAL_BIT
 from moldau.protocol.compression import CompressionType, compress
-from moldau.protocol.records import (
-    HEADER_SIZE,
-    MAGIC,
-    TRANSACTIONAL_BIT,
-    BatchHeader,
-    batch_with_payload,
-    seal_batch,
-)
+from moldau.protocol.records import BatchHeader, batch_with_payload, seal_batch
 from moldau.spark.arrow_varints import (
     ONE,
     ZERO,

@@ -29,15 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from moldau.client.fetcher import readable_batches
+from moldau.protocol.batch_layout import DEFAULT_MAX_RECORDS_SIZE, HEADER_SIZE
 from moldau.protocol.compression import CompressionType, decompress
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import (
-    DEFAULT_MAX_RECORDS_SIZE,
-    HEADER_SIZE,
-    BatchHeader,
-    RecordBatch,
-    TimestampType,
-)
+from moldau.protocol.records import BatchHeader, RecordBatch, TimestampType
 from moldau.spark.arrow_varints import (
     ONE,
     ZERO,

@@ -14,19 +14,11 @@ from __future__ import annotations
 
 import functools
 
+from moldau.protocol.batch_layout import CONTROL_BIT, HEADER_SIZE, MAX_EXPANSION, MIN_RECORD_SIZE
 from moldau.protocol.compression import CompressionType, compress, decompress
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import scan_records
-from moldau.protocol.records import (
-    CONTROL_BIT,
-    HEADER_SIZE,
-    MAX_EXPANSION,
-    MIN_RECORD_SIZE,
-    BatchHeader,
-    BatchLimits,
-    batch_with_payload,
-    validate_batches,
-)
+from moldau.protocol.records import BatchHeader, BatchLimits, batch_with_payload, validate_batches
 from moldau.storage.config import LogConfig
 
 __all__ = [

@@ -23,17 +23,16 @@ from typing import TYPE_CHECKING
 import crc32c
 
 from moldau.clock import SYSTEM_CLOCK, Clock
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import (
+from moldau.protocol.batch_layout import (
     CONTROL_BIT,
     CRC_START,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
-    BatchHeader,
-    validate_batches,
 )
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.records import BatchHeader, validate_batches
 from moldau.storage import timestamp_lookup
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileSystem

@@ -22,11 +22,7 @@ import crc32c
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import decode_records
-from moldau.protocol.records import (
-    BatchHeader,
-    ControlRecordType,
-    parse_control_record,
-)
+from moldau.protocol.records import BatchHeader, ControlRecordType, parse_control_record
 from moldau.storage.transaction_index import AbortedTransaction
 
 __all__ = ["SNAPSHOT_SUFFIX", "BatchMetadata", "ProducerStateEntry", "ProducerStateManager"]

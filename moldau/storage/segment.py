@@ -20,15 +20,8 @@ from dataclasses import dataclass
 
 import crc32c
 
-from moldau.protocol.records import (
-    CRC_START,
-    HEADER,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
-    BatchHeader,
-    RecordBatch,
-)
+from moldau.protocol.batch_layout import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from moldau.protocol.records import BatchHeader, RecordBatch
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import Buffer, FileHandle, FileSystem
 from moldau.storage.index import OffsetIndex, TimeIndex

@@ -19,18 +19,11 @@ import struct
 
 import crc32c
 
+from moldau.protocol.batch_layout import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from moldau.protocol.compression import CompressionType, decompress
 from moldau.protocol.errors import KafkaError
 from moldau.protocol.record_reader import decode_records, scan_records
-from moldau.protocol.records import (
-    CRC_START,
-    HEADER,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    iter_batches,
-    parse_control_record,
-    validate_batches,
-)
+from moldau.protocol.records import iter_batches, parse_control_record, validate_batches
 
 MAX_SIZE = 256 * 1024  # the decompression cap given to every decode
 

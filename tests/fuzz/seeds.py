@@ -15,14 +15,9 @@ import hashlib
 import random
 from pathlib import Path
 
+from moldau.protocol.batch_layout import HEADER_SIZE
 from moldau.protocol.compression import CompressionType
-from moldau.protocol.records import (
-    HEADER_SIZE,
-    ControlRecordType,
-    NewRecord,
-    build_batch,
-    build_control_batch,
-)
+from moldau.protocol.records import ControlRecordType, NewRecord, build_batch, build_control_batch
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -17,11 +17,7 @@ from typing import Any
 import pytest
 
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.records import (
-    NewRecord,
-    build_batch,
-    iter_batches,
-)
+from moldau.protocol.records import NewRecord, build_batch, iter_batches
 from tests.bombs import (
     EMPTY_RECORD,
     KEYED_EMPTY_RECORD,

@@ -147,7 +147,7 @@ class LeadershipSimulation:
             for record in entry.records:
                 delta.replay(record)
             delta.set_offset(entry.last_offset)
-            broker.view = broker.view.apply(delta)
+            broker.view = delta.apply()
             broker.applied_entries += 1
 
     # --- what brokers do ---------------------------------------------------------------------
@@ -441,7 +441,7 @@ class LeadershipChecker:
         for record in records:
             delta = MetadataDelta(image)
             delta.replay(record)
-            after = image.apply(delta)
+            after = delta.apply()
             if isinstance(record, PartitionChangeRecord | PartitionRecord):
                 topic = after.topics_by_id[record.topic_id]
                 new = topic.partitions[record.partition]

@@ -47,8 +47,9 @@ from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.batch_layout import HEADER_SIZE
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import HEADER_SIZE, BatchHeader
+from moldau.protocol.records import BatchHeader
 from moldau.storage import DecodeBudget
 from moldau.types import TopicPartition
 

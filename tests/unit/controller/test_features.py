@@ -30,7 +30,7 @@ def image_with(**levels):
     delta = MetadataDelta(MetadataImage.empty("c"))
     for name, level in levels.items():
         delta.replay(FeatureLevelRecord(name=name.replace("_", "."), feature_level=level))
-    return delta.build_image()
+    return delta.apply()
 
 
 def test_a_new_cluster_finalizes_what_moldau_supports_and_an_old_one_keeps_its_levels():
@@ -129,7 +129,7 @@ def with_controllers(image, ranges):
                 features=(("kraft.version", low, high),),
             )
         )
-    return delta.build_image()
+    return delta.apply()
 
 
 KRAFT_UPGRADE = FeatureUpdate(feature="kraft.version", max_version_level=1)

@@ -126,7 +126,7 @@ def test_a_snapshot_installed_in_place_of_the_image_is_published_whole(tmp_path)
         delta.replay(
             PartitionRecord(topic_id=new_id, partition=0, replicas=(1,), isr=(1,), leader=1)
         )
-        leader_image = leader_image.apply(delta)
+        leader_image = delta.apply()
         published = []
         controller.add_publisher(lambda delta, image: published.append((delta, image)))
         snapshot_id = OffsetAndEpoch(epoch=1, offset=controller.image.offset + 50)

@@ -34,7 +34,7 @@ def apply(image: MetadataImage, records) -> MetadataImage:
     delta = MetadataDelta(image)
     for record in records:
         delta.replay(record)
-    return image.apply(delta)
+    return delta.apply()
 
 
 def test_an_upserted_user_logs_in_with_its_password_and_is_described() -> None:

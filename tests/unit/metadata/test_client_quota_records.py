@@ -10,7 +10,7 @@ def replay(image, *records):
     delta = MetadataDelta(image)
     for record in records:
         delta.replay(deserialize_record(serialize_record(record)))
-    return image.apply(delta)
+    return delta.apply()
 
 
 def test_client_quota_record_round_trips_with_a_hashable_entity():
@@ -33,7 +33,7 @@ def test_replayed_quotas_set_and_remove_and_drop_empty_entities():
     image = replay(image, ClientQuotaRecord(entity=ALICE, key="producer_byte_rate", remove=True))
     assert dict(image.client_quotas[ALICE]) == {"request_percentage": 5.5}
     catch_up = diff_from_empty(image)
-    late = catch_up.base.apply(catch_up)
+    late = catch_up.apply()
     assert dict(late.client_quotas[ALICE]) == {"request_percentage": 5.5}
     image = replay(image, ClientQuotaRecord(entity=ALICE, key="request_percentage", remove=True))
     assert ALICE not in image.client_quotas

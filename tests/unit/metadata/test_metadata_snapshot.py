@@ -45,7 +45,7 @@ def build(*records, base=None, offset=41):
     for record in records:
         delta.replay(record)
     delta.set_offset(offset)
-    return delta.build_image()
+    return delta.apply()
 
 
 def broker(broker_id, *, rack=None, is_controller=False):
@@ -279,7 +279,7 @@ def test_a_snapshot_loaded_in_place_of_an_image_is_reported_as_a_delta():
         offset=90,
     )
     delta = diff_images(before, after)
-    assert before.apply(delta) is after
+    assert delta.apply() is after
     assert set(delta.created_topics()) == {"new"}
     assert set(delta.deleted_topics()) == {CLICKS}
     assert set(delta.changed_topics()) == {NEW, ORDERS}

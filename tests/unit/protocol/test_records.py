@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from moldau.protocol.batch_layout import HEADER_SIZE
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import (
-    HEADER_SIZE,
     BatchHeader,
     ControlRecordType,
     NewRecord,

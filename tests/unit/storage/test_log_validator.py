@@ -10,16 +10,11 @@ import time
 import cramjam
 import pytest
 
+from moldau.protocol.batch_layout import HEADER_SIZE
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_reader import decode_records
-from moldau.protocol.records import (
-    HEADER_SIZE,
-    BatchHeader,
-    NewRecord,
-    build_batch,
-    iter_batches,
-)
+from moldau.protocol.records import BatchHeader, NewRecord, build_batch, iter_batches
 from moldau.storage.config import LogConfig
 from moldau.storage.log_loader import load_partition_log
 from moldau.storage.log_validator import DecodeBudget

@@ -7,11 +7,7 @@ from __future__ import annotations
 import time
 
 from moldau.protocol.compression import CompressionType
-from moldau.protocol.records import (
-    NewRecord,
-    TimestampType,
-    build_batch,
-)
+from moldau.protocol.records import NewRecord, TimestampType, build_batch
 from moldau.storage.config import LogConfig
 from tests.bombs import EMPTY_RECORD, LOOKUP_BOMB_RECORDS, claiming, empty_records_zstd
 
