@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run everything CI runs: set-up, lint, format check, strict typing of every package, the
-# import-layer contracts and the whole pytest suite. Exits non-zero if any step fails; every step
+# import-layer contracts, declared dependencies and the whole pytest suite. Exits non-zero if any step fails; every step
 # runs even after an earlier one failed, so one run shows all problems. Extra arguments go to pytest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,9 @@ step "ruff format" ruff format --check .
 # read for their types but not reported on.
 step "mypy" mypy --follow-imports=silent moldau
 step "import contracts" lint-imports
+# Every module the installed package imports comes from a dependency pyproject.toml declares
+# ([tool.deptry] there); tests/integration/test_fresh_install.py installs the wheel to prove it.
+step "declared dependencies" deptry moldau
 
 if [ ${#failed[@]} -gt 0 ]; then
     printf '\ntest: failed before pytest: %s\n' "${failed[*]}"
