@@ -3,11 +3,13 @@ a new virtualenv, gives a `moldau` command that starts a server and moves record
 
 A dependency the code imports but `pyproject.toml` does not declare (the test extra brings it into
 the development virtualenv) shows up here as a `moldau` that cannot start. pip fetches the
-dependencies from its cache or the package index.
+dependencies from its cache or the package index. The development virtualenv itself is the one
+requirements.lock pins (scripts/setup.sh installs it; scripts/lock.sh refreshes it).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -103,3 +105,19 @@ def test_the_installed_command_serves_a_round_trip(
     consumed = _run([moldau, "consume", topic, "-e", "-f", "%k=%s\\n", "-b", b], cwd=tmp_path)
     assert sorted(consumed.decode().splitlines()) == sorted(f"key-{i}=value {i}" for i in range(10))
     server.stop()
+
+
+def test_the_lock_matches_pyproject_and_the_test_environment() -> None:
+    """requirements.lock was written from pyproject.toml's present dependencies (scripts/lock.sh
+    --check), and the environment running the tests has exactly its versions."""
+    check = subprocess.run(
+        ["scripts/lock.sh", "--check"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stderr
+    locked = dict(
+        line.split(" ", 1)[0].split("==")
+        for line in (ROOT / "requirements.lock").read_text().splitlines()
+        if line[:1].isalpha()
+    )
+    installed = {name: importlib.metadata.version(name) for name in locked}
+    assert installed == locked
