@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moldau.cli.common import ExitCode, fail, stderr
+from moldau.cli.common import ExitCode, counted, fail, stderr
 from moldau.cli.storage import StorageFormatError, format_directories, new_cluster_id
 from moldau.config.values import BrokerConfig, ConfigError
 
@@ -371,5 +371,5 @@ def _shape(layout: ClusterLayout) -> tuple[int, int, int]:
 def _describe(layout: ClusterLayout) -> str:
     nodes, controllers, brokers = _shape(layout)
     if nodes:
-        return f"{nodes} combined nodes"
-    return f"{controllers} controllers and {brokers} brokers"
+        return f"{counted(nodes, 'combined node')}"
+    return f"{counted(controllers, 'controller')} and {counted(brokers, 'broker')}"

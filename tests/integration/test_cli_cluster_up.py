@@ -89,6 +89,17 @@ def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -
             (3, False),
         ]
         assert sorted(c["node_id"] for c in info["controllers"]) == [1, 2, 3]
+        # The quorum's leader shows its directory id as the followers do theirs.
+        assert all(c["directory_id"] for c in info["controllers"]), info["controllers"]
+        controller = re.search(r"CONTROLLER://(\S+?)[,\s]", up.output)
+        assert controller is not None, up.output
+        wrong = moldau("topic", "list", bootstrap=controller[1], expect=2)
+        assert wrong.stderr == (
+            f"error: {controller[1]} is a controller listener, which serves the metadata quorum, "
+            f"not clients; the brokers listen on {bootstrap} (MISMATCHED_ENDPOINT_TYPE); give a "
+            "broker listener with -b HOST:PORT (controller listeners are for "
+            "--bootstrap-controller)\n"
+        )
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("greetings", 3, 3)])["greetings"].result(30)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
