@@ -73,6 +73,7 @@ _COMMAND_MODULES: Final = {
     "feature": "feature",
     "perf": "perf",
     "user": "user",
+    "quota": "quota",
     "acl": "acl",
 }
 _registered: set[str] = set()
