@@ -141,7 +141,9 @@ def control_socket(data_dir: Path) -> Path:
 class LocalNodes:
     """The supervisor's side: reports exits as they happen, serves the control socket."""
 
-    def __init__(self, children: list[ChildNode], data_dir: Path, say: Callable[[str], None]):
+    def __init__(
+        self, children: list[ChildNode], data_dir: Path, *, say: Callable[[str], None]
+    ) -> None:
         self.children = {child.layout.node_id: child for child in children}
         self.socket_path = control_socket(data_dir)
         self.say = say
@@ -274,25 +276,20 @@ def ask(data_dir: Path, action: str, node_id: int) -> None:
     typer.echo(answer["message"])
 
 
-@node_app.command("stop")
-def stop_node(node_id: NodeArgument, data_dir: DataDirOption = Path("moldau-cluster")) -> None:
-    """Stop one node cleanly (SIGTERM); it stays stopped until `start`."""
-    ask(data_dir, "stop", node_id)
+_NODE_COMMANDS: Final = {
+    "stop": "Stop one node cleanly (SIGTERM); it stays stopped until `start`.",
+    "kill": "Kill one node (SIGKILL), as a crash would; it stays down until `start`.",
+    "start": "Start a stopped or killed node again, with its data, and wait until it is ready.",
+    "restart": "Stop one node cleanly (if it runs), start it again and wait until it is ready.",
+}
 
 
-@node_app.command("kill")
-def kill_node(node_id: NodeArgument, data_dir: DataDirOption = Path("moldau-cluster")) -> None:
-    """Kill one node (SIGKILL), as a crash would; it stays down until `start`."""
-    ask(data_dir, "kill", node_id)
+def _node_command(action: str) -> Callable[..., None]:
+    def command(node_id: NodeArgument, data_dir: DataDirOption = Path("moldau-cluster")) -> None:
+        ask(data_dir, action, node_id)
+
+    return command
 
 
-@node_app.command("start")
-def start_node(node_id: NodeArgument, data_dir: DataDirOption = Path("moldau-cluster")) -> None:
-    """Start a stopped or killed node again, with its data, and wait until it is ready."""
-    ask(data_dir, "start", node_id)
-
-
-@node_app.command("restart")
-def restart_node(node_id: NodeArgument, data_dir: DataDirOption = Path("moldau-cluster")) -> None:
-    """Stop one node cleanly (if it runs), start it again and wait until it is ready."""
-    ask(data_dir, "restart", node_id)
+for _action, _help in _NODE_COMMANDS.items():
+    node_app.command(_action, help=_help)(_node_command(_action))

@@ -53,21 +53,19 @@ IpOption = Annotated[str | None, typer.Option("--ip", help="A client IP address.
 IpDefaultOption = Annotated[bool, typer.Option("--ip-default", help="The default IP (<default>).")]
 
 
+NamedOrDefault = tuple[str | None, bool]  # (--user NAME, --user-default), for each type
+
+
 def entity_of(
-    user: str | None,
-    user_default: bool,
-    client: str | None,
-    client_default: bool,
-    ip: str | None,
-    ip_default: bool,
+    *, user: NamedOrDefault, client: NamedOrDefault, ip: NamedOrDefault
 ) -> dict[str, str | None]:
     """The entity the options name (type -> name, None for a type's default); a usage error
     for a name given with its type's default, or an IP with a user or client id."""
     entity: dict[str, str | None] = {}
-    for kind, name, default, flag in (
-        ("user", user, user_default, "--user"),
-        ("client-id", client, client_default, "--client"),
-        ("ip", ip, ip_default, "--ip"),
+    for kind, (name, default), flag in (
+        ("user", user, "--user"),
+        ("client-id", client, "--client"),
+        ("ip", ip, "--ip"),
     ):
         if name is not None and default:
             fail(f"give {flag} NAME or {flag}-default, not both")
@@ -120,7 +118,9 @@ def set_quotas(
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Set quotas of an entity (kafka-configs --alter --add-config)."""
-    entity = _required(entity_of(user, user_default, client, client_default, ip, ip_default))
+    entity = _required(
+        entity_of(user=(user, user_default), client=(client, client_default), ip=(ip, ip_default))
+    )
     values: dict[str, float] = {}
     for key, text in parse_key_values(
         pairs,
@@ -132,18 +132,8 @@ def set_quotas(
             values[key] = float(text)
         except ValueError:
             fail(f"quota {key}={text}: the value is not a number")
-    client_settings = client_config(bootstrap, settings)
-
-    async def body() -> None:
-        async with AdminClient(client_settings) as admin:
-            await admin.alter_client_quotas([QuotaAlteration(entity, values)])
-        emit(
-            {"entity": entity, "set": values},
-            output,
-            f"Completed updating quota configs for {entity_text(entity)}.",
-        )
-
-    run(body())
+    set_values = QuotaAlteration(entity, values)
+    _alter(set_values, {"set": values}, bootstrap=bootstrap, settings=settings, output=output)
 
 
 @quota_app.command("delete")
@@ -160,16 +150,32 @@ def delete_quotas(
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Remove quotas of an entity (kafka-configs --alter --delete-config)."""
-    entity = _required(entity_of(user, user_default, client, client_default, ip, ip_default))
+    entity = _required(
+        entity_of(user=(user, user_default), client=(client, client_default), ip=(ip, ip_default))
+    )
+    alteration = QuotaAlteration(entity, {}, list(keys))
+    deleted = {"deleted": list(keys)}
+    _alter(alteration, deleted, bootstrap=bootstrap, settings=settings, output=output)
+
+
+def _alter(
+    alteration: QuotaAlteration,
+    done: dict[str, Any],
+    *,
+    bootstrap: str | None,
+    settings: list[str] | None,
+    output: OutputFormat,
+) -> None:
+    """Send one alteration; print what was done (`done`, with the entity, as data)."""
     client_settings = client_config(bootstrap, settings)
 
     async def body() -> None:
         async with AdminClient(client_settings) as admin:
-            await admin.alter_client_quotas([QuotaAlteration(entity, {}, list(keys))])
+            await admin.alter_client_quotas([alteration])
         emit(
-            {"entity": entity, "deleted": list(keys)},
+            {"entity": alteration.entity, **done},
             output,
-            f"Completed updating quota configs for {entity_text(entity)}.",
+            f"Completed updating quota configs for {entity_text(alteration.entity)}.",
         )
 
     run(body())
@@ -188,7 +194,9 @@ def describe_quotas(
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Quotas of an entity, or every quota (kafka-configs --describe)."""
-    entity = entity_of(user, user_default, client, client_default, ip, ip_default)
+    entity = entity_of(
+        user=(user, user_default), client=(client, client_default), ip=(ip, ip_default)
+    )
     client_settings = client_config(bootstrap, settings)
 
     async def body() -> None:

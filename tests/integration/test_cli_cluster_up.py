@@ -69,6 +69,18 @@ class ClusterUp:
         assert self.ready.wait(timeout_s), self.output
         return self.bootstrap
 
+    def interrupt(self, data_dir: Path) -> tuple[int, list[int]]:
+        """Ctrl-C (SIGINT) and wait: the exit code, and the nodes left running (then killed,
+        by PID: only this test's)."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            code = self.process.wait(90)
+        finally:
+            leftovers = _node_pids(data_dir)
+            for pid in leftovers:
+                os.kill(pid, signal.SIGKILL)
+        return code, leftovers
+
 
 def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -> None:
     data_dir = tmp_path / "cluster"
@@ -123,13 +135,7 @@ def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -
         consumer.close()
         assert len(seen) == 30
     finally:
-        up.process.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        try:
-            code = up.process.wait(90)
-        finally:
-            leftovers = _node_pids(data_dir)
-            for pid in leftovers:  # (only this test's nodes, by PID)
-                os.kill(pid, signal.SIGKILL)
+        code, leftovers = up.interrupt(data_dir)
     assert code == 0, up.output
     assert "stopped 3 nodes" in up.output
     assert leftovers == []
@@ -205,13 +211,7 @@ def test_one_node_is_killed_started_stopped_and_restarted_while_cluster_up_runs(
         missing = moldau(*node, "kill", "7", *where, bootstrap=None, expect=1)
         assert missing.stderr == "error: no node 7 (nodes 1)\n"
     finally:
-        up.process.send_signal(signal.SIGINT)
-        try:
-            code = up.process.wait(90)
-        finally:
-            leftovers = _node_pids(data_dir)
-            for pid in leftovers:  # (only this test's nodes, by PID)
-                os.kill(pid, signal.SIGKILL)
+        code, leftovers = up.interrupt(data_dir)
     assert code == 0, up.output
     assert "stopped 0 nodes" in up.output  # node 1 was already stopped by hand
     assert leftovers == []

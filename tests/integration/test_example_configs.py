@@ -74,33 +74,33 @@ def _start(
     return start_server(isolated=False, arguments=arguments)
 
 
-def test_the_tls_example_serves_a_client_with_a_certificate(
-    start_server: ServerFactory, tmp_path: Path, certificates: Certificates
+@pytest.mark.parametrize(
+    ("name", "listeners", "client"),
+    [
+        ("tls.properties", ("SSL", "PLAINTEXT"), {
+            "security.protocol": "SSL", "ssl.certificate.location": "client.crt",
+            "ssl.key.location": "client.key"}),
+        ("sasl.properties", ("SASL_SSL", "INTERNAL"), {
+            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret"}),
+    ],
+)  # fmt: skip
+def test_the_tls_and_sasl_examples_serve_a_client_as_the_readme_says(
+    name: str,
+    listeners: tuple[str, str],
+    client: dict[str, str],
+    start_server: ServerFactory,
+    tmp_path: Path,
+    certificates: Certificates,
 ) -> None:
-    server = _start(start_server, tmp_path, certificates, "tls.properties",
-                    listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0")  # fmt: skip
-    tls = {
-        "security.protocol": "SSL",
-        "ssl.ca.location": certificates.path("ca.pem"),
-        "ssl.certificate.location": certificates.path("client.crt"),
-        "ssl.key.location": certificates.path("client.key"),
-    }
-    round_trip(f"127.0.0.1:{listener_port(server, 'SSL')}", tls)
-
-
-def test_the_sasl_example_serves_a_plain_user_over_tls(
-    start_server: ServerFactory, tmp_path: Path, certificates: Certificates
-) -> None:
-    server = _start(start_server, tmp_path, certificates, "sasl.properties",
-                    listeners="SASL_SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0")  # fmt: skip
-    alice: dict[str, Any] = {
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": certificates.path("ca.pem"),
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "alice-secret",
-    }
-    round_trip(f"127.0.0.1:{listener_port(server, 'SASL_SSL')}", alice)
+    """The client reaches the first of `listeners` (all are moved to free ports): TLS with a
+    client certificate (the file requires one), or a PLAIN user over TLS."""
+    server = _start(start_server, tmp_path, certificates, name,
+                    listeners=",".join(f"{n}://127.0.0.1:0" for n in listeners))  # fmt: skip
+    settings: dict[str, Any] = {"ssl.ca.location": certificates.path("ca.pem")}
+    for key, value in client.items():
+        settings[key] = certificates.path(value) if key.endswith(".location") else value
+    round_trip(f"127.0.0.1:{listener_port(server, listeners[0])}", settings)
 
 
 def test_the_acl_example_refuses_a_principal_without_acls(
