@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything Moldau's example and test suite need. Safe to run again: each step is skipped
 # when its result is already in place.
-#   - .venv with Python 3.11 and `pip install -e '.[test,spark]'`
+#   - .venv with Python 3.11, the exact packages of requirements.lock (moldau[test,spark]'s
+#     dependencies with hashes; scripts/lock.sh refreshes it) and moldau itself, editable
 #   - kcat (Debian package) if it is not on PATH
 #   - a C compiler (Debian package gcc) if none is on PATH: the chaos suite's clock jumps build
 #     tests/chaos/wall_clock_offset.c
@@ -27,18 +28,22 @@ find_python() {
     return 1
 }
 
-# 1. Python virtualenv and the package with its test and Spark extras.
+# 1. Python virtualenv: the locked versions of moldau[test,spark]'s dependencies, then the package
+#    itself (editable, no dependencies of its own to resolve).
 if [ ! -x .venv/bin/python ]; then
     PYTHON_BIN=$(find_python)
     log "creating .venv with $PYTHON_BIN"
     "$PYTHON_BIN" -m venv .venv
 fi
+scripts/lock.sh --check
 stamp=.venv/.moldau-install-stamp
-wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+wanted=$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ] \
     || ! .venv/bin/python -c 'import moldau' >/dev/null 2>&1; then
-    log "installing moldau[test,spark] into .venv"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,spark]"
+    log "installing requirements.lock and moldau into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+        -r requirements.lock
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
     echo "$wanted" >"$stamp"
 else
     log ".venv is up to date"

@@ -1,9 +1,26 @@
 #!/usr/bin/env bash
 # Run everything CI runs: set-up, lint, format check, strict typing of every package, the
-# import-layer contracts and the whole pytest suite. Exits non-zero if any step fails; every step
-# runs even after an earlier one failed, so one run shows all problems. Extra arguments go to pytest.
+# import-layer contracts, declared dependencies and the whole pytest suite. Exits non-zero if any
+# step fails; every step runs even after an earlier one failed, so one run shows all problems.
+# Extra arguments go to pytest.
+#
+# --quick (first argument): the same checks, but pytest runs only the fast lane for day-to-day
+# work: tests/unit without the tests marked slow, tests/simulation with the first
+# QUICK_SIM_SEEDS seeds of each randomised campaign (CI runs 100 to 1,000), and the integration
+# smoke tests in QUICK_INTEGRATION. CI (.ci/run) runs everything.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+QUICK_SIM_SEEDS=50
+QUICK_INTEGRATION=(
+    tests/integration/test_kcat.py
+    tests/integration/test_confluent_kafka.py
+)
+quick=false
+if [ "${1:-}" = "--quick" ]; then
+    quick=true
+    shift
+fi
 
 scripts/setup.sh || { echo "test: set-up failed" >&2; exit 1; }
 export PATH="$PWD/.venv/bin:$PATH"
@@ -25,13 +42,22 @@ step "ruff format" ruff format --check .
 # read for their types but not reported on.
 step "mypy" mypy --follow-imports=silent moldau
 step "import contracts" lint-imports
+# Every module the installed package imports comes from a dependency pyproject.toml declares
+# ([tool.deptry] there); tests/integration/test_fresh_install.py installs the wheel to prove it.
+step "declared dependencies" deptry moldau
 
 if [ ${#failed[@]} -gt 0 ]; then
     printf '\ntest: failed before pytest: %s\n' "${failed[*]}"
 fi
 
-printf '\n== pytest\n'
-python -m pytest -q "$@"
+if $quick; then
+    printf '\n== pytest (quick lane)\n'
+    MOLDAU_SIM_SEEDS=${MOLDAU_SIM_SEEDS:-$QUICK_SIM_SEEDS} python -m pytest -q -m "not slow" \
+        tests/unit tests/simulation "${QUICK_INTEGRATION[@]}" "$@"
+else
+    printf '\n== pytest\n'
+    python -m pytest -q "$@"
+fi
 pytest_status=$?
 if [ "$pytest_status" -eq 5 ]; then
     echo "test: pytest collected no tests" >&2

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moldau.cli import cluster_up, controllers, log_dirs, reassign
+from moldau.cli import cluster_up, controllers, local_nodes, log_dirs, reassign
 from moldau.cli.common import (
     BootstrapControllerOption,
     BootstrapOption,
@@ -46,6 +46,7 @@ cluster_app.command("add-controller")(controllers.add_controller_command)
 cluster_app.command("remove-controller")(controllers.remove_controller_command)
 cluster_app.add_typer(reassign.app, name="reassign")
 cluster_app.add_typer(log_dirs.app, name="log-dirs")
+cluster_app.add_typer(local_nodes.node_app, name="node")
 config_app = typer.Typer(help="Broker configs (Kafka's names).", no_args_is_help=True)
 
 

@@ -10,14 +10,14 @@ process, which decides the order.
 
 `<data-dir>/cluster.json` remembers the layout (cluster id, roles, ports): `up` on the same
 directory starts the same cluster again. Each node's output goes to `<data-dir>/logs/node-N.log`.
+While it runs, a node's exit is reported as it happens and `moldau cluster node stop | kill |
+start | restart N` act on one node (`local_nodes.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import signal
 import socket
 import sys
@@ -26,28 +26,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from moldau.cli.common import ExitCode, fail, stderr
+from moldau.cli.common import ExitCode, counted, fail, stderr
+from moldau.cli.local_nodes import STOP_TIMEOUT_S, ChildNode, LocalNodes, NodeLayout
 from moldau.cli.storage import StorageFormatError, format_directories, new_cluster_id
 from moldau.config.values import BrokerConfig, ConfigError
 
 COMBINED = "broker,controller"
 LAYOUT_FILE = "cluster.json"
-READY_MARK = "Moldau ready:"
-STOP_TIMEOUT_S = 60.0
-CONTROLLER_PORT_OFFSET = 100  # with --base-port: node N's controller listener is base+100+N-1
-
-
-@dataclass(frozen=True, slots=True)
-class NodeLayout:
-    node_id: int
-    roles: str
-    client_port: int | None
-    controller_port: int | None
-
-    @property
-    def is_broker(self) -> bool:
-        return "broker" in self.roles.split(",")
+CONTROLLER_PORT_OFFSET = 100  # with --base-port alone: node N's controller listener is base+100+N-1
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,24 +77,50 @@ def _free_port(host: str) -> int:
 
 
 def plan(
-    *, nodes: int, controllers: int, brokers: int, host: str, base_port: int | None
+    *,
+    nodes: int,
+    controllers: int,
+    brokers: int,
+    host: str,
+    base_port: int | None,
+    controller_base_port: int | None = None,
 ) -> ClusterLayout:
-    """Roles and ports: `nodes` combined nodes, or `controllers` + `brokers` separate ones."""
+    """Roles and ports: `nodes` combined nodes, or `controllers` + `brokers` separate ones.
+    Node N (from 1) listens for clients on `base_port`+N-1 and as a controller on
+    `controller_base_port`+N-1 (default `base_port`+100+N-1); free ports where neither is given."""
     roles = [COMBINED] * nodes if nodes else ["controller"] * controllers + ["broker"] * brokers
+    if controller_base_port is None and base_port is not None:
+        controller_base_port = base_port + CONTROLLER_PORT_OFFSET
 
-    def port(index: int, offset: int) -> int:
-        return base_port + offset + index if base_port is not None else _free_port(host)
+    def port(base: int | None, index: int) -> int:
+        return base + index if base is not None else _free_port(host)
 
     layout = tuple(
         NodeLayout(
             node_id=index + 1,
             roles=role,
-            client_port=port(index, 0) if "broker" in role else None,
-            controller_port=port(index, CONTROLLER_PORT_OFFSET) if "controller" in role else None,
+            client_port=port(base_port, index) if "broker" in role else None,
+            controller_port=port(controller_base_port, index) if "controller" in role else None,
         )
         for index, role in enumerate(roles)
     )
+    taken = [p for n in layout for p in (n.client_port, n.controller_port) if p is not None]
+    clashing = sorted({p for p in taken if taken.count(p) > 1})
+    if clashing:
+        raise ValueError(
+            f"port {clashing[0]} would serve two listeners: move --controller-base-port "
+            f"(controllers take {_range(layout, 'controller_port')}, clients "
+            f"{_range(layout, 'client_port')})"
+        )
+    too_high = [p for p in taken if p > 65535]
+    if too_high:
+        raise ValueError(f"port {too_high[0]} is above 65535: choose lower base ports")
     return ClusterLayout(cluster_id=new_cluster_id(), host=host, nodes=layout)
+
+
+def _range(layout: tuple[NodeLayout, ...], field: str) -> str:
+    ports = [getattr(n, field) for n in layout if getattr(n, field) is not None]
+    return f"{min(ports)}-{max(ports)}" if ports else "none"
 
 
 def load_layout(data_dir: Path) -> ClusterLayout | None:
@@ -125,58 +139,6 @@ def save_layout(data_dir: Path, layout: ClusterLayout) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     text = json.dumps(asdict(layout), indent=2) + "\n"
     (data_dir / LAYOUT_FILE).write_text(text, encoding="utf-8")
-
-
-class ChildNode:
-    """One `moldau server` child: its process, its log file, whether it printed its ready line."""
-
-    def __init__(self, layout: NodeLayout, arguments: list[str], log_path: Path) -> None:
-        self.layout = layout
-        self.arguments = arguments
-        self.log_path = log_path
-        self.process: asyncio.subprocess.Process | None = None
-        self.ready = asyncio.Event()
-        self._pump: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
-        self.process = await asyncio.create_subprocess_exec(
-            *self.arguments,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=environment,
-            start_new_session=True,  # Ctrl-C reaches the parent only; it stops us in order
-        )
-        self._pump = asyncio.create_task(self._copy_output())
-
-    async def _copy_output(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        with open(self.log_path, "ab") as log:
-            async for line in self.process.stdout:
-                log.write(line)
-                log.flush()
-                if not self.ready.is_set() and READY_MARK.encode() in line:
-                    self.ready.set()
-
-    def signal(self, number: int) -> None:
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, number)  # by PID: only our own child
-
-    async def wait(self) -> int:
-        assert self.process is not None
-        code = await self.process.wait()
-        if self._pump is not None:
-            await self._pump
-        return code
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 async def run_cluster(layout: ClusterLayout, data_dir: Path, overrides: list[str]) -> int:
@@ -200,9 +162,15 @@ async def run_cluster(layout: ClusterLayout, data_dir: Path, overrides: list[str
     stop_requests = asyncio.Queue[int]()
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, stop_requests.put_nowait, number)
+    nodes = LocalNodes(children, data_dir, say=lambda line: print(line, flush=True))
+    try:
+        await nodes.serve()
+    except OSError as error:
+        stderr.print(f"error: cannot listen for node commands: {error}", markup=False)
+        return int(ExitCode.USAGE)
     try:
         for child in children:
-            await child.start()
+            await nodes.start(child)
             node = child.layout
             addresses = ", ".join(
                 f"{name}://{layout.host}:{port}"
@@ -219,18 +187,23 @@ async def run_cluster(layout: ClusterLayout, data_dir: Path, overrides: list[str
         if ready:
             print(
                 f"Moldau cluster ready: bootstrap.servers={layout.bootstrap_servers()} "
-                f"(controllers {layout.voters()}); Ctrl-C stops every node",
+                f"(controllers {layout.voters()}); `moldau cluster node stop | kill | start | "
+                f"restart N -d {data_dir}` acts on one node; Ctrl-C stops every node",
                 flush=True,
             )
             await stop_requests.get()
-        return await _stop(children, stop_requests)
+        await nodes.close()
+        stopped = await _stop(children, stop_requests)
+        return int(ExitCode.KAFKA_ERROR) if ready is None else stopped
     finally:
+        await nodes.close()
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)
 
 
-async def _wait_ready(children: list[ChildNode], stop_requests: asyncio.Queue[int]) -> bool:
-    """True once every node is ready; False when one exits first or a stop is asked for."""
+async def _wait_ready(children: list[ChildNode], stop_requests: asyncio.Queue[int]) -> bool | None:
+    """True once every node is ready; False when a stop is asked for first; None when a node
+    exits first."""
     waiters = {asyncio.ensure_future(c.ready.wait()): c for c in children}
     exits = {asyncio.ensure_future(c.wait()): c for c in children}
     stop = asyncio.ensure_future(stop_requests.get())
@@ -246,10 +219,11 @@ async def _wait_ready(children: list[ChildNode], stop_requests: asyncio.Queue[in
                 child = exits[finished]
                 stderr.print(
                     f"[bold red]error:[/] node {child.layout.node_id} exited with code "
-                    f"{finished.result()} before it was ready; its log ends:\n{child.log_tail()}",
+                    f"{finished.result()} before it was ready; its log ends:\n"
+                    f"{escape(child.log_tail())}",
                     markup=True,
                 )
-                return False
+                return None
             pending -= done
         return True
     finally:
@@ -260,9 +234,10 @@ async def _wait_ready(children: list[ChildNode], stop_requests: asyncio.Queue[in
 async def _stop(children: list[ChildNode], stop_requests: asyncio.Queue[int]) -> int:
     """SIGTERM to brokers without a vote, then to the quorum's nodes; a clean exit is code 0.
     Another Ctrl-C (or the timeout) kills what is left."""
+    running = [c for c in children if c.running]  # (a node stopped or killed by hand is not)
     groups = [
-        [c for c in children if "controller" not in c.layout.roles],
-        [c for c in children if "controller" in c.layout.roles],
+        [c for c in running if "controller" not in c.layout.roles],
+        [c for c in running if "controller" in c.layout.roles],
     ]
     codes: dict[int, int] = {}
     for group in groups:
@@ -288,7 +263,7 @@ async def _stop(children: list[ChildNode], stop_requests: asyncio.Queue[int]) ->
     if failed:
         stderr.print(f"nodes that did not stop cleanly (node: exit code): {failed}", markup=False)
         return int(ExitCode.KAFKA_ERROR)
-    print(f"stopped {len(codes)} nodes", flush=True)
+    print(f"stopped {counted(len(codes), 'node')}", flush=True)
     return 0
 
 
@@ -312,8 +287,17 @@ def up(
         int | None,
         typer.Option(
             "--base-port",
-            help="Node N listens on BASE+N-1 (clients) and BASE+100+N-1 (controllers); "
-            "default: free ports.",
+            help="Node N listens for clients on BASE+N-1 (and as a controller on BASE+100+N-1 "
+            "unless --controller-base-port is given); default: free ports.",
+            show_default=False,
+        ),
+    ] = None,
+    controller_base_port: Annotated[
+        int | None,
+        typer.Option(
+            "--controller-base-port",
+            help="Node N's controller listener is on PORT+N-1; default: BASE+100 with "
+            "--base-port, else free ports.",
             show_default=False,
         ),
     ] = None,
@@ -336,13 +320,17 @@ def up(
     layout = load_layout(data_dir)
     if layout is None:
         shape = asked or (3, 0, 0)
-        layout = plan(
-            nodes=shape[0],
-            controllers=shape[1],
-            brokers=shape[2],
-            host=host,
-            base_port=base_port,
-        )
+        try:
+            layout = plan(
+                nodes=shape[0],
+                controllers=shape[1],
+                brokers=shape[2],
+                host=host,
+                base_port=base_port,
+                controller_base_port=controller_base_port,
+            )
+        except ValueError as error:
+            fail(str(error))
     elif asked is not None and asked != _shape(layout):
         fail(
             f"{data_dir} holds a cluster of {_describe(layout)}: start it as it is (without "
@@ -371,5 +359,5 @@ def _shape(layout: ClusterLayout) -> tuple[int, int, int]:
 def _describe(layout: ClusterLayout) -> str:
     nodes, controllers, brokers = _shape(layout)
     if nodes:
-        return f"{nodes} combined nodes"
-    return f"{controllers} controllers and {brokers} brokers"
+        return f"{counted(nodes, 'combined node')}"
+    return f"{counted(controllers, 'controller')} and {counted(brokers, 'broker')}"

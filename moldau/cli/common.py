@@ -32,6 +32,7 @@ __all__ = [
     "OutputFormat",
     "SettingsOption",
     "client_config",
+    "counted",
     "emit",
     "fail",
     "parse_key_values",
@@ -52,6 +53,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # bad arguments or settings (click uses 2 for usage errors too)
     UNREACHABLE = 3  # no broker could be reached, or it did not answer in time
     IN_PROGRESS = 4  # what was asked about is not finished yet (`cluster reassign verify`)
+    NOT_AUTHENTICATED = 5  # the listener refused the login (user, password, mechanism, no SASL)
+    NOT_AUTHORIZED = 6  # the principal lacks a permission (an ACL) for what was asked
     INTERRUPTED = 130
 
 
@@ -92,6 +95,11 @@ FormatOption = Annotated[
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
     stderr.print(f"[bold red]error:[/] {message}", markup=True)
     raise typer.Exit(int(code))
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 record`, `2 records`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def parse_key_values(
@@ -164,6 +172,22 @@ _OTHER_PROTOCOL: Final = re.compile(
     r" answers (HTTP|TLS), not the Kafka protocol|a TLS listener does that to a plaintext client"
 )
 _UNREACHABLE: Final = frozenset({ErrorCode.network_exception, ErrorCode.request_timed_out})
+_LOGIN_HINTS: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.sasl_authentication_failed: "check -X sasl.username, -X sasl.password and "
+    "-X sasl.mechanism",
+    ErrorCode.unsupported_sasl_mechanism: "set -X sasl.mechanism to one the listener enables",
+    ErrorCode.illegal_sasl_state: "give -X security.protocol=SASL_SSL (or SASL_PLAINTEXT), "
+    "-X sasl.mechanism, -X sasl.username and -X sasl.password",
+}
+_NOT_AUTHORIZED: Final = frozenset(
+    {
+        ErrorCode.topic_authorization_failed,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.transactional_id_authorization_failed,
+        ErrorCode.delegation_token_authorization_failed,
+    }
+)
 
 
 def closest_config_name(name: str, scope: str) -> str | None:
@@ -175,8 +199,23 @@ def closest_config_name(name: str, scope: str) -> str | None:
     return close[0] if close else None
 
 
-def explain(exc: KafkaException) -> tuple[str, ExitCode]:
-    """One line: what the cluster said (the error's name in brackets), then what to do."""
+def explain(
+    exc: KafkaException, hints: Mapping[ErrorCode, str] | None = None
+) -> tuple[str, ExitCode]:
+    """One line: what the cluster said (the error's name in brackets), then what to do. `hints`
+    replace the usual ones where a command knows better (`topic create`: no topic to describe)."""
+    if exc.code in _LOGIN_HINTS:
+        text = (exc.message or exc.name).rstrip(".")
+        return (
+            f"authentication failed: {text} ({exc.name}); {_LOGIN_HINTS[exc.code]}",
+            ExitCode.NOT_AUTHENTICATED,
+        )
+    if exc.code is ErrorCode.mismatched_endpoint_type:
+        return (
+            f"{exc.message or exc.name} ({exc.name}); give a broker listener with -b HOST:PORT "
+            "(controller listeners are for --bootstrap-controller)",
+            ExitCode.USAGE,
+        )
     if exc.code in _UNREACHABLE and exc.message and _OTHER_PROTOCOL.search(exc.message):
         return (
             f"{exc.message.removeprefix('no broker reachable: ')}; give the address of a "
@@ -191,14 +230,15 @@ def explain(exc: KafkaException) -> tuple[str, ExitCode]:
     verb = _SUBJECT_VERBS.get(exc.code)
     if verb and _SUBJECT.fullmatch(subject):
         text = f"{subject} {verb}"  # the broker's own words would only repeat it
-    fix = _HINTS.get(exc.code)
+    hints = {**_HINTS, **(hints or {})}
+    fix = hints.get(exc.code)
     unknown = _UNKNOWN_CONFIG.search(detail or text)
     if unknown is not None:
         scope, name = unknown["scope"], unknown["name"]
         text = f"{subject + ': ' if _SUBJECT.fullmatch(subject) else ''}unknown {scope} config '{name}'"
         close = closest_config_name(name, scope)
         suggestion = f"did you mean '{close}'? " if close else ""
-        listing = _BROKER_CONFIG_HINT if scope == "broker" else _HINTS[ErrorCode.invalid_config]
+        listing = _BROKER_CONFIG_HINT if scope == "broker" else hints[ErrorCode.invalid_config]
         fix = f"{suggestion}{listing}"
     elif exc.code is ErrorCode.invalid_config and subject.startswith("broker '"):
         fix = _BROKER_CONFIG_HINT
@@ -206,15 +246,17 @@ def explain(exc: KafkaException) -> tuple[str, ExitCode]:
     if fix and named:
         fix = fix.replace("NAME", named[1])
     message = f"{text.rstrip('.')} ({exc.name})" if text else exc.name
-    return (f"{message}; {fix}" if fix else message), ExitCode.KAFKA_ERROR
+    code = ExitCode.NOT_AUTHORIZED if exc.code in _NOT_AUTHORIZED else ExitCode.KAFKA_ERROR
+    return (f"{message}; {fix}" if fix else message), code
 
 
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a command body; map client errors to one line on stderr and an exit code."""
+def run(coroutine: Coroutine[Any, Any, T], hints: Mapping[ErrorCode, str] | None = None) -> T:
+    """Run a command body; map client errors to one line on stderr and an exit code (`hints`:
+    see `explain`)."""
     try:
         return asyncio.run(coroutine)
     except KafkaException as exc:
-        message, code = explain(exc)
+        message, code = explain(exc, hints)
         fail(message, code)
     except ConfigException as exc:
         fail(str(exc))

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final
 
 import click
+import rich.markup
 import typer
 from typer.core import TyperArgument, TyperOption
 
@@ -72,6 +73,7 @@ _COMMAND_MODULES: Final = {
     "feature": "feature",
     "perf": "perf",
     "user": "user",
+    "quota": "quota",
     "acl": "acl",
 }
 _registered: set[str] = set()
@@ -138,10 +140,21 @@ def _no_type(ctx: click.Context) -> None:
     return None
 
 
+def _as_text(help_text: str | None) -> str | None:
+    """Help is rendered as rich markup, which would take `[password=...]` for a tag and drop it:
+    brackets in help are text."""
+    return rich.markup.escape(help_text) if help_text else help_text
+
+
 def readable_help(command: click.Command) -> None:
     """Give every option and argument a placeholder a person reads (`COUNT`, `KEY=VALUE`)
-    instead of typer's Python types (`<int>`, `<list[str]>`); flags show none."""
+    instead of typer's Python types (`<int>`, `<list[str]>`); flags show none. Help text is
+    shown as written (see `_as_text`)."""
+    command.help = _as_text(command.help)
+    command.short_help = _as_text(command.short_help)
     for parameter in command.params:
+        if isinstance(parameter, TyperOption | TyperArgument):
+            parameter.help = _as_text(parameter.help)
         if parameter.metavar is not None:
             continue
         if isinstance(parameter, TyperOption):
@@ -157,7 +170,7 @@ def readable_help(command: click.Command) -> None:
             )
             parameter.display_type_rich = _no_type
     help_option = command.get_help_option(
-        click.Context(command, help_option_names=["-h", "--help"])
+        command.context_class(command, help_option_names=["-h", "--help"])
     )
     if help_option is not None:  # built on first use and kept: settle its placeholder now
         help_option.metavar = ""

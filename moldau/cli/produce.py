@@ -24,6 +24,7 @@ from moldau.cli.common import (
     OutputFormat,
     SettingsOption,
     client_config,
+    counted,
     emit,
     fail,
     parse_key_values,
@@ -198,7 +199,7 @@ def produce_command(
             ],
         }
         if output is OutputFormat.text:
-            stderr.print(f"Produced {count} records to {topic}.")
+            stderr.print(f"Produced {counted(count, 'record')} to {topic}.")
         else:
             emit(data_out, output)
 

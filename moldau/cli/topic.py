@@ -17,6 +17,7 @@ from moldau.cli.common import (
     OutputFormat,
     SettingsOption,
     client_config,
+    counted,
     emit,
     fail,
     parse_key_values,
@@ -31,6 +32,7 @@ from moldau.client.admin import (
     NewTopic,
     ResourceType,
 )
+from moldau.client.errors import ErrorCode
 from moldau.client.offsets import EARLIEST, LATEST
 from moldau.protocol.uuids import uuid_to_text
 from moldau.types import TopicPartition
@@ -75,10 +77,20 @@ def create(
 ) -> None:
     """Create topics."""
     configs = parse_key_values(config, what="topic config", flag="-c")
+    if partitions == 0 or partitions < -1:
+        fail(
+            f"-p {partitions}: a topic needs at least one partition (-1 takes the broker's "
+            "num.partitions)"
+        )
+    if replication_factor == 0 or replication_factor < -1:
+        fail(
+            f"-r {replication_factor}: a topic needs at least one replica (-1 takes the broker's "
+            "default.replication.factor)"
+        )
     client = client_config(bootstrap, settings)
 
     async def body() -> None:
-        from moldau.client.errors import ErrorCode, KafkaException
+        from moldau.client.errors import KafkaException
 
         async with AdminClient(client) as admin:
             created = []
@@ -98,7 +110,8 @@ def create(
                 "\n".join(f"Created topic {item['name']}." for item in created),
             )
 
-    run(body())
+    # A topic that was refused does not exist: no `moldau topic describe` for it.
+    run(body(), hints={ErrorCode.invalid_config: "the topic was not created"})
 
 
 @app.command("list")
@@ -313,7 +326,7 @@ def add_partitions(
         emit(
             {"topic": name, "partitions": partitions},
             output,
-            f"Topic {name} now has {partitions} partitions.",
+            f"Topic {name} now has {counted(partitions, 'partition')}.",
         )
 
     run(body())

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from moldau.client import acls, quorum, scram_users
+from moldau.client import acls, quorum, quotas, scram_users
 from moldau.client.acls import AclBinding, AclBindingFilter
 from moldau.client.base import ClientBase
 from moldau.client.cluster import BrokerInfo, Cluster, ClusterMetadata, TopicInfo
@@ -505,6 +505,20 @@ class AdminClient(ClientBase):
     ) -> dict[str, list[tuple[str, int]]]:
         """user -> [(mechanism, iterations)], every user's when `users` is None."""
         return await scram_users.describe_user_scram_credentials(self.cluster, users)
+
+    # --- client quotas (KIP-546) --------------------------------------------------------------
+
+    async def describe_client_quotas(
+        self, entity: quotas.ClientQuotaEntity, *, strict: bool = True
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """The quotas of the entities matching `entity` (type -> name, None: the default)."""
+        return await quotas.describe_client_quotas(self.cluster, entity, strict=strict)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[quotas.QuotaAlteration], *, validate_only: bool = False
+    ) -> None:
+        """Set or remove quota keys of entities (AlterClientQuotas)."""
+        await quotas.alter_client_quotas(self.cluster, alterations, validate_only=validate_only)
 
     async def describe_quorum(self) -> QuorumInfo:
         """The metadata quorum: leader, epoch, high watermark, voters and observers with lag."""

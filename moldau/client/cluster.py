@@ -19,6 +19,7 @@ from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException, error_code_of
 from moldau.client.sasl import sasl_credentials_of
 from moldau.client.tls import ssl_context_of
+from moldau.client.wrong_listener import bootstrap_failure, controller_listener_error
 from moldau.protocol.api_keys import ApiKey
 
 T = TypeVar("T")
@@ -137,6 +138,7 @@ class Cluster:
             connect_timeout=self.config.get_int("socket.connection.setup.timeout.ms") / 1000,
             ssl_context=self._ssl_context,
             sasl=self._sasl,
+            asks_why_closed=True,
         )
 
     async def any_connection(self) -> BrokerConnection:
@@ -149,16 +151,21 @@ class Cluster:
         for node_id in self.metadata.brokers:
             with contextlib.suppress(KafkaException):
                 return await self.connection(node_id)
-        errors = []
+        failures: list[KafkaException] = []
         for host, port in self._bootstrap:
             try:
-                self._bootstrap_connection = await self._open(host, port, -1)
-                return self._bootstrap_connection
+                connection = await self._open(host, port, -1)
             except KafkaException as exc:
-                errors.append(exc.message or str(exc))
-        raise KafkaException(
-            ErrorCode.network_exception, f"no broker reachable: {', '.join(errors)}"
-        )
+                failures.append(exc)
+                continue
+            wrong = await controller_listener_error(connection)
+            if wrong is not None:
+                await connection.close()
+                failures.append(wrong)
+                continue
+            self._bootstrap_connection = connection
+            return connection
+        raise bootstrap_failure(failures)
 
     async def connection(self, node_id: int) -> BrokerConnection:
         """The connection to broker `node_id`, opened on first use and reopened after a failure."""

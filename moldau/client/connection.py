@@ -236,6 +236,7 @@ class BrokerConnection:
         request_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslCredentials | None = None,
+        asks_why_closed: bool = False,
     ) -> None:
         self.host = host
         self.ssl_context = ssl_context  # TLS (security.protocol=SSL) when set
@@ -252,6 +253,10 @@ class BrokerConnection:
         self._correlation_ids = itertools.count(1)
         self._in_flight: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
         self._closed_error: Exception | None = None
+        self._served = False  # a request other than the version negotiation was answered
+        # A client's connection (not a node's own, which knows its listeners) asks a listener
+        # that closed it at its first request whether it expects SASL (`wrong_listener.py`).
+        self.asks_why_closed = asks_why_closed
 
     @property
     def address(self) -> str:
@@ -273,6 +278,7 @@ class BrokerConnection:
         connect_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslCredentials | None = None,
+        asks_why_closed: bool = False,
     ) -> BrokerConnection:
         connection = cls(
             host,
@@ -282,6 +288,7 @@ class BrokerConnection:
             request_timeout=request_timeout,
             ssl_context=ssl_context,
             sasl=sasl,
+            asks_why_closed=asks_why_closed,
         )
         await connection._connect(connect_timeout)
         return connection
@@ -400,9 +407,26 @@ class BrokerConnection:
             self._maybe_reauthenticate()
         if version is None:
             version = self.versions.pick(api_key)
-        return await self._round_trip(
-            api_key, version, data, timeout=timeout, expect_response=expect_response
-        )
+        try:
+            response = await self._round_trip(
+                api_key, version, data, timeout=timeout, expect_response=expect_response
+            )
+        except KafkaException as exc:
+            if (
+                self.asks_why_closed
+                and self.sasl is None
+                and not self._served
+                and exc.code is ErrorCode.network_exception
+                and api_key != ApiKey.SASL_HANDSHAKE  # (the question asked below)
+            ):
+                # Closed at the first request: a SASL listener does that to a client without
+                # SASL settings (ApiVersions is all it serves before authentication).
+                from moldau.client.wrong_listener import sasl_expected_error
+
+                raise await sasl_expected_error(self, exc) from None
+            raise
+        self._served = True
+        return response
 
     async def _round_trip(
         self,

@@ -73,19 +73,19 @@ class SaslListenerSettings:
     failure_delay_ms: int = 100  # connection.failed.authentication.delay.ms
 
 
-def check_mechanism(mechanism: str, setting: str) -> str:
+def check_mechanism(mechanism: str, setting: str, usable: tuple[str, ...] = MECHANISMS) -> str:
+    """The mechanism's name, upper-case; an unknown one, or GSSAPI, is refused naming the
+    `usable` ones (a known one outside them is the caller's to refuse, with its reason)."""
     name = mechanism.strip().upper()
     if name in MECHANISMS:
         return name
+    choices = f"{', '.join(usable[:-1])} or {usable[-1]}" if len(usable) > 1 else usable[0]
     if name == "GSSAPI":
         raise ConfigError(
             f"{setting} is GSSAPI (Kafka's default), which Moldau does not support; set it to "
-            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+            f"{choices}"
         )
-    raise ConfigError(
-        f"{setting} names the unknown SASL mechanism {mechanism!r} (PLAIN, SCRAM-SHA-256, "
-        "SCRAM-SHA-512, OAUTHBEARER)"
-    )
+    raise ConfigError(f"{setting} names the unknown SASL mechanism {mechanism!r} ({choices})")
 
 
 def listener_jaas(config: BrokerConfig, listener_name: str, mechanism: str) -> JaasEntry | None:
@@ -154,7 +154,8 @@ def node_credentials(
 ) -> SaslCredentials:
     """This node's credentials for its connections to `listener_name`, with the mechanism of
     `setting` (sasl.mechanism.inter.broker.protocol or sasl.mechanism.controller.protocol)."""
-    mechanism = check_mechanism(str(config.get(setting)), setting)
+    between_nodes = ("PLAIN",) if controller else ("PLAIN", *SCRAM_MECHANISMS)
+    mechanism = check_mechanism(str(config.get(setting)), setting, between_nodes)
     if mechanism == OAUTHBEARER:
         raise ConfigError(
             f"{setting}=OAUTHBEARER: Moldau's nodes have no token of their own to authenticate "

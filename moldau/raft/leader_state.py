@@ -47,13 +47,14 @@ class LeaderState:
         epoch_start_offset: int,
         now: float,
         check_quorum_timeout: float,
+        local_directory_id: str | None = None,
     ) -> None:
         self.local_id = local_id
         self.voters = voters
         self.epoch_start_offset = epoch_start_offset
         # The leader's own durable log end; counted towards the high watermark only while it
         # is a voter (a leader removed from the voter set leads on until that commits).
-        self.local_progress = ReplicaProgress(replica_id=local_id)
+        self.local_progress = ReplicaProgress(replica_id=local_id, directory_id=local_directory_id)
         self.voter_progress: dict[int, ReplicaProgress] = {}
         self.observer_progress: dict[int, ReplicaProgress] = {}
         self.unacknowledged_voters: set[int] = set()

@@ -337,6 +337,7 @@ class NodeState:
             epoch_start_offset=self.epoch_start_offset,
             now=now,
             check_quorum_timeout=self.config.check_quorum_timeout_ms / 1000,
+            local_directory_id=self.directory_id,
         )
         self._leader.update_local_end(self.flushed_offset, now)
         records = [leader_change_payload(self.node_id, self.voters)]

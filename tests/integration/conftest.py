@@ -46,12 +46,15 @@ class MoldauServer:
         isolated: bool = True,
         open_files_limit: int | None = None,
         namespace: str | None = None,
+        program: Sequence[str] | None = None,
     ) -> None:
         """`isolated`: listen on an ephemeral loopback port and keep data in `data_dir` (by
         overrides); without it the server runs on its own defaults or the given arguments.
         `open_files_limit`: the server's RLIMIT_NOFILE (soft and hard). `namespace`: run in
         that network namespace (`ip netns exec` execs the server: `process.pid` is still its
-        PID, and it keeps the environment, so PYTHONPATH and this interpreter)."""
+        PID, and it keeps the environment, so PYTHONPATH and this interpreter). `program`: the
+        command that runs `moldau` (an installed console script), instead of this interpreter's
+        `-m moldau`."""
         self.data_dir = data_dir
         self.log_path = log_path
         self.overrides = dict(overrides)
@@ -61,6 +64,7 @@ class MoldauServer:
         self.isolated = isolated
         self.open_files_limit = open_files_limit
         self.namespace = namespace
+        self.program = list(program or [sys.executable, "-X", "faulthandler", "-m", "moldau"])
         self.process: subprocess.Popen[bytes] | None = None
         self.host = ""
         self.port = 0
@@ -75,7 +79,7 @@ class MoldauServer:
     def command(self) -> list[str]:
         # -X faulthandler: SIGABRT makes a hung server print every thread's stack before dying.
         arguments = ["ip", "netns", "exec", self.namespace] if self.namespace else []
-        arguments += [sys.executable, "-X", "faulthandler", "-m", "moldau", "server"]
+        arguments += [*self.program, "server"]
         arguments += self.arguments
         settings = dict(self.overrides)
         if self.isolated:
@@ -258,6 +262,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
         launch_only: bool = False,
         open_files_limit: int | None = None,
         namespace: str | None = None,
+        program: Sequence[str] | None = None,
         **overrides: str,
     ) -> MoldauServer:
         index = len(servers)
@@ -276,6 +281,7 @@ def _server_factory(base: Path) -> Iterator[ServerFactory]:
             isolated=isolated,
             open_files_limit=open_files_limit,
             namespace=namespace,
+            program=program,
         )
         servers.append(server)
         return server.launch() if launch_only else server.start()

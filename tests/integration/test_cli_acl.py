@@ -80,7 +80,7 @@ def test_an_acl_added_lets_alice_write_and_once_removed_no_longer(
 def test_a_principal_without_cluster_permission_gets_one_error_line(
     bootstrap: str,  # noqa: F811
 ) -> None:
-    refused = acl("list", brokers=bootstrap, user="alice", expect=1)
+    refused = acl("list", brokers=bootstrap, user="alice", expect=6)
     assert refused.stderr.splitlines() == [
         "error: DescribeAcls: User:alice is not authorized to DESCRIBE the cluster "
         "(CLUSTER_AUTHORIZATION_FAILED); the principal lacks cluster permission"

@@ -69,6 +69,18 @@ class ClusterUp:
         assert self.ready.wait(timeout_s), self.output
         return self.bootstrap
 
+    def interrupt(self, data_dir: Path) -> tuple[int, list[int]]:
+        """Ctrl-C (SIGINT) and wait: the exit code, and the nodes left running (then killed,
+        by PID: only this test's)."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            code = self.process.wait(90)
+        finally:
+            leftovers = _node_pids(data_dir)
+            for pid in leftovers:
+                os.kill(pid, signal.SIGKILL)
+        return code, leftovers
+
 
 def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -> None:
     data_dir = tmp_path / "cluster"
@@ -89,6 +101,17 @@ def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -
             (3, False),
         ]
         assert sorted(c["node_id"] for c in info["controllers"]) == [1, 2, 3]
+        # The quorum's leader shows its directory id as the followers do theirs.
+        assert all(c["directory_id"] for c in info["controllers"]), info["controllers"]
+        controller = re.search(r"CONTROLLER://(\S+?)[,\s]", up.output)
+        assert controller is not None, up.output
+        wrong = moldau("topic", "list", bootstrap=controller[1], expect=2)
+        assert wrong.stderr == (
+            f"error: {controller[1]} is a controller listener, which serves the metadata quorum, "
+            f"not clients; the brokers listen on {bootstrap} (MISMATCHED_ENDPOINT_TYPE); give a "
+            "broker listener with -b HOST:PORT (controller listeners are for "
+            "--bootstrap-controller)\n"
+        )
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("greetings", 3, 3)])["greetings"].result(30)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
@@ -112,13 +135,7 @@ def test_cluster_up_serves_clients_and_ctrl_c_stops_every_node(tmp_path: Path) -
         consumer.close()
         assert len(seen) == 30
     finally:
-        up.process.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        try:
-            code = up.process.wait(90)
-        finally:
-            leftovers = _node_pids(data_dir)
-            for pid in leftovers:  # (only this test's nodes, by PID)
-                os.kill(pid, signal.SIGKILL)
+        code, leftovers = up.interrupt(data_dir)
     assert code == 0, up.output
     assert "stopped 3 nodes" in up.output
     assert leftovers == []
@@ -143,3 +160,70 @@ def test_cluster_up_reports_a_node_that_cannot_start(tmp_path: Path) -> None:
     assert "node 1 exited with code" in result.stderr
     assert "Moldau cluster ready" not in result.stdout
     assert _node_pids(tmp_path) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for_line(up: ClusterUp, text: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in up.output:
+        assert time.monotonic() < deadline, f"no {text!r} in:\n{up.output}"
+        assert up.process.poll() is None, up.output
+        time.sleep(0.05)  # (polling the reader's lines, not waiting for the cluster)
+
+
+def test_one_node_is_killed_started_stopped_and_restarted_while_cluster_up_runs(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "cluster"
+    controller_port = _free_port()
+    up = ClusterUp("--nodes", "1", "--controller-base-port", str(controller_port),
+                   "--data-dir", str(data_dir))  # fmt: skip
+    try:
+        bootstrap = up.wait_ready()
+        assert f"CONTROLLER://127.0.0.1:{controller_port}, log" in up.output  # placed as asked
+        node = ("cluster", "node")
+        where = ("-d", str(data_dir))
+        killed = moldau(*node, "kill", "1", *where, bootstrap=None)
+        assert killed.text == "node 1 killed (exit code -9 (SIGKILL))\n"
+        _wait_for_line(up, "node 1 exited with code -9 (SIGKILL); last log line: ")
+        assert _node_pids(data_dir) == []
+        refused = moldau(*node, "stop", "1", *where, bootstrap=None, expect=1)
+        assert refused.stderr == "error: node 1 is not running\n"
+
+        assert moldau(*node, "start", "1", *where, bootstrap=None).text == (
+            "node 1 started and ready\n"
+        )
+        moldau("topic", "create", "after-restart", bootstrap=bootstrap)
+        assert moldau(*node, "restart", "1", *where, bootstrap=None).text == (
+            "node 1 restarted and ready\n"
+        )
+        _wait_for_line(up, "node 1 exited with code 0; last log line: ")
+        listed = moldau("topic", "list", bootstrap=bootstrap).text.split()
+        assert "after-restart" in listed
+        assert moldau(*node, "stop", "1", *where, bootstrap=None).text == (
+            "node 1 stopped (exit code 0)\n"
+        )
+        missing = moldau(*node, "kill", "7", *where, bootstrap=None, expect=1)
+        assert missing.stderr == "error: no node 7 (nodes 1)\n"
+    finally:
+        code, leftovers = up.interrupt(data_dir)
+    assert code == 0, up.output
+    assert "stopped 0 nodes" in up.output  # node 1 was already stopped by hand
+    assert leftovers == []
+    nobody = moldau("cluster", "node", "kill", "1", "-d", str(data_dir), bootstrap=None, expect=3)
+    assert nobody.stderr.startswith(f"error: no `moldau cluster up` runs from {data_dir}")
+
+
+def test_controller_ports_that_clash_with_client_ports_are_refused(tmp_path: Path) -> None:
+    refused = moldau("cluster", "up", "--nodes", "3", "--base-port", "41000",
+                     "--controller-base-port", "41002", "-d", str(tmp_path / "c"),
+                     bootstrap=None, expect=2)  # fmt: skip
+    assert refused.stderr == (
+        "error: port 41002 would serve two listeners: move --controller-base-port (controllers "
+        "take 41002-41004, clients 41000-41002)\n"
+    )

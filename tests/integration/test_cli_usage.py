@@ -74,13 +74,22 @@ def test_config_mistakes_name_the_setting_and_the_command_that_lists_them(server
         "error: broker config 'log.retention.ms' is not key=value (example: moldau config set "
         "log.retention.ms=60000)\n"
     )
+    # The topic refused does not exist: no hint to describe it.
     assert _error("topic", "create", "typo", "-c", "retentoin.ms=5", bootstrap=b, expect=1) == (
         "error: topic 'typo': unknown topic config 'retentoin.ms' (INVALID_CONFIG); did you mean "
-        "'retention.ms'? `moldau topic describe typo` lists a topic's configs\n"
+        "'retention.ms'? the topic was not created\n"
     )
-    assert _error("topic", "create", "bad", "-c", "retention.ms=1h", bootstrap=b, expect=1) == (
-        "error: topic 'bad': Invalid value 1h for configuration retention.ms: Not a number of "
-        "type LONG (INVALID_CONFIG); `moldau topic describe bad` lists a topic's configs\n"
+    assert _error("topic", "create", "bad", "-c", "retention.ms=abc", bootstrap=b, expect=1) == (
+        "error: topic 'bad': Invalid value abc for configuration retention.ms: Not a number of "
+        "type LONG (INVALID_CONFIG); the topic was not created\n"
+    )
+    topic = unique_topic("configured")
+    moldau("topic", "create", topic, bootstrap=b)
+    assert _error(
+        "topic", "alter-config", topic, "-c", "retention.ms=abc", bootstrap=b, expect=1
+    ) == (
+        f"error: topic '{topic}': Invalid value abc for configuration retention.ms: Not a number "
+        f"of type LONG (INVALID_CONFIG); `moldau topic describe {topic}` lists a topic's configs\n"
     )
     assert _error("consume", "t", "-X", "fetch.wait.max.mss=5", bootstrap=b, expect=2) == (
         "error: unknown client setting 'fetch.wait.max.mss' (did you mean 'fetch.wait.max.ms'?)\n"
@@ -114,6 +123,23 @@ def test_topic_and_record_mistakes(server) -> None:  # type: ignore[no-untyped-d
     assert _error("consume", topic, "-o", "start", bootstrap=b, expect=2) == (
         "error: offset 'start' is not one of beginning, end, stored, N, -N or @TIMESTAMP\n"
     )
+    assert _error("topic", "create", "zero", "-p", "0", bootstrap=b, expect=2) == (
+        "error: -p 0: a topic needs at least one partition (-1 takes the broker's num.partitions)\n"
+    )
+    assert _error("topic", "create", "zero", "-r", "0", bootstrap=b, expect=2) == (
+        "error: -r 0: a topic needs at least one replica (-1 takes the broker's "
+        "default.replication.factor)\n"
+    )
+
+
+def test_counts_in_lines_take_the_right_number(server) -> None:  # type: ignore[no-untyped-def]
+    b = server.bootstrap_servers
+    topic = unique_topic("counted")
+    moldau("topic", "create", topic, bootstrap=b)
+    one = moldau("produce", topic, "--format", "text", bootstrap=b, stdin=b"only\n")
+    assert one.stderr == f"Produced 1 record to {topic}.\n"
+    two = moldau("produce", topic, "--format", "text", bootstrap=b, stdin=b"a\nb\n")
+    assert two.stderr == f"Produced 2 records to {topic}.\n"
 
 
 def test_an_address_that_answers_http_is_named_as_such() -> None:

@@ -374,3 +374,69 @@ def test_a_user_added_by_alter_user_scram_credentials_logs_in_and_once_deleted_c
     assert "unknown-user" in log_lines(sasl_server, "failed authentication")[-1]
     everyone = moldau("user", "describe", "-b", secure, *admin, "--format", "json")
     assert "alice" in everyone and name not in everyone
+
+
+def refused_cli(*arguments: str) -> tuple[int, str]:
+    """A `moldau` command expected to fail: its exit code and its one line on stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "moldau", *arguments],
+        capture_output=True, check=False, timeout=DEADLINE_S,
+    )  # fmt: skip
+    stderr = done.stderr.decode()
+    assert stderr.count("\n") == 1, stderr
+    return done.returncode, stderr
+
+
+def test_the_cli_reports_a_failed_login_as_such(
+    secure: str, clear: str, certificates: Certificates
+) -> None:
+    """Exit code 5 and a line saying what to check, never "is the server running"."""
+    wrong = moldau_settings("SCRAM-SHA-512", ("alice", "wrong"), certificates)
+    assert refused_cli("topic", "list", "-b", secure, *wrong) == (
+        5,
+        f"error: authentication failed: {secure}: Authentication failed during authentication "
+        "due to invalid credentials with SASL mechanism SCRAM-SHA-512 "
+        "(SASL_AUTHENTICATION_FAILED); check -X sasl.username, -X sasl.password and "
+        "-X sasl.mechanism\n",
+    )
+    not_enabled = {
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": ALICE[0],
+        "sasl.password": ALICE[1],
+    }
+    arguments = [a for name, value in not_enabled.items() for a in ("-X", f"{name}={value}")]
+    assert refused_cli("topic", "list", "-b", clear, *arguments) == (
+        5,
+        f"error: authentication failed: {clear} does not enable SASL mechanism SCRAM-SHA-256 "
+        "(it enables PLAIN, SCRAM-SHA-512) (UNSUPPORTED_SASL_MECHANISM); set -X sasl.mechanism "
+        "to one the listener enables\n",
+    )
+
+
+def test_the_cli_tells_a_user_deleted_that_the_login_failed(
+    secure: str, certificates: Certificates
+) -> None:
+    admin = moldau_settings("SCRAM-SHA-512", ALICE, certificates)
+    name = f"erin-{uuid.uuid4().hex[:4]}"
+    moldau("user", "set", name, "SCRAM-SHA-512=[password=erin-secret]", "-b", secure, *admin)
+    erin = moldau_settings("SCRAM-SHA-512", (name, "erin-secret"), certificates)
+    poll_until(lambda: logs_in(secure, rdkafka("SCRAM-SHA-512", (name, "erin-secret"), certificates)), "the new user logs in")  # fmt: skip
+    moldau("topic", "list", "-b", secure, *erin)
+    moldau("user", "delete", name, "SCRAM-SHA-512", "-b", secure, *admin)
+    code, line = refused_cli("topic", "list", "-b", secure, *erin)
+    assert code == 5 and line.startswith("error: authentication failed: "), line
+    assert "(SASL_AUTHENTICATION_FAILED)" in line and "server running" not in line
+
+
+def test_a_tls_client_without_sasl_settings_is_told_the_listener_expects_sasl(
+    secure: str, certificates: Certificates
+) -> None:
+    tls_only = ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={certificates.path('ca.pem')}"]  # fmt: skip
+    assert refused_cli("topic", "list", "-b", secure, *tls_only) == (
+        5,
+        f"error: authentication failed: {secure} is a SASL listener (mechanisms PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512) and closed the connection of a client without SASL "
+        "settings (ILLEGAL_SASL_STATE); give -X security.protocol=SASL_SSL (or SASL_PLAINTEXT), "
+        "-X sasl.mechanism, -X sasl.username and -X sasl.password\n",
+    )

@@ -8,7 +8,9 @@ came in on, and the quorum's leader as the controller, which is how Kafka's admi
 controllers given `--bootstrap-controller`. As Kafka's `computeDescribeClusterResponse`: a
 controller id not among the nodes listed is answered -1 (a leader not registered yet); an
 endpoint type that is neither is UNSUPPORTED_ENDPOINT_TYPE, the other type MISMATCHED_ENDPOINT_TYPE
-(INVALID_REQUEST for both at v0), in an answer with nothing else. v2 adds `include_fenced_brokers`
+(INVALID_REQUEST for both at v0), in an answer with nothing else, but for one thing: a controller
+listener asked for brokers lists the live brokers there (Moldau's; Kafka lists none, and clients
+read nothing of an error answer), so a client pointed at it can say where the brokers are. v2 adds `include_fenced_brokers`
 and each broker's `is_fenced` (KIP-1073). Brokers are shown with their endpoint on the listener the
 request came in on (their first one when they have none there).
 """
@@ -36,6 +38,8 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
     served = CONTROLLER_ENDPOINTS if ctx.scope == CONTROLLER else BROKER_ENDPOINTS
     refusal = _refusal(ctx.api_version, endpoint_type, served)
     if refusal is not None:
+        if served == CONTROLLER_ENDPOINTS and endpoint_type == BROKER_ENDPOINTS:
+            refusal["brokers"] = _brokers(node, ctx.listener_name, include_fenced=False)
         return refusal
     if served == CONTROLLER_ENDPOINTS:
         brokers = _controllers(node, ctx.listener_name)
@@ -43,7 +47,9 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
         controller_id = leader_id if leader_id is not None else -1
     else:
         brokers = _brokers(
-            node, ctx.listener_name, bool(getattr(request, "include_fenced_brokers", False))
+            node,
+            ctx.listener_name,
+            include_fenced=bool(getattr(request, "include_fenced_brokers", False)),
         )
         controller_id = node.controller_id
     if not any(broker["broker_id"] == controller_id for broker in brokers):
@@ -106,7 +112,7 @@ def _controllers(node: Any, listener_name: str) -> list[dict[str, Any]]:
     return controllers
 
 
-def _brokers(node: Any, listener_name: str, include_fenced: bool) -> list[dict[str, Any]]:
+def _brokers(node: Any, listener_name: str, *, include_fenced: bool) -> list[dict[str, Any]]:
     brokers = []
     for broker in sorted(node.metadata_image.brokers.values(), key=lambda b: b.broker_id):
         if broker.fenced and not include_fenced:

@@ -61,3 +61,45 @@ def test_kafka_errors_name_the_code_and_hint_the_fix() -> None:
     assert code is ExitCode.KAFKA_ERROR
     assert message.startswith("topic 'x' does not exist")
     assert "moldau topic list" in message
+
+
+def test_a_failed_login_is_not_called_unreachable() -> None:
+    failed = KafkaException(
+        ErrorCode.sasl_authentication_failed, "127.0.0.1:9093: Invalid username or password"
+    )
+    message, code = explain(failed)
+    assert code is ExitCode.NOT_AUTHENTICATED
+    assert message == (
+        "authentication failed: 127.0.0.1:9093: Invalid username or password "
+        "(SASL_AUTHENTICATION_FAILED); check -X sasl.username, -X sasl.password and "
+        "-X sasl.mechanism"
+    )
+    assert "running" not in message
+
+
+def test_a_missing_permission_has_its_own_exit_code() -> None:
+    refused = KafkaException(ErrorCode.topic_authorization_failed, "topic 'x'")
+    assert explain(refused) == (
+        "topic 'x' (TOPIC_AUTHORIZATION_FAILED); the principal lacks permission on the topic",
+        ExitCode.NOT_AUTHORIZED,
+    )
+
+
+def test_a_controller_listener_given_as_a_broker_is_a_usage_error() -> None:
+    wrong = KafkaException(
+        ErrorCode.mismatched_endpoint_type,
+        "127.0.0.1:9093 is a controller listener, which serves the metadata quorum, not "
+        "clients; the brokers listen on 127.0.0.1:9092",
+    )
+    message, code = explain(wrong)
+    assert code is ExitCode.USAGE
+    assert message.endswith(
+        "the brokers listen on 127.0.0.1:9092 (MISMATCHED_ENDPOINT_TYPE); give a broker "
+        "listener with -b HOST:PORT (controller listeners are for --bootstrap-controller)"
+    )
+
+
+def test_a_command_may_replace_a_hint() -> None:
+    invalid = KafkaException(ErrorCode.invalid_config, "topic 'bad': Invalid value abc")
+    message, _ = explain(invalid, {ErrorCode.invalid_config: "the topic was not created"})
+    assert message == "topic 'bad': Invalid value abc (INVALID_CONFIG); the topic was not created"

@@ -102,3 +102,23 @@ def test_scram_on_the_controller_listener_and_missing_credentials_are_refused() 
         node_credentials(
             config, "CONTROLLER", setting="sasl.mechanism.controller.protocol", controller=True
         )
+
+
+@pytest.mark.parametrize(
+    ("setting", "controller", "suggested"),
+    [
+        ("sasl.mechanism.inter.broker.protocol", False, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        ("sasl.mechanism.controller.protocol", True, "PLAIN"),
+    ],
+)
+def test_a_node_mechanism_left_at_gssapi_suggests_only_what_nodes_can_use(
+    setting: str, controller: bool, suggested: str
+) -> None:
+    """Kafka's default GSSAPI is refused naming the mechanisms a node can authenticate with:
+    never OAUTHBEARER, which is then refused too (nor SCRAM towards the controllers)."""
+    with pytest.raises(ConfigError) as refused:
+        node_credentials(BrokerConfig({}), "INTERNAL", setting=setting, controller=controller)
+    assert str(refused.value) == (
+        f"{setting} is GSSAPI (Kafka's default), which Moldau does not support; set it to "
+        f"{suggested}"
+    )

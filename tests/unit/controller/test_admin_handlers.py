@@ -453,6 +453,8 @@ def test_a_controller_listener_describes_the_registered_controllers(cluster, ver
         "The request was sent to an endpoint of type CONTROLLER, "
         "but we wanted an endpoint of type BROKER"
     )
+    # Moldau's: the live brokers, so a client pointed here can be told where they are.
+    assert [(b.broker_id, b.host, b.port) for b in refused.brokers] == [(1, "127.0.0.1", 9092)]
 
 
 @pytest.mark.parametrize("version", range(2))

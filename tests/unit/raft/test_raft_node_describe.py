@@ -30,3 +30,12 @@ def test_describe_reports_leader_epoch_high_watermark_and_flushed_voter_offsets(
         ),
         voter_nodes=(VoterNode(node_id=3),),
     )
+
+
+def test_a_leader_of_static_voters_reports_its_own_directory_id():
+    """Followers' directory ids come from their fetches; the leader's from its own directory
+    (`moldau cluster info` showed `-` for the leader alone)."""
+    node = RaftNode(node_id=3, voters=(3,), directory_id="leader-directory")
+    node.step(Start(election_state=None, log_end_offset=0, last_epoch=0), 0.0)
+    assert node.role is Role.LEADER
+    assert [v.directory_id for v in node.describe().voters] == ["leader-directory"]
