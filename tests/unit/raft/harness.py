@@ -23,6 +23,7 @@ from moldau.raft.messages import RaftMessage
 from moldau.raft.node import RaftNode
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState, MemoryQuorumStateStore
+from moldau.raft.snapshots import SnapshotStore
 
 CLUSTER_ID = "test-cluster"
 
@@ -43,6 +44,8 @@ class Harness:
         config: QuorumConfig | None = None,
         seed: int = 0,
         node_class: type[RaftNode] = RaftNode,
+        directory_id: str | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.log = MemoryReplicatedLog(log)
         self.store = MemoryQuorumStateStore(state)
@@ -53,6 +56,8 @@ class Harness:
             rng=random.Random(seed),
             cluster_id=CLUSTER_ID,
             log=self.log,
+            directory_id=directory_id,
+            snapshots=snapshots,
         )
         self.now = 0.0
 

@@ -144,7 +144,7 @@ def test_another_cluster_and_a_request_for_another_node_are_refused():
     other_cluster = only_sent(harness.receive(2, vote_request(cluster_id="other")), VoteResponse)
     assert other_cluster.error_code == ErrorCode.inconsistent_cluster_id
     wrong_receiver = only_sent(harness.receive(2, vote_request(receiver=3)), VoteResponse)
-    assert wrong_receiver.partition_error_code == ErrorCode.inconsistent_voter_set
+    assert wrong_receiver.partition_error_code == ErrorCode.invalid_voter_key
     assert harness.node.voted_id is None and harness.node.epoch == 0
 
 
