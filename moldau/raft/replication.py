@@ -238,7 +238,13 @@ class ReplicationMixin(NodeState):
         leader = self._leader
         if self._leader_only_error(request.current_leader_epoch) is not None or leader is None:
             return self._fetch_error(request)
-        leader.parked.pop(source_id, None)  # a newer fetch from the same replica replaces it
+        replaced = leader.parked.pop(source_id, None)
+        if replaced is not None:
+            # A newer fetch in the same replica's name: the held one is answered now, not
+            # dropped (a fetch forged in a voter's name would otherwise leave the voter's own
+            # unanswered until it timed out, and the voter standing for election).
+            answer = self._fetch_records(replaced.request)
+            actions.append(Send(destination_id=source_id, message=answer))
         # A replica counts as the voter of its id only with that voter's directory id (Kafka's
         # ReplicaKey): a voter whose disk was replaced fetches as an observer, and neither its
         # offsets nor its fetches count towards the high watermark or check-quorum.

@@ -375,3 +375,19 @@ def test_a_fetch_with_another_directory_than_the_voters_does_not_count_for_it():
     assert harness.node.describe().voters[1].log_end_offset == -1
     answer_to(harness, 2, fetch(epoch=1, offset=end, last_epoch=1, directory_id="dir-2"))
     assert harness.node.high_watermark == end
+
+
+def test_a_held_fetch_replaced_by_another_in_the_same_name_is_answered_not_dropped():
+    harness = leader()
+    caught_up = fetch(epoch=1, offset=1, last_epoch=1)
+    harness.receive(2, caught_up)
+    assert harness.node.high_watermark == 1
+    waiting = FetchRequest(**{**_fields(caught_up), "max_wait_ms": 500, "high_watermark": 1})
+    assert not harness.receive(2, waiting)  # nothing new: held
+    actions = harness.receive(2, fetch(epoch=1, offset=2**40, last_epoch=1))  # forged
+    answers = [a.message for a in actions if isinstance(a, Send)]
+    assert [type(m) for m in answers] == [FetchResponse, FetchResponse]
+    assert (
+        answers[0].correlation_id == waiting.correlation_id and answers[0].diverging_epoch is None
+    )
+    assert answers[1].diverging_epoch == OffsetAndEpoch(epoch=1, offset=1)
