@@ -144,6 +144,10 @@ class NodeState:
         self._backoff_deadline: float | None = None  # a candidate waiting after a lost election
         self._fetch_deadline: float | None = None
         self._heard_from_leader = False
+        # The leader this node names has answered it as the leader of the epoch (a fetch):
+        # no other claim for the epoch is believed from then on. Unlike `_heard_from_leader`,
+        # the leader's EndQuorumEpoch does not undo it.
+        self._leader_confirmed = False
         self._fetch_target: int | None = None
         # The leader's snapshot this follower is fetching, and how much of it it has.
         self._fetching_snapshot: OffsetAndEpoch | None = None
@@ -221,8 +225,10 @@ class NodeState:
         parked = self._leader.parked if self._leader is not None else {}
         if epoch != self.epoch or leader_id != self.leader_id:
             # Another leader's snapshot need not be the same bytes: a transfer starts over.
-            # Through a pre-vote round and back to the same leader, it goes on.
+            # Through a pre-vote round and back to the same leader, it goes on, and the
+            # leader stays confirmed.
             self._fetching_snapshot = None
+            self._leader_confirmed = False
         if role is not Role.RESIGNED:
             self._leader = None  # a resigned leader keeps committing what its own flushes allow
         elif self._leader is not None:
@@ -486,7 +492,7 @@ class NodeState:
             if self.role is not Role.FOLLOWER:
                 self._become_follower(epoch, leader_id, now, actions)
             return None
-        if known != self.node_id and from_leader and not self._heard_from_leader:
+        if known != self.node_id and from_leader and not self._leader_confirmed:
             # The leader this node named for the epoch never answered it as leader (a message
             # that named it may have lied); the one that says it leads is followed. Its
             # fetch answers confirm it, and from then on no other claim is believed.
@@ -516,18 +522,23 @@ class NodeState:
         actions: list[RaftAction],
     ) -> bool:
         """True when the response is stale or taught us a new epoch or leader: it has nothing
-        more to say (Kafka's maybeHandleCommonResponse). The leader this node follows without
-        having heard from it, naming another leader of the epoch, is believed."""
+        more to say (Kafka's maybeHandleCommonResponse). When this node names a leader of its
+        epoch it has not heard from (the message that named it may have lied), a node it asked
+        that answers as the epoch's leader itself is believed (what others say of the leader
+        is not: they may have been lied to as well, and believing them can go round in a
+        circle of followers that never stand)."""
         if epoch < self.epoch:
             return True
-        disowned = (
-            self.role is Role.FOLLOWER
-            and source_id == self.leader_id
-            and not self._heard_from_leader
+        corrected = (
+            epoch == self.epoch
+            and self.role in (Role.FOLLOWER, Role.PROSPECTIVE)
+            and not self._leader_confirmed
+            and self.leader_id not in (None, self.node_id)
             and leader_id not in (None, self.leader_id)
+            and source_id == leader_id
         )
-        if epoch > self.epoch or (leader_id is not None and self.leader_id is None) or disowned:
-            self._learn(leader_id, epoch, now, actions, source_id=source_id, from_leader=disowned)
+        if epoch > self.epoch or (leader_id is not None and self.leader_id is None) or corrected:
+            self._learn(leader_id, epoch, now, actions, source_id=source_id, from_leader=corrected)
             return True
         return False
 

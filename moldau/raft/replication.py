@@ -121,7 +121,7 @@ class ReplicationMixin(NodeState):
         ):
             self._requests.back_off(source_id, now)
             return
-        self._heard_from_leader = True
+        self._heard_from_leader = self._leader_confirmed = True
         self._fetch_target = self.leader_id
         self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
         if response.diverging_epoch is not None:
@@ -156,6 +156,16 @@ class ReplicationMixin(NodeState):
             return False
         if self.role is Role.FOLLOWER and self.leader_id not in (None, source_id):
             self._fetch_target = self.leader_id  # the voter we asked named the leader
+        elif (
+            self.role is Role.FOLLOWER
+            and not self._leader_confirmed
+            and epoch == self.epoch
+            and leader_id not in (None, self.leader_id, self.node_id)
+        ):
+            # The leader this node names never answered as one, and says another leads: that
+            # one is asked (and believed only if it answers as the leader), or an observer
+            # misled about the leader would never find it outside the voters it knows.
+            self._fetch_target = leader_id
         else:
             self._requests.back_off(source_id, now)
         return True
@@ -436,7 +446,7 @@ class ReplicationMixin(NodeState):
             or response.position != self._snapshot_position
         ):
             return
-        self._heard_from_leader = True
+        self._heard_from_leader = self._leader_confirmed = True
         self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
         data = response.unaligned_records
         end = self._snapshot_position + len(data)

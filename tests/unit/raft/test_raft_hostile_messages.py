@@ -18,14 +18,22 @@ from moldau.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     RaftMessage,
-    VoteRequest,
     VoteResponse,
 )
 from moldau.raft.node import LAST_EPOCH, Resign, Role
 from moldau.raft.quorum_state import ElectionState
 from moldau.raft.snapshots import MemorySnapshotStore
 from moldau.raft.voter_set import VoterNode, VoterSet
-from tests.unit.raft.harness import CLUSTER_ID, Harness, elect, entries, only_sent, sent
+from tests.unit.raft.harness import (
+    CLUSTER_ID,
+    Harness,
+    elect,
+    entries,
+    fetch,
+    only_sent,
+    sent,
+    vote_request,
+)
 
 
 def begin_epoch(
@@ -53,51 +61,6 @@ def end_epoch(*, leader: int, epoch: int, cluster_id: str | None = CLUSTER_ID):
         leader_id=leader,
         leader_epoch=epoch,
         preferred_candidates=(1,),
-    )
-
-
-def vote(
-    *,
-    candidate: int = 2,
-    epoch: int,
-    last_epoch: int = 0,
-    last_offset: int = 0,
-    cluster_id: str | None = CLUSTER_ID,
-    receiver: int = 1,
-) -> VoteRequest:
-    return VoteRequest(
-        correlation_id=7,
-        cluster_id=cluster_id,
-        voter_id=receiver,
-        replica_id=candidate,
-        replica_epoch=epoch,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
-        pre_vote=False,
-    )
-
-
-def fetch(
-    *,
-    replica: int = 2,
-    epoch: int,
-    offset: int = 0,
-    last_epoch: int = 0,
-    cluster_id: str | None = CLUSTER_ID,
-    directory_id: str | None = None,
-) -> FetchRequest:
-    return FetchRequest(
-        correlation_id=11,
-        cluster_id=cluster_id,
-        replica_id=replica,
-        max_wait_ms=0,
-        max_bytes=1 << 20,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        log_start_offset=0,
-        partition_max_bytes=1 << 20,
-        replica_directory_id=directory_id,
     )
 
 
@@ -214,9 +177,11 @@ def test_a_leader_never_heard_from_gives_way_to_the_one_that_says_it_leads():
     assert (harness.node.leader_id, harness.node.epoch) == (2, 4)
 
 
-def test_the_leader_never_heard_from_naming_another_leader_is_believed():
+def test_what_another_node_says_of_the_leader_is_not_believed():
+    # Followers misled to name each other would otherwise follow one another in a circle,
+    # never standing for election (a seed of the forged-message simulation).
     harness, request = follower_of_3(heard=False)
-    actions = harness.receive(
+    harness.receive(
         3,
         FetchResponse(
             correlation_id=request.correlation_id,
@@ -225,8 +190,7 @@ def test_the_leader_never_heard_from_naming_another_leader_is_believed():
             current_leader_epoch=4,
         ),
     )
-    assert (harness.node.leader_id, harness.node.epoch) == (2, 4)
-    assert only_sent(actions, FetchRequest).current_leader_epoch == 4
+    assert (harness.node.leader_id, harness.node.epoch) == (3, 4)
 
 
 @pytest.mark.parametrize("cluster_id", ["another-cluster", ""])
@@ -234,7 +198,7 @@ def test_another_cluster_id_is_refused_by_every_rpc(cluster_id):
     harness = leader()
     before = state_of(harness)
     for source_id, request in [
-        (2, vote(epoch=9, last_epoch=1, last_offset=9, cluster_id=cluster_id)),
+        (2, vote_request(epoch=9, last_epoch=1, last_offset=9, cluster_id=cluster_id)),
         (2, begin_epoch(leader=2, epoch=9, cluster_id=cluster_id)),
         (2, end_epoch(leader=2, epoch=1, cluster_id=cluster_id)),
         (2, fetch(epoch=1, offset=1, last_epoch=1, cluster_id=cluster_id)),
@@ -260,13 +224,11 @@ def test_a_voter_key_for_another_node_or_directory_is_invalid():
     harness = Harness(directory_id="dir-1")
     harness.start()
     for request in [
-        vote(epoch=1, receiver=3),
+        vote_request(epoch=1, receiver=3),
         begin_epoch(leader=2, epoch=1, receiver=3),
-        vote(epoch=1, receiver=1),
+        vote_request(epoch=1, receiver=1, directory_id="dir-other"),
         begin_epoch(leader=2, epoch=1, directory_id="dir-of-a-lost-disk"),
     ]:
-        if isinstance(request, VoteRequest) and request.voter_id == 1:
-            request = VoteRequest(**{**_fields(request), "voter_directory_id": "dir-other"})
         response, refused = answer_to(harness, 2, request)
         assert response.partition_error_code == ErrorCode.invalid_voter_key, request
         assert [r.kind for r in refused] == ["voter-key"]
@@ -277,15 +239,11 @@ def test_a_voter_key_for_another_node_or_directory_is_invalid():
     assert response.partition_error_code == 0 and harness.node.leader_id == 2
 
 
-def _fields(message) -> dict:
-    return {name: getattr(message, name) for name in message.__slots__}
-
-
 def test_a_message_in_this_nodes_own_name_is_refused():
     harness = leader()
     before = state_of(harness)
     for request in [
-        vote(candidate=1, epoch=5, last_epoch=1, last_offset=9),
+        vote_request(candidate=1, epoch=5, last_epoch=1, last_offset=9),
         begin_epoch(leader=1, epoch=5),
         end_epoch(leader=1, epoch=1),
         fetch(replica=1, epoch=1, offset=1, last_epoch=1),
@@ -301,7 +259,7 @@ def test_an_epoch_no_election_could_follow_is_refused():
     harness = Harness()
     harness.start()
     for request in [
-        vote(epoch=LAST_EPOCH, last_epoch=1, last_offset=1),
+        vote_request(epoch=LAST_EPOCH, last_epoch=1, last_offset=1),
         begin_epoch(leader=2, epoch=LAST_EPOCH),
         end_epoch(leader=2, epoch=LAST_EPOCH),
     ]:
@@ -349,11 +307,11 @@ def test_a_vote_given_is_given_again_only_to_a_log_as_up_to_date():
     # real voter 2, whose log is behind this node's.
     harness = Harness(log=entries(1, 1), state=ElectionState(epoch=1, voters=(1, 2, 3)))
     harness.start()
-    forged, _ = answer_to(harness, 2, vote(epoch=2, last_epoch=1, last_offset=99))
+    forged, _ = answer_to(harness, 2, vote_request(epoch=2, last_epoch=1, last_offset=99))
     assert isinstance(forged, VoteResponse) and forged.vote_granted
-    real, _ = answer_to(harness, 2, vote(epoch=2, last_epoch=1, last_offset=1))
+    real, _ = answer_to(harness, 2, vote_request(epoch=2, last_epoch=1, last_offset=1))
     assert not real.vote_granted
-    again, _ = answer_to(harness, 2, vote(epoch=2, last_epoch=1, last_offset=99))
+    again, _ = answer_to(harness, 2, vote_request(epoch=2, last_epoch=1, last_offset=99))
     assert again.vote_granted  # the same request again (a lost answer)
 
 
@@ -382,7 +340,7 @@ def test_a_held_fetch_replaced_by_another_in_the_same_name_is_answered_not_dropp
     caught_up = fetch(epoch=1, offset=1, last_epoch=1)
     harness.receive(2, caught_up)
     assert harness.node.high_watermark == 1
-    waiting = FetchRequest(**{**_fields(caught_up), "max_wait_ms": 500, "high_watermark": 1})
+    waiting = fetch(epoch=1, offset=1, last_epoch=1, max_wait_ms=500, high_watermark=1)
     assert not harness.receive(2, waiting)  # nothing new: held
     actions = harness.receive(2, fetch(epoch=1, offset=2**40, last_epoch=1))  # forged
     answers = [a.message for a in actions if isinstance(a, Send)]
@@ -391,3 +349,42 @@ def test_a_held_fetch_replaced_by_another_in_the_same_name_is_answered_not_dropp
         answers[0].correlation_id == waiting.correlation_id and answers[0].diverging_epoch is None
     )
     assert answers[1].diverging_epoch == OffsetAndEpoch(epoch=1, offset=1)
+
+
+def test_an_end_of_epoch_in_the_leaders_name_does_not_unlock_another_claim():
+    # (the quorum fuzzer's find: an EndQuorumEpoch in leader 3's name, then a stranger named
+    # leader of the epoch, and the follower followed a node that does not exist)
+    harness, _ = follower_of_3(heard=True)
+    response, _ = answer_to(harness, 3, end_epoch(leader=3, epoch=4))
+    assert response.partition_error_code == 0
+    response, refused = answer_to(harness, 99, begin_epoch(leader=99, epoch=4))
+    assert response.partition_error_code == ErrorCode.invalid_request
+    assert [r.kind for r in refused] == ["leader"]
+    assert (harness.node.leader_id, harness.node.epoch) == (3, 4)
+
+
+def test_the_leader_saying_it_leads_corrects_one_never_heard_from():
+    harness, _ = follower_of_3(heard=False)
+    answer_to(harness, 99, begin_epoch(leader=99, epoch=4))  # believed: 3 never answered
+    assert harness.node.leader_id == 99
+    actions = harness.tick_to_deadline()  # 99 never answers: the follower stands
+    assert harness.node.role is Role.PROSPECTIVE
+    requests = {a.destination_id: a.message for a in actions if isinstance(a, Send)}
+    # Voter 2 naming 3 is not enough (it may have been lied to as well); 3 naming itself is.
+    for voter in (2, 3):
+        harness.receive(
+            voter,
+            VoteResponse(
+                correlation_id=requests[voter].correlation_id,
+                leader_id=3,
+                leader_epoch=4,
+                vote_granted=False,
+            ),
+        )
+        if voter == 2:
+            assert harness.node.role is Role.PROSPECTIVE
+    assert (harness.node.role, harness.node.leader_id, harness.node.epoch) == (
+        Role.FOLLOWER,
+        3,
+        4,
+    )

@@ -15,34 +15,14 @@ from moldau.raft.messages import FetchRequest, FetchResponse
 from moldau.raft.node import Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
-from tests.unit.raft.harness import CLUSTER_ID, Harness, elect, entries, only_sent, sent
-
-
-def fetch(
-    *,
-    replica: int = 2,
-    epoch: int,
-    offset: int,
-    last_epoch: int,
-    high_watermark: int = 0,
-    max_wait_ms: int = 0,
-    correlation_id: int = 11,
-    cluster_id: str | None = CLUSTER_ID,
-    max_bytes: int = 1 << 20,
-) -> FetchRequest:
-    return FetchRequest(
-        correlation_id=correlation_id,
-        cluster_id=cluster_id,
-        replica_id=replica,
-        max_wait_ms=max_wait_ms,
-        max_bytes=max_bytes,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        log_start_offset=0,
-        partition_max_bytes=max_bytes,
-        high_watermark=high_watermark,
-    )
+from tests.unit.raft.harness import (
+    Harness,
+    elect,
+    entries,
+    fetch,
+    only_sent,
+    sent,
+)
 
 
 def leader_with(log_epochs: tuple[int, ...], *, voters=(1, 2, 3), state_epoch=None) -> Harness:

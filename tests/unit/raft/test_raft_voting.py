@@ -12,30 +12,15 @@ from moldau.raft.messages import (
 from moldau.raft.node import Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
-from tests.unit.raft.harness import CLUSTER_ID, Harness, elect, entries, only_sent, sent
-
-
-def vote_request(
-    *,
-    candidate: int = 2,
-    epoch: int = 1,
-    last_epoch: int = 0,
-    last_offset: int = 0,
-    pre_vote: bool = False,
-    receiver: int = 1,
-    cluster_id: str | None = CLUSTER_ID,
-    correlation_id: int = 7,
-) -> VoteRequest:
-    return VoteRequest(
-        correlation_id=correlation_id,
-        cluster_id=cluster_id,
-        voter_id=receiver,
-        replica_id=candidate,
-        replica_epoch=epoch,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
-        pre_vote=pre_vote,
-    )
+from tests.unit.raft.harness import (
+    CLUSTER_ID,
+    Harness,
+    elect,
+    entries,
+    only_sent,
+    sent,
+    vote_request,
+)
 
 
 def started(**kwargs) -> Harness:
