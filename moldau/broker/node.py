@@ -224,6 +224,7 @@ class Node:
             if self.layout.is_broker
             else None,
         )
+        self.controller.driver.on_fatal = self._halt
         for listener in self.controller_listeners:
             await listener.start_serving()
         self._register_controller(self.controller.register_controller)
@@ -254,6 +255,7 @@ class Node:
         raft_node = self.controller.driver.node
         addresses.voter_set = lambda: raft_node.voter_set
         self.quorum_transport.driver = self.controller.driver
+        self.controller.driver.on_fatal = self._halt
         for listener in self.controller_listeners:
             await listener.start_serving()
         if layout.dynamic:
@@ -599,8 +601,9 @@ class Node:
     def _halt(self, reason: str) -> None:
         """Nothing left to serve from: a node that owns its process exits at once with status 1,
         no controlled shutdown, nothing more written (Kafka's `Exit.halt` when all log dirs have
-        failed); the controller fences it after `broker.session.timeout.ms` and its partitions
-        fail over. Embedded in another process, the node only says so and serves what it can."""
+        failed, and its fatal fault handler when the metadata quorum's thread fails); the
+        controller fences it after `broker.session.timeout.ms` and its partitions fail over.
+        Embedded in another process, the node only says so and serves what it can."""
         log.critical("shutting down the process: %s", reason)
         if self._tune_process:
             logging.shutdown()

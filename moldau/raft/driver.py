@@ -21,6 +21,13 @@ After every step the driver arms one timer for the node's next deadline (`next_d
 steps a `Tick` when it fires. Messages leave through a `RaftTransport` and come in through
 `receive()`; the driver executes a step's actions completely before it steps the next event, so a
 transport may deliver synchronously.
+
+A message the node refuses as one that cannot be true (`Refused`) is logged once per kind and
+sender a minute, with a count of the ones held back: whoever sent one may send thousands. An
+exception out of the node, the log, the snapshot store or the listener is a failure this node
+cannot serve past: the driver stops taking part and calls `on_fatal` with one line (the node
+that owns the process exits on it, so that a supervisor restarts it rather than leave a node
+that looks alive and no longer answers the quorum).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import asyncio
 import collections
 import concurrent.futures
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from moldau.clock import Clock
@@ -48,6 +55,7 @@ from moldau.raft.events import (
     RaftAction,
     RaftEvent,
     Receive,
+    Refused,
     RemoveVoter,
     Resign,
     Send,
@@ -66,6 +74,9 @@ from moldau.raft.snapshots import SnapshotStore
 from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 
 logger = logging.getLogger(__name__)
+
+# A kind of refused message is logged at most once in this long per sender (seconds).
+REFUSAL_LOG_INTERVAL_S = 60.0
 
 
 class QuorumStateStore(Protocol):
@@ -135,6 +146,9 @@ class RaftDriver:
         self._deferred: collections.deque[RaftEvent] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: float | None = None
+        # Called once, with one line, when the node can no longer take part (see the module).
+        self.on_fatal: Callable[[str], None] | None = None
+        self.refusals = RefusalLog(clock)
 
     async def start(self) -> None:
         """Elect (a single voter elects itself) or rejoin the quorum, and wait until this node
@@ -354,6 +368,8 @@ class RaftDriver:
                     if self.transport is None:
                         raise RuntimeError("a quorum of several nodes needs a transport")
                     self.transport.send(action.destination_id, action.message)
+                case Refused():
+                    self.refusals.record(action)
 
     def _snapshot_store(self) -> SnapshotStore:
         if self.snapshots is None:
@@ -469,8 +485,42 @@ class RaftDriver:
         self._pending.clear()
 
     def _fail(self, exc: BaseException) -> None:
+        if self._failure is not None:
+            return
         self._failure = exc
         self._cancel_timer()
         self._fail_pending(exc)
         if self._first_commit is not None and not self._first_commit.done():
             self._first_commit.set_exception(exc)
+        reason = f"the metadata quorum node failed: {type(exc).__name__}: {exc}"
+        logger.critical("%s; it takes no further part in the quorum", reason)
+        if self.on_fatal is not None:
+            self.on_fatal(reason.splitlines()[0] if reason else reason)
+
+
+class RefusalLog:
+    """Logs refused messages at WARNING, once per (kind, sender) every
+    `REFUSAL_LOG_INTERVAL_S`, saying how many were held back since; `counts` keeps every
+    refusal by kind (what tests and DescribeQuorum-minded operators read)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._last_logged: dict[tuple[str, int], float] = {}
+        self._held_back: collections.Counter[tuple[str, int]] = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def record(self, refused: Refused) -> None:
+        self.counts[refused.kind] += 1
+        key = (refused.kind, refused.source_id)
+        now = self._clock.monotonic()
+        last = self._last_logged.get(key)
+        if last is not None and now - last < REFUSAL_LOG_INTERVAL_S:
+            self._held_back[key] += 1
+            return
+        if len(self._last_logged) > 1024:  # senders are whatever a message says: bound it
+            self._last_logged.clear()
+            self._held_back.clear()
+        self._last_logged[key] = now
+        held_back = self._held_back.pop(key, 0)
+        more = f" ({held_back} more like it since the last)" if held_back else ""
+        logger.warning("refused a quorum message: %s%s", refused.reason, more)

@@ -174,6 +174,18 @@ class Send:
     message: RaftMessage
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """A message from `source_id` said what cannot be true (another leader of an epoch this
+    node leads, a truncation below its high watermark, ...): it was answered with an error or
+    dropped, and nothing changed. `reason` is one line for the log; the driver rate-limits it,
+    since whoever sent one may send many."""
+
+    source_id: int
+    kind: str  # what was refused, for rate-limiting: "leader", "epoch", "truncation", ...
+    reason: str
+
+
 RaftAction = (
     PersistElectionState
     | AppendToLog
@@ -184,4 +196,5 @@ RaftAction = (
     | CommitUpTo
     | LeaderChanged
     | Send
+    | Refused
 )

@@ -55,6 +55,7 @@ from moldau.raft.events import (
     RaftAction,
     RaftEvent,
     Receive,
+    Refused,
     RemoveVoter,
     Resign,
     Send,
@@ -81,6 +82,7 @@ from moldau.raft.messages import (
     VoteResponse,
 )
 from moldau.raft.node_state import (
+    LAST_EPOCH,
     NotLeaderError,
     RaftSafetyError,
     Role,
@@ -92,6 +94,7 @@ from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
 from moldau.raft.voting import VotingMixin
 
 __all__ = [
+    "LAST_EPOCH",
     "AddVoter",
     "AppendToLog",
     "ClientAppend",
@@ -108,6 +111,7 @@ __all__ = [
     "RaftNode",
     "RaftSafetyError",
     "Receive",
+    "Refused",
     "RemoveVoter",
     "ReplicaState",
     "Resign",
@@ -347,7 +351,7 @@ class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
             case FetchRequest():
                 reply = self._handle_fetch_request(source_id, message, now, actions)
             case FetchSnapshotRequest():
-                reply = self._handle_fetch_snapshot_request(source_id, message, now)
+                reply = self._handle_fetch_snapshot_request(source_id, message, now, actions)
             case _:
                 request = self._requests.take(source_id, message.correlation_id)
                 if request is not None:

@@ -32,6 +32,7 @@ from moldau.raft.events import (
     LeaderChanged,
     PersistElectionState,
     RaftAction,
+    Refused,
     Send,
 )
 from moldau.raft.leader_state import LeaderState
@@ -65,11 +66,23 @@ class NotLeaderError(Exception):
 
 
 class RaftSafetyError(RuntimeError):
-    """Something Raft rules out happened (two leaders in one epoch, committed data about to be
-    truncated): the node stops rather than act on it."""
+    """The node's own state broke an invariant (a genuine bug, never a peer's message: those
+    are refused with an error answer): the driver stops the node rather than act on it."""
 
 
-__all__ = ["NodeState", "NotLeaderError", "RaftSafetyError", "Role", "leader_change_payload"]
+# The largest epoch (an int32 on the wire). A message naming it is refused: a node that moved
+# there could never stand for the next one, and the quorum would elect nobody ever again.
+LAST_EPOCH = 2**31 - 1
+
+
+__all__ = [
+    "LAST_EPOCH",
+    "NodeState",
+    "NotLeaderError",
+    "RaftSafetyError",
+    "Role",
+    "leader_change_payload",
+]
 
 
 class NodeState:
@@ -131,6 +144,10 @@ class NodeState:
         self._backoff_deadline: float | None = None  # a candidate waiting after a lost election
         self._fetch_deadline: float | None = None
         self._heard_from_leader = False
+        # The leader this node names has answered it as the leader of the epoch (a fetch):
+        # no other claim for the epoch is believed from then on. Unlike `_heard_from_leader`,
+        # the leader's EndQuorumEpoch does not undo it.
+        self._leader_confirmed = False
         self._fetch_target: int | None = None
         # The leader's snapshot this follower is fetching, and how much of it it has.
         self._fetching_snapshot: OffsetAndEpoch | None = None
@@ -208,8 +225,10 @@ class NodeState:
         parked = self._leader.parked if self._leader is not None else {}
         if epoch != self.epoch or leader_id != self.leader_id:
             # Another leader's snapshot need not be the same bytes: a transfer starts over.
-            # Through a pre-vote round and back to the same leader, it goes on.
+            # Through a pre-vote round and back to the same leader, it goes on, and the
+            # leader stays confirmed.
             self._fetching_snapshot = None
+            self._leader_confirmed = False
         if role is not Role.RESIGNED:
             self._leader = None  # a resigned leader keeps committing what its own flushes allow
         elif self._leader is not None:
@@ -443,38 +462,84 @@ class NodeState:
         now: float,
         actions: list[RaftAction],
         *,
+        source_id: int,
         from_leader: bool = False,
-    ) -> None:
+    ) -> ErrorCode | None:
         """Move to what a message says of the quorum, if it is news (Kafka's maybeTransition);
-        `from_leader`: the leader itself said so, which outranks a remembered silent leader."""
+        `from_leader`: the leader itself said so, which outranks a leader this node has not
+        heard from. A claim that contradicts what this node knows of its epoch (another
+        leader of an epoch it leads, or of one whose leader it has heard from), or an epoch
+        no election could follow, changes nothing: it is refused with INVALID_REQUEST (where
+        Kafka's node fails on an IllegalStateException), and `source_id` is named in the
+        `Refused` action."""
+        if epoch >= LAST_EPOCH:
+            return self._refuse(
+                source_id, "epoch", f"epoch {epoch} leaves no room for an election", actions
+            )
         if epoch < self.epoch or leader_id == self.node_id:
-            return
+            return None
         if epoch > self.epoch:
             if leader_id is not None:
                 self._become_follower(epoch, leader_id, now, actions)
             else:
                 self._become_unattached(epoch, now, actions)
-            return
-        if leader_id is None:
-            return
-        if self.leader_id == self.node_id:
-            raise RaftSafetyError(
-                f"node {leader_id} claims epoch {epoch}, which node {self.node_id} leads"
-            )
-        if self.leader_id is not None and self.leader_id != leader_id:
-            raise RaftSafetyError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}")
-        if self.role is not Role.FOLLOWER and (self.leader_id is None or from_leader):
+            return None
+        known = self.leader_id
+        if leader_id is None or leader_id == known:
+            if self.role is not Role.FOLLOWER and leader_id is not None and from_leader:
+                self._become_follower(epoch, leader_id, now, actions)
+            return None
+        if known is None:
+            if self.role is not Role.FOLLOWER:
+                self._become_follower(epoch, leader_id, now, actions)
+            return None
+        if known != self.node_id and from_leader and not self._leader_confirmed:
+            # The leader this node named for the epoch never answered it as leader (a message
+            # that named it may have lied); the one that says it leads is followed. Its
+            # fetch answers confirm it, and from then on no other claim is believed.
             self._become_follower(epoch, leader_id, now, actions)
+            return None
+        holder = "this node" if known == self.node_id else f"node {known}"
+        return self._refuse(
+            source_id,
+            "leader",
+            f"node {leader_id} named as leader of epoch {epoch}, which {holder} leads",
+            actions,
+        )
+
+    def _refuse(
+        self, source_id: int, kind: str, reason: str, actions: list[RaftAction]
+    ) -> ErrorCode:
+        """A message said what cannot be true: INVALID_REQUEST, and a `Refused` to log."""
+        actions.append(Refused(source_id=source_id, kind=kind, reason=reason))
+        return ErrorCode.invalid_request
 
     def _learned_from_response(
-        self, leader_id: int | None, epoch: int, now: float, actions: list[RaftAction]
+        self,
+        source_id: int,
+        leader_id: int | None,
+        epoch: int,
+        now: float,
+        actions: list[RaftAction],
     ) -> bool:
         """True when the response is stale or taught us a new epoch or leader: it has nothing
-        more to say (Kafka's maybeHandleCommonResponse)."""
+        more to say (Kafka's maybeHandleCommonResponse). When this node names a leader of its
+        epoch it has not heard from (the message that named it may have lied), a node it asked
+        that answers as the epoch's leader itself is believed (what others say of the leader
+        is not: they may have been lied to as well, and believing them can go round in a
+        circle of followers that never stand)."""
         if epoch < self.epoch:
             return True
-        if epoch > self.epoch or (leader_id is not None and self.leader_id is None):
-            self._learn(leader_id, epoch, now, actions)
+        corrected = (
+            epoch == self.epoch
+            and self.role in (Role.FOLLOWER, Role.PROSPECTIVE)
+            and not self._leader_confirmed
+            and self.leader_id not in (None, self.node_id)
+            and leader_id not in (None, self.leader_id)
+            and source_id == leader_id
+        )
+        if epoch > self.epoch or (leader_id is not None and self.leader_id is None) or corrected:
+            self._learn(leader_id, epoch, now, actions, source_id=source_id, from_leader=corrected)
             return True
         return False
 
@@ -489,8 +554,22 @@ class NodeState:
         self._requests.sent(destination_id, request, now)
         actions.append(Send(destination_id=destination_id, message=request))
 
-    def _cluster_id_matches(self, cluster_id: str | None) -> bool:
-        return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
+    def _cluster_id_error(
+        self, source_id: int, cluster_id: str | None, actions: list[RaftAction]
+    ) -> ErrorCode | None:
+        """INCONSISTENT_CLUSTER_ID for a request of another cluster. A request without one
+        (null: Fetch before v12 cannot carry it, the others may leave it out) is taken, as
+        Kafka's hasValidClusterId takes it; an empty one is another cluster's."""
+        if cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id:
+            return None
+        actions.append(
+            Refused(
+                source_id=source_id,
+                kind="cluster-id",
+                reason=f"node {source_id} is of cluster {cluster_id!r}, not {self.cluster_id!r}",
+            )
+        )
+        return ErrorCode.inconsistent_cluster_id
 
     def _leader_only_error(self, epoch: int) -> ErrorCode | None:
         """Kafka's validateLeaderOnlyRequest: the sender's epoch against ours, then our role."""

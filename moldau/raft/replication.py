@@ -116,11 +116,15 @@ class ReplicationMixin(NodeState):
             or request.last_fetched_epoch != self.last_epoch
         ):
             return
-        self._heard_from_leader = True
+        if response.diverging_epoch is not None and not self._truncate_to_diverging(
+            source_id, response.diverging_epoch, now, actions
+        ):
+            self._requests.back_off(source_id, now)
+            return
+        self._heard_from_leader = self._leader_confirmed = True
         self._fetch_target = self.leader_id
         self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
         if response.diverging_epoch is not None:
-            self._truncate_to_diverging(response.diverging_epoch, now, actions)
             return
         if response.snapshot_id is not None:
             self._fetching_snapshot = response.snapshot_id
@@ -146,33 +150,51 @@ class ReplicationMixin(NodeState):
             self._requests.back_off(source_id, now)
             return True
         leader_id, epoch = response.current_leader_id, response.current_leader_epoch
-        if self._learned_from_response(leader_id, epoch, now, actions):
+        if self._learned_from_response(source_id, leader_id, epoch, now, actions):
             return True
         if response.partition_error_code == NO_ERROR:
             return False
         if self.role is Role.FOLLOWER and self.leader_id not in (None, source_id):
             self._fetch_target = self.leader_id  # the voter we asked named the leader
+        elif (
+            self.role is Role.FOLLOWER
+            and not self._leader_confirmed
+            and epoch == self.epoch
+            and leader_id not in (None, self.leader_id, self.node_id)
+        ):
+            # The leader this node names never answered as one, and says another leads: that
+            # one is asked (and believed only if it answers as the leader), or an observer
+            # misled about the leader would never find it outside the voters it knows.
+            self._fetch_target = leader_id
         else:
             self._requests.back_off(source_id, now)
         return True
 
     def _truncate_to_diverging(
-        self, diverging: OffsetAndEpoch, now: float, actions: list[RaftAction]
-    ) -> None:
+        self, source_id: int, diverging: OffsetAndEpoch, now: float, actions: list[RaftAction]
+    ) -> bool:
+        """Truncate where the leader says the logs part; False, truncating nothing, when that
+        is below the high watermark (committed entries never go: Kafka's follower fails on
+        such an answer, Moldau refuses it and fetches again)."""
         log = self._read_log()
         local = log.end_offset_for_epoch(diverging.epoch)
         end = end_after_truncation(log, min(diverging.offset, local.offset))
         if end.offset < self.high_watermark:
-            raise RaftSafetyError(
-                f"node {self.node_id} was told to truncate to {end.offset}, below its high "
-                f"watermark {self.high_watermark}"
+            self._refuse(
+                source_id,
+                "truncation",
+                f"node {source_id} asked for a truncation to {end.offset}, below the high "
+                f"watermark {self.high_watermark}",
+                actions,
             )
+            return False
         if end.offset < self.log_end_offset:
             actions.append(TruncateLog(offset=end.offset))
             self.log_end_offset = end.offset
             self.last_epoch = end.epoch
             self.flushed_offset = min(self.flushed_offset, end.offset)
             self._forget_voters_from(end.offset, now, actions)
+        return True
 
     def _append_fetched(
         self, records: tuple[LogEntry, ...], now: float, actions: list[RaftAction]
@@ -200,19 +222,23 @@ class ReplicationMixin(NodeState):
         self, source_id: int, request: FetchRequest, now: float, actions: list[RaftAction]
     ) -> FetchResponse | None:
         """The answer, or None when the fetch is held until there is something to say."""
-        if not self._cluster_id_matches(request.cluster_id):
+        cluster_error = self._cluster_id_error(source_id, request.cluster_id, actions)
+        if cluster_error is not None:
             return FetchResponse(
                 correlation_id=request.correlation_id,
-                error_code=ErrorCode.inconsistent_cluster_id,
+                error_code=cluster_error,
                 current_leader_id=self.leader_id,
                 current_leader_epoch=self.epoch,
             )
-        if (
+        invalid = (
             request.max_wait_ms < 0
             or request.fetch_offset < 0
             or request.last_fetched_epoch < 0
             or request.last_fetched_epoch > request.current_leader_epoch
-        ):
+        )
+        if invalid or request.replica_id == self.node_id:
+            if not invalid:  # (Kafka's leader fails the fetch with UNKNOWN_SERVER_ERROR)
+                self._refuse(source_id, "sender", "a fetch names this node its sender", actions)
             return FetchResponse(
                 correlation_id=request.correlation_id,
                 partition_error_code=ErrorCode.invalid_request,
@@ -222,9 +248,19 @@ class ReplicationMixin(NodeState):
         leader = self._leader
         if self._leader_only_error(request.current_leader_epoch) is not None or leader is None:
             return self._fetch_error(request)
-        leader.parked.pop(source_id, None)  # a newer fetch from the same replica replaces it
+        replaced = leader.parked.pop(source_id, None)
+        if replaced is not None:
+            # A newer fetch in the same replica's name: the held one is answered now, not
+            # dropped (a fetch forged in a voter's name would otherwise leave the voter's own
+            # unanswered until it timed out, and the voter standing for election).
+            answer = self._fetch_records(replaced.request)
+            actions.append(Send(destination_id=source_id, message=answer))
+        # A replica counts as the voter of its id only with that voter's directory id (Kafka's
+        # ReplicaKey): a voter whose disk was replaced fetches as an observer, and neither its
+        # offsets nor its fetches count towards the high watermark or check-quorum.
         replica_id = request.replica_id
-        if replica_id in self.voter_set:
+        is_voter = self.voter_set.has_voter(replica_id, request.replica_directory_id)
+        if is_voter:
             leader.record_voter_fetch(replica_id, now)
             leader.acknowledge(replica_id)
         log = self._read_log()
@@ -255,7 +291,7 @@ class ReplicationMixin(NodeState):
                 current_leader_id=self.node_id,
                 current_leader_epoch=self.epoch,
             )
-        if replica_id >= 0 and replica_id != self.node_id:
+        if replica_id >= 0 and (is_voter or replica_id not in self.voter_set):
             leader.update_replica(
                 replica_id,
                 fetch_offset=request.fetch_offset,
@@ -335,7 +371,11 @@ class ReplicationMixin(NodeState):
     # Snapshots.
 
     def _handle_fetch_snapshot_request(
-        self, source_id: int, request: FetchSnapshotRequest, now: float
+        self,
+        source_id: int,
+        request: FetchSnapshotRequest,
+        now: float,
+        actions: list[RaftAction],
     ) -> FetchSnapshotResponse:
         def answer(
             *,
@@ -356,8 +396,12 @@ class ReplicationMixin(NodeState):
                 unaligned_records=data,
             )
 
-        if not self._cluster_id_matches(request.cluster_id):
-            return answer(error=ErrorCode.inconsistent_cluster_id)
+        cluster_error = self._cluster_id_error(source_id, request.cluster_id, actions)
+        if cluster_error is not None:
+            return answer(error=cluster_error)
+        if request.replica_id == self.node_id:
+            reason = "a snapshot fetch names this node its sender"
+            return answer(partition_error=self._refuse(source_id, "sender", reason, actions))
         error = self._leader_only_error(request.current_leader_epoch)
         if error is not None or self._leader is None:
             return answer(partition_error=error or ErrorCode.not_leader_or_follower)
@@ -402,7 +446,7 @@ class ReplicationMixin(NodeState):
             or response.position != self._snapshot_position
         ):
             return
-        self._heard_from_leader = True
+        self._heard_from_leader = self._leader_confirmed = True
         self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
         data = response.unaligned_records
         end = self._snapshot_position + len(data)

@@ -4,18 +4,22 @@ EndQuorumEpoch, both as sender and receiver, as Kafka's KafkaRaftClient handles 
 A vote is granted only to a candidate whose log (last epoch, then end offset) is at least as up
 to date as ours, once per epoch, and persisted before the response leaves. A pre-vote is
 granted on the log alone and changes nothing, except that a follower that hears from its
-leader refuses it. Requests from another cluster get INCONSISTENT_CLUSTER_ID; addressed to
-another node id, or naming another directory id for the receiver than its own (its metadata log
-was lost and it must not vote as the voter that had it), INCONSISTENT_VOTER_SET; from an older
-epoch, FENCED_LEADER_EPOCH. Whether the sender or the receiver is in the receiver's voter set is
-not checked, whatever its kraft.version (KIP-853): that set may lag the sender's.
+leader refuses it. Every request is checked before it touches the state: another cluster's
+gets INCONSISTENT_CLUSTER_ID (one without a cluster id is taken, as Kafka takes it); one from
+an older epoch, FENCED_LEADER_EPOCH; one addressed to another node id, or naming another
+directory id for the receiver than its own (its metadata log was lost and it must not vote as
+the voter that had it), INVALID_VOTER_KEY; one that cannot be true (a sender speaking as this
+node, an epoch no election could follow, another leader of an epoch whose leader this node is
+or has heard from), INVALID_REQUEST and a `Refused` action. Whether the sender or the receiver
+is in the receiver's voter set is not checked, whatever its kraft.version (KIP-853): that set
+may lag the sender's.
 """
 
 from __future__ import annotations
 
 from moldau.protocol.errors import ErrorCode
 from moldau.raft.election import successor_backoff_ms
-from moldau.raft.events import RaftAction
+from moldau.raft.events import RaftAction, Refused
 from moldau.raft.log import OffsetAndEpoch
 from moldau.raft.messages import (
     NO_ERROR,
@@ -26,7 +30,7 @@ from moldau.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from moldau.raft.node_state import NodeState, Role
+from moldau.raft.node_state import LAST_EPOCH, NodeState, Role
 
 AnyElectionResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
 
@@ -81,22 +85,43 @@ class VotingMixin(NodeState):
         remote_id: int,
         epoch: int,
         receiver_id: int | None,
-        receiver_directory_id: str | None = None,
+        receiver_directory_id: str | None,
+        actions: list[RaftAction],
     ) -> ErrorCode | None:
+        """Kafka's validateVoterOnlyRequest and isValidVoterKey, before anything changes: an
+        older epoch is FENCED_LEADER_EPOCH; a sender id below 0, one that is this node's own
+        id (it never sends these to itself) or an epoch no election could follow is
+        INVALID_REQUEST; a voter key (v1+) naming another node or another directory is
+        INVALID_VOTER_KEY."""
         if epoch < self.epoch:
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
-        if receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id:
-            return ErrorCode.inconsistent_voter_set
-        if (
+        if remote_id == self.node_id:
+            return self._refuse(
+                remote_id, "sender", f"a message names this node ({remote_id}) its sender", actions
+            )
+        if epoch >= LAST_EPOCH:
+            return self._refuse(
+                remote_id, "epoch", f"epoch {epoch} leaves no room for an election", actions
+            )
+        if (receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id) or (
             receiver_directory_id is not None
             and self.directory_id is not None
             and receiver_directory_id != self.directory_id
         ):
-            # The sender counts a voter whose metadata log was in another directory: this one
-            # lost that log (a replaced disk), and its vote must not count (KIP-853).
-            return ErrorCode.inconsistent_voter_set
+            # Meant for another node, or for the voter whose metadata log was in another
+            # directory: this one lost that log (a replaced disk), and its vote must not count
+            # (KIP-853).
+            actions.append(
+                Refused(
+                    source_id=remote_id,
+                    kind="voter-key",
+                    reason=f"node {remote_id} addressed voter {receiver_id} (directory "
+                    f"{receiver_directory_id}), not this node (directory {self.directory_id})",
+                )
+            )
+            return ErrorCode.invalid_voter_key
         # Neither the sender nor this node need be in this node's voter set: that set may lag
         # the sender's (a voter added or removed in entries not fetched yet, the kraft.version
         # upgrade itself), and a voter that does not know it is one may hold the vote a
@@ -107,8 +132,9 @@ class VotingMixin(NodeState):
     def _handle_vote_request(
         self, request: VoteRequest, now: float, actions: list[RaftAction]
     ) -> VoteResponse:
-        if not self._cluster_id_matches(request.cluster_id):
-            return self._vote_response(request, error=ErrorCode.inconsistent_cluster_id)
+        cluster_error = self._cluster_id_error(request.replica_id, request.cluster_id, actions)
+        if cluster_error is not None:
+            return self._vote_response(request, error=cluster_error)
         # A candidate has moved past the epoch of its last entry; a prospective has not.
         last_epoch_too_large = (
             request.last_offset_epoch > request.replica_epoch
@@ -119,7 +145,11 @@ class VotingMixin(NodeState):
             return self._vote_response(request, partition_error=ErrorCode.invalid_request)
         candidate_id = request.replica_id
         error = self._voter_only_error(
-            candidate_id, request.replica_epoch, request.voter_id, request.voter_directory_id
+            candidate_id,
+            request.replica_epoch,
+            request.voter_id,
+            request.voter_directory_id,
+            actions,
         )
         if error is not None:
             return self._vote_response(request, partition_error=error)
@@ -156,7 +186,10 @@ class VotingMixin(NodeState):
                 if pre_vote:
                     return up_to_date
                 if self.voted_id is not None:
-                    return self.voted_id == candidate_id
+                    # Again only on the log: a vote recorded for a voter's id may have been
+                    # asked for by another node in its name, claiming a longer log than the
+                    # voter's own (Kafka grants it again on the id alone).
+                    return self.voted_id == candidate_id and up_to_date
                 return self.leader_id is None and up_to_date
 
     def _vote_response(
@@ -214,15 +247,20 @@ class VotingMixin(NodeState):
     ) -> tuple[ErrorCode, ErrorCode]:
         """Check a leader's announcement and learn from it; the top-level and partition
         errors of the answer."""
-        if not self._cluster_id_matches(request.cluster_id):
-            return ErrorCode.inconsistent_cluster_id, NO_ERROR
+        cluster_error = self._cluster_id_error(request.leader_id, request.cluster_id, actions)
+        if cluster_error is not None:
+            return cluster_error, NO_ERROR
         error = self._voter_only_error(
-            request.leader_id, request.leader_epoch, receiver_id, receiver_directory_id
+            request.leader_id, request.leader_epoch, receiver_id, receiver_directory_id, actions
+        ) or self._learn(
+            request.leader_id,
+            request.leader_epoch,
+            now,
+            actions,
+            source_id=request.leader_id,
+            from_leader=True,
         )
-        if error is not None:
-            return NO_ERROR, error
-        self._learn(request.leader_id, request.leader_epoch, now, actions, from_leader=True)
-        return NO_ERROR, NO_ERROR
+        return NO_ERROR, error or NO_ERROR
 
     def _shorten_fetch_timeout(self, request: EndQuorumEpochRequest, now: float) -> None:
         """A follower of the resigning leader stands after a delay given by its place among the
@@ -257,7 +295,9 @@ class VotingMixin(NodeState):
         if response.error_code != NO_ERROR:
             self._requests.back_off(source_id, now)
             return True
-        if self._learned_from_response(response.leader_id, response.leader_epoch, now, actions):
+        if self._learned_from_response(
+            source_id, response.leader_id, response.leader_epoch, now, actions
+        ):
             return True
         if response.partition_error_code != NO_ERROR:
             self._requests.back_off(source_id, now)

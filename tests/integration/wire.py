@@ -60,6 +60,12 @@ class Connection:
             answers.append(response)
         return answers
 
+    def exchange(self, api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+        """Send `frame` exactly as given (size prefix included); (correlation id, answer)."""
+        self._socket.sendall(frame)
+        (size,) = struct.unpack(">i", self._read(4))
+        return decode_response(api_key, version, self._read(size))
+
     def _read(self, size: int) -> bytes:
         data = bytearray()
         while len(data) < size:

@@ -37,6 +37,7 @@ from moldau.raft.events import (
     RaftAction,
     RaftEvent,
     Receive,
+    Refused,
     RemoveVoter,
     Resign,
     Send,
@@ -141,6 +142,8 @@ class SimulatedCluster:
         self.delivering: RaftMessage | None = None  # the message the current step received
         self.sent: collections.Counter[tuple[int, str]] = collections.Counter()
         self.snapshots_installed = 0
+        self.forged = 0  # messages injected by a forger (`forgery.py`)
+        self.refused: collections.Counter[str] = collections.Counter()  # Refused, by kind
         # The last events, formatted only when a failure shows them.
         self.trace: collections.deque[tuple[float, int | None, object]] = collections.deque(
             maxlen=trace_limit
@@ -317,6 +320,8 @@ class SimulatedCluster:
                 case Send():
                     self.checker.before_send(node, action)
                     self._send(node.node_id, action.destination_id, action.message)
+                case Refused():
+                    self.refused[action.kind] += 1
 
     # The disk: a flush takes time, and covers what was appended before it began.
 
@@ -391,6 +396,20 @@ class SimulatedCluster:
                 self.delivering = None
 
         return deliver
+
+    def inject(self, source_id: int, destination_id: int, message: RaftRequest) -> None:
+        """A request forged by someone on the network in the name of `source_id` (a node of
+        the cluster or not), delivered now; its answer goes to `source_id` like any other."""
+        destination = self.nodes[destination_id]
+        if not destination.alive:
+            return
+        self.forged += 1
+        self.trace.append((self.now, destination_id, f"forged, from {source_id}: {message}"))
+        self.delivering = message
+        try:
+            self.step(destination, Receive(source_id=source_id, message=message))
+        finally:
+            self.delivering = None
 
     def cut(self, source_id: int, destination_id: int) -> None:
         self.cut_links.add((source_id, destination_id))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from moldau.raft.node import RaftNode
 from moldau.raft.quorum_config import QuorumConfig
 from tests.simulation.cluster import DiskConditions, NetworkConditions, SimulatedCluster
+from tests.simulation.forgery import Forger
 
 # After the last fault heals, the quorum has this long (simulated seconds) to elect a leader
 # and commit a new entry on every live node. Elections take one to two election timeouts
@@ -28,6 +29,8 @@ class RunResult:
     leaders: int
     snapshots_installed: int
     recovery_time: float
+    forged: int = 0
+    refused: int = 0
 
 
 class RecoveryFailure(AssertionError):
@@ -47,12 +50,15 @@ def run_with_faults(
     bootstrap: tuple[int, ...] = (),
     voter_changes: bool = False,
     kraft_upgrade: bool = False,
+    forger: bool = False,
 ) -> RunResult:
     """`dynamic`: `voters` are the initial voters of a quorum with dynamic voters (KIP-853)
     and `observers` join through `bootstrap`; `voter_changes`: an operator adds and removes
     voters (the leader among them) throughout; `kraft_upgrade`: an operator upgrades the static
     quorum to kraft.version 1 at some point of the run (retrying until a leader takes it), and
-    after healing every node must hold the dynamic voter set."""
+    after healing every node must hold the dynamic voter set; `forger`: forged messages
+    (`forgery.py`) reach random nodes throughout, the disruptive kinds until the faults stop
+    (not with voter changes) and the refused ones through the recovery too."""
     conditions = random.Random(seed * 7919 + 1)
     network = NetworkConditions(
         loss=conditions.choice([0.0, 0.01, 0.05, 0.15]),
@@ -89,6 +95,12 @@ def run_with_faults(
         _keep_changing_voters(cluster, until=duration)
     if kraft_upgrade:
         _upgrade_kraft_version(cluster, until=duration)
+    if forger:
+        # With voter changes, the disruptive kinds are left out: a voter told of a later epoch
+        # may be removed before it stands, and an observer stranded at a later epoch stays
+        # there (`forgery.py`).
+        disruptive_until = 0.0 if voter_changes else duration
+        Forger(cluster).schedule(until=duration + RECOVERY_BOUND, disruptive_until=disruptive_until)
     cluster.run_until(duration)
     recovery_time = recover(cluster)
     if kraft_upgrade:
@@ -101,6 +113,8 @@ def run_with_faults(
         leaders=len(cluster.checker.leaders),
         snapshots_installed=cluster.snapshots_installed,
         recovery_time=recovery_time,
+        forged=cluster.forged,
+        refused=sum(cluster.refused.values()),
     )
 
 

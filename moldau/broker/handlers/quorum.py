@@ -5,7 +5,9 @@ of `__cluster_metadata-0` v4-17.
 Each request is handed to this node's Raft driver (`QuorumTransport.handle`) and answered with
 what the core sends back. Vote v1 and BeginQuorumEpoch/EndQuorumEpoch v1 add directory ids and
 endpoints (KIP-853), which Moldau leaves empty (static voters); Vote v2 adds pre-vote (KIP-996);
-Fetch v15 moves the replica id into ReplicaState.
+Fetch v15 moves the replica id into ReplicaState; a Fetch before v12 carries no last fetched
+epoch and is refused (INVALID_REQUEST), as Kafka's leader refuses it. What the core refuses and
+why: `moldau/raft/README.md`, "Messages that lie".
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ from moldau.raft.events import (
     TruncateLog,
 )
 from moldau.raft.log import LogEntry, MemoryReplicatedLog
-from moldau.raft.messages import RaftMessage
+from moldau.raft.messages import FetchRequest, RaftMessage, VoteRequest
 from moldau.raft.node import RaftNode
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState, MemoryQuorumStateStore
+from moldau.raft.snapshots import SnapshotStore
 
 CLUSTER_ID = "test-cluster"
 
@@ -43,6 +44,8 @@ class Harness:
         config: QuorumConfig | None = None,
         seed: int = 0,
         node_class: type[RaftNode] = RaftNode,
+        directory_id: str | None = None,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.log = MemoryReplicatedLog(log)
         self.store = MemoryQuorumStateStore(state)
@@ -53,6 +56,8 @@ class Harness:
             rng=random.Random(seed),
             cluster_id=CLUSTER_ID,
             log=self.log,
+            directory_id=directory_id,
+            snapshots=snapshots,
         )
         self.now = 0.0
 
@@ -109,7 +114,7 @@ def only_sent(actions: list[RaftAction], kind: type) -> RaftMessage:
 def elect(harness: Harness) -> list[RaftAction]:
     """Run a started voter through pre-votes and votes, every voter granting; the actions of
     the step that made it leader."""
-    from moldau.raft.messages import VoteRequest, VoteResponse
+    from moldau.raft.messages import VoteResponse
     from moldau.raft.node import Role
 
     actions = harness.tick_to_deadline()
@@ -130,3 +135,59 @@ def elect(harness: Harness) -> list[RaftAction]:
             if sent(actions, VoteRequest):
                 break
     raise AssertionError(f"not elected: {harness.node.role}")
+
+
+def fetch(
+    *,
+    replica: int = 2,
+    epoch: int,
+    offset: int,
+    last_epoch: int,
+    high_watermark: int = 0,
+    max_wait_ms: int = 0,
+    correlation_id: int = 11,
+    cluster_id: str | None = CLUSTER_ID,
+    max_bytes: int = 1 << 20,
+    directory_id: str | None = None,
+) -> FetchRequest:
+    """A replica's fetch (voter 2's by default)."""
+    return FetchRequest(
+        correlation_id=correlation_id,
+        cluster_id=cluster_id,
+        replica_id=replica,
+        max_wait_ms=max_wait_ms,
+        max_bytes=max_bytes,
+        current_leader_epoch=epoch,
+        fetch_offset=offset,
+        last_fetched_epoch=last_epoch,
+        log_start_offset=0,
+        partition_max_bytes=max_bytes,
+        high_watermark=high_watermark,
+        replica_directory_id=directory_id,
+    )
+
+
+def vote_request(
+    *,
+    candidate: int = 2,
+    epoch: int = 1,
+    last_epoch: int = 0,
+    last_offset: int = 0,
+    pre_vote: bool = False,
+    receiver: int = 1,
+    cluster_id: str | None = CLUSTER_ID,
+    correlation_id: int = 7,
+    directory_id: str | None = None,
+) -> VoteRequest:
+    """A candidate's (pre-)vote request (voter 2's, to node 1, by default)."""
+    return VoteRequest(
+        correlation_id=correlation_id,
+        cluster_id=cluster_id,
+        voter_id=receiver,
+        replica_id=candidate,
+        replica_epoch=epoch,
+        last_offset_epoch=last_epoch,
+        last_offset=last_offset,
+        pre_vote=pre_vote,
+        voter_directory_id=directory_id,
+    )

@@ -1,14 +1,17 @@
 import asyncio
+import logging
 import threading
 
 import pytest
 
 from moldau.clock import ManualClock
-from moldau.raft.driver import RaftDriver
+from moldau.raft.driver import REFUSAL_LOG_INTERVAL_S, RaftDriver, RefusalLog
+from moldau.raft.events import Receive, Refused
 from moldau.raft.file_log import FileReplicatedLog
 from moldau.raft.file_snapshots import FileSnapshotStore
 from moldau.raft.log import LogEntry, MemoryReplicatedLog
-from moldau.raft.node import NotLeaderError, RaftNode
+from moldau.raft.messages import BeginQuorumEpochResponse
+from moldau.raft.node import NotLeaderError, RaftNode, RaftSafetyError
 from moldau.raft.quorum_state import MemoryQuorumStateStore
 from moldau.raft.snapshots import MemorySnapshotStore
 
@@ -205,3 +208,56 @@ def test_an_entry_a_trim_to_a_snapshot_made_durable_before_its_flush_ran_still_c
         await driver.stop()
 
     asyncio.run(scenario())
+
+
+class FailingNode(RaftNode):
+    """A node with a bug: any message it receives breaks an invariant."""
+
+    def step(self, event, now):
+        if isinstance(event, Receive):
+            raise RaftSafetyError("an invariant broke")
+        return super().step(event, now)
+
+
+def test_a_node_that_fails_tells_on_fatal_once_in_one_line_and_takes_no_more_part():
+    async def scenario():
+        listener = RecordingListener()
+        driver = RaftDriver(
+            node=FailingNode(node_id=1, voters=(1,)),
+            log=GatedLog(),
+            quorum_state_store=MemoryQuorumStateStore(),
+            listener=listener,
+            clock=ManualClock(),
+        )
+        fatal: list[str] = []
+        driver.on_fatal = fatal.append
+        await driver.start()
+        message = BeginQuorumEpochResponse(correlation_id=1, leader_id=None, leader_epoch=1)
+        driver.receive(2, message)
+        driver.receive(2, message)
+        assert fatal == ["the metadata quorum node failed: RaftSafetyError: an invariant broke"]
+        with pytest.raises(RuntimeError, match="the metadata log failed"):
+            driver.append([b"x"])
+        await driver.stop()
+
+    asyncio.run(scenario())
+
+
+def test_refused_messages_are_logged_once_a_minute_per_kind_and_sender(caplog):
+    clock = ManualClock()
+    refusals = RefusalLog(clock)
+    lie = Refused(source_id=2, kind="leader", reason="node 2 named as leader of epoch 1")
+    with caplog.at_level(logging.WARNING, logger="moldau.raft.driver"):
+        for _ in range(5):
+            refusals.record(lie)
+        refusals.record(Refused(source_id=3, kind="leader", reason="node 3 too"))
+        clock.advance(int(REFUSAL_LOG_INTERVAL_S * 1000))
+        refusals.record(lie)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "refused a quorum message: node 2 named as leader of epoch 1",
+        "refused a quorum message: node 3 too",
+        "refused a quorum message: node 2 named as leader of epoch 1 (4 more like it since "
+        "the last)",
+    ]
+    assert refusals.counts == {"leader": 7}

@@ -1,40 +1,28 @@
 import pytest
 
 from moldau.protocol.errors import ErrorCode
-from moldau.raft.events import AppendToLog, ClientAppend, CommitUpTo, FlushLog, Tick, TruncateLog
+from moldau.raft.events import (
+    AppendToLog,
+    ClientAppend,
+    CommitUpTo,
+    FlushLog,
+    Refused,
+    Tick,
+    TruncateLog,
+)
 from moldau.raft.log import LogEntry, OffsetAndEpoch
 from moldau.raft.messages import FetchRequest, FetchResponse
-from moldau.raft.node import RaftSafetyError, Role
+from moldau.raft.node import Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
-from tests.unit.raft.harness import CLUSTER_ID, Harness, elect, entries, only_sent, sent
-
-
-def fetch(
-    *,
-    replica: int = 2,
-    epoch: int,
-    offset: int,
-    last_epoch: int,
-    high_watermark: int = 0,
-    max_wait_ms: int = 0,
-    correlation_id: int = 11,
-    cluster_id: str | None = CLUSTER_ID,
-    max_bytes: int = 1 << 20,
-) -> FetchRequest:
-    return FetchRequest(
-        correlation_id=correlation_id,
-        cluster_id=cluster_id,
-        replica_id=replica,
-        max_wait_ms=max_wait_ms,
-        max_bytes=max_bytes,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=last_epoch,
-        log_start_offset=0,
-        partition_max_bytes=max_bytes,
-        high_watermark=high_watermark,
-    )
+from tests.unit.raft.harness import (
+    Harness,
+    elect,
+    entries,
+    fetch,
+    only_sent,
+    sent,
+)
 
 
 def leader_with(log_epochs: tuple[int, ...], *, voters=(1, 2, 3), state_epoch=None) -> Harness:
@@ -142,8 +130,14 @@ def test_a_follower_never_truncates_below_its_high_watermark():
     actions = harness.receive(3, answer(request, high_watermark=3))
     assert CommitUpTo(high_watermark=3) in actions
     request = only_sent(actions, FetchRequest)
-    with pytest.raises(RaftSafetyError):
-        harness.receive(3, answer(request, diverging_epoch=OffsetAndEpoch(epoch=1, offset=2)))
+    # The leader's answer cannot be right: it is refused, nothing is truncated, and the
+    # follower fetches again after a backoff.
+    actions = harness.receive(3, answer(request, diverging_epoch=OffsetAndEpoch(epoch=1, offset=2)))
+    assert not [a for a in actions if isinstance(a, TruncateLog)]
+    assert [a.kind for a in actions if isinstance(a, Refused)] == ["truncation"]
+    assert harness.log.end_offset == 3 and harness.node.high_watermark == 3
+    again = only_sent(harness.tick_to_deadline(), FetchRequest)
+    assert (again.fetch_offset, again.last_fetched_epoch) == (3, 2)
 
 
 def test_a_follower_appends_flushes_and_only_then_fetches_from_the_new_end():

@@ -7,7 +7,6 @@ from moldau.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
 )
-from moldau.raft.node import RaftNode
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
 from moldau.raft.snapshots import MemorySnapshotStore
@@ -22,13 +21,7 @@ class SnapshotHarness(Harness):
 
     def __init__(self, **kwargs):
         self.snapshots = MemorySnapshotStore()
-        store = self.snapshots
-
-        class Node(RaftNode):
-            def __init__(self, **node_kwargs):
-                super().__init__(snapshots=store, **node_kwargs)
-
-        super().__init__(node_class=Node, **kwargs)
+        super().__init__(snapshots=self.snapshots, **kwargs)
 
     def step(self, event, *, at=None):
         actions = super().step(event, at=at)

@@ -12,30 +12,15 @@ from moldau.raft.messages import (
 from moldau.raft.node import Role
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
-from tests.unit.raft.harness import CLUSTER_ID, Harness, elect, entries, only_sent, sent
-
-
-def vote_request(
-    *,
-    candidate: int = 2,
-    epoch: int = 1,
-    last_epoch: int = 0,
-    last_offset: int = 0,
-    pre_vote: bool = False,
-    receiver: int = 1,
-    cluster_id: str | None = CLUSTER_ID,
-    correlation_id: int = 7,
-) -> VoteRequest:
-    return VoteRequest(
-        correlation_id=correlation_id,
-        cluster_id=cluster_id,
-        voter_id=receiver,
-        replica_id=candidate,
-        replica_epoch=epoch,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
-        pre_vote=pre_vote,
-    )
+from tests.unit.raft.harness import (
+    CLUSTER_ID,
+    Harness,
+    elect,
+    entries,
+    only_sent,
+    sent,
+    vote_request,
+)
 
 
 def started(**kwargs) -> Harness:
@@ -144,7 +129,7 @@ def test_another_cluster_and_a_request_for_another_node_are_refused():
     other_cluster = only_sent(harness.receive(2, vote_request(cluster_id="other")), VoteResponse)
     assert other_cluster.error_code == ErrorCode.inconsistent_cluster_id
     wrong_receiver = only_sent(harness.receive(2, vote_request(receiver=3)), VoteResponse)
-    assert wrong_receiver.partition_error_code == ErrorCode.inconsistent_voter_set
+    assert wrong_receiver.partition_error_code == ErrorCode.invalid_voter_key
     assert harness.node.voted_id is None and harness.node.epoch == 0
 
 
