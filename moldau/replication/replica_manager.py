@@ -26,7 +26,7 @@ from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.replica_tracker import IsrChange
 from moldau.replication.throttle import ReplicationThrottle
-from moldau.storage import DecodeBudget, LogConfig, LogManager, PartitionLog
+from moldau.storage import DecodeBudget, LogConfig, LogManager, PartitionLog, delete_records
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -476,7 +476,7 @@ class ReplicaManager:
         target = log_.high_watermark if offset == -1 else offset
         if target < 0 or target > log_.high_watermark:
             raise KafkaError(ErrorCode.offset_out_of_range)
-        log_.delete_records(target)
+        delete_records(log_, target)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._low_watermark_waiters.setdefault(tp, []).append((target, future))
         self._low_watermark_moved(tp, partition)
