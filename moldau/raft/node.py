@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from typing import Generic, TypeVar, cast, overload
 
 from moldau.raft.description import QuorumDescription, ReplicaState, VoterState
 from moldau.raft.epoch_states import (
@@ -147,6 +148,29 @@ __all__ = [
 # times at most.
 _TIMER_PASSES = 8
 
+T = TypeVar("T")
+
+
+class _OfQuorum(Generic[T]):
+    """A read-only attribute of a `RaftNode` that is the same-named one of its `QuorumState`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, node: None, owner: type) -> _OfQuorum[T]: ...
+
+    @overload
+    def __get__(self, node: RaftNode, owner: type | None = None) -> T: ...
+
+    def __get__(self, node: RaftNode | None, owner: type | None = None) -> T | _OfQuorum[T]:
+        if node is None:
+            return self
+        return cast(T, getattr(node.quorum, self.name))
+
+    def __set__(self, node: RaftNode, value: T) -> None:
+        raise AttributeError(f"{self.name} is the quorum state's: the node's steps change it")
+
 
 class RaftNode:
     """One node's Raft state; all I/O happens in the driver that executes the returned actions.
@@ -196,75 +220,24 @@ class RaftNode:
         self.reconfiguration = self.reconfiguration_class(quorum)
         self._started = False
 
-    # What the node knows (its quorum state's).
-
-    @property
-    def node_id(self) -> int:
-        return self.quorum.node_id
-
-    @property
-    def directory_id(self) -> str | None:
-        return self.quorum.directory_id
-
-    @property
-    def config(self) -> QuorumConfig:
-        return self.quorum.config
-
-    @property
-    def role(self) -> Role:
-        return self.quorum.role
-
-    @property
-    def epoch(self) -> int:
-        return self.quorum.epoch
-
-    @property
-    def leader_id(self) -> int | None:
-        return self.quorum.leader_id
-
-    @property
-    def voted_id(self) -> int | None:
-        return self.quorum.voted_id
-
-    @property
-    def is_leader(self) -> bool:
-        return self.quorum.is_leader
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.quorum.log_end_offset
-
-    @property
-    def last_epoch(self) -> int:
-        return self.quorum.last_epoch
-
-    @property
-    def flushed_offset(self) -> int:
-        return self.quorum.flushed_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self.quorum.high_watermark
-
-    @property
-    def epoch_start_offset(self) -> int:
-        return self.quorum.epoch_start_offset
-
-    @property
-    def voter_set(self) -> VoterSet:
-        return self.quorum.voter_set
-
-    @property
-    def voters(self) -> tuple[int, ...]:
-        return self.quorum.voters
-
-    @property
-    def kraft_version(self) -> int:
-        return self.quorum.kraft_version
-
-    @property
-    def is_voter(self) -> bool:
-        return self.quorum.is_voter
+    # What the node knows: its quorum state's, read-only.
+    node_id: _OfQuorum[int] = _OfQuorum()
+    directory_id: _OfQuorum[str | None] = _OfQuorum()
+    config: _OfQuorum[QuorumConfig] = _OfQuorum()
+    role: _OfQuorum[Role] = _OfQuorum()
+    epoch: _OfQuorum[int] = _OfQuorum()
+    leader_id: _OfQuorum[int | None] = _OfQuorum()
+    voted_id: _OfQuorum[int | None] = _OfQuorum()
+    is_leader: _OfQuorum[bool] = _OfQuorum()
+    log_end_offset: _OfQuorum[int] = _OfQuorum()
+    last_epoch: _OfQuorum[int] = _OfQuorum()
+    flushed_offset: _OfQuorum[int] = _OfQuorum()
+    high_watermark: _OfQuorum[int] = _OfQuorum()
+    epoch_start_offset: _OfQuorum[int] = _OfQuorum()
+    voter_set: _OfQuorum[VoterSet] = _OfQuorum()
+    voters: _OfQuorum[tuple[int, ...]] = _OfQuorum()
+    kraft_version: _OfQuorum[int] = _OfQuorum()
+    is_voter: _OfQuorum[bool] = _OfQuorum()
 
     def voter_set_at(self, offset: int) -> VoterSet:
         return self.quorum.voter_set_at(offset)

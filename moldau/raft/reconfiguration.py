@@ -73,14 +73,15 @@ class Reconfiguration:
         self._append_voter_set(self.quorum.voter_set.adding(voter), now, actions)
 
     def remove_voter(self, event: RemoveVoter, now: float, actions: list[RaftAction]) -> None:
+        quorum = self.quorum
         self.ready_for_voter_change()
-        if not self.quorum.voter_set.has_voter(event.voter_id, event.directory_id):
+        if not quorum.voter_set.has_voter(event.voter_id, event.directory_id):
             raise KafkaError(
                 ErrorCode.voter_not_found,
                 f"node {event.voter_id} (directory {event.directory_id}) is not a voter "
-                f"of {list(self.quorum.voters)}",
+                f"of {list(quorum.voters)}",
             )
-        remaining = self.quorum.voter_set.removing(event.voter_id)
+        remaining = quorum.voter_set.removing(event.voter_id)
         if not remaining.nodes:
             raise KafkaError(ErrorCode.invalid_request, "the last voter cannot be removed")
         self._append_voter_set(remaining, now, actions)
@@ -105,6 +106,7 @@ class Reconfiguration:
     def upgrade_kraft_version(
         self, event: UpgradeKRaftVersion, now: float, actions: list[RaftAction]
     ) -> None:
+        quorum = self.quorum
         leader = self._leading()
         version = event.version
         if not KRAFT_VERSION_STATIC <= version <= KRAFT_VERSION_DYNAMIC:
@@ -112,27 +114,28 @@ class Reconfiguration:
                 ErrorCode.invalid_update_version,
                 f"kraft.version {version} is not supported (0-{KRAFT_VERSION_DYNAMIC})",
             )
-        if version == self.quorum.kraft_version:
+        if version == quorum.kraft_version:
             return  # in the log already (committed or not): nothing to do
-        if version < self.quorum.kraft_version:
+        if version < quorum.kraft_version:
             raise KafkaError(
                 ErrorCode.invalid_update_version,
-                f"Invalid upgrade of kraft.version from version {self.quorum.kraft_version} to "
+                f"Invalid upgrade of kraft.version from version {quorum.kraft_version} to "
                 f"{version} because the new version is a downgrade",
             )
         self._check_epoch_committed()
         voters = self._voters_with_directories(leader)
         if not event.validate_only:
             records = (kraft_version_payload(version), voters_payload(voters))
-            self.quorum.append_as_leader(records, actions, is_control=True, now=now)
+            quorum.append_as_leader(records, actions, is_control=True, now=now)
 
     def _voters_with_directories(self, leader: LeaderState) -> VoterSet:
         """The static voters with the directory ids and endpoints a VotersRecord names; raises
         INVALID_UPDATE_VERSION while one of them is unknown."""
+        quorum = self.quorum
         nodes = []
-        for voter_id in self.quorum.voters:
-            if voter_id == self.quorum.node_id:
-                directory_id = self.quorum.directory_id
+        for voter_id in quorum.voters:
+            if voter_id == quorum.node_id:
+                directory_id = quorum.directory_id
             else:
                 progress = leader.voter_progress.get(voter_id)
                 directory_id = progress.directory_id if progress is not None else None
@@ -143,7 +146,7 @@ class Reconfiguration:
                     f"id of voter {voter_id} is not known yet (it has not fetched from the "
                     "leader with it); retry once every voter follows the leader",
                 )
-            endpoints = self.quorum.static_voter_endpoints.get(voter_id, ())
+            endpoints = quorum.static_voter_endpoints.get(voter_id, ())
             if not endpoints:
                 raise KafkaError(
                     ErrorCode.invalid_update_version,
@@ -156,9 +159,10 @@ class Reconfiguration:
         return VoterSet.of_nodes(nodes)
 
     def _leading(self) -> LeaderState:
-        leader = self.quorum.state
+        quorum = self.quorum
+        leader = quorum.state
         if not isinstance(leader, LeaderState):
-            raise NotLeaderError(self.quorum.leader_id, self.quorum.epoch)
+            raise NotLeaderError(quorum.leader_id, quorum.epoch)
         return leader
 
     def _check_epoch_committed(self) -> None:

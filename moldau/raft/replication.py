@@ -51,60 +51,64 @@ class Replication:
     # Fetching.
 
     def maybe_send_fetch(self, now: float, actions: list[RaftAction]) -> None:
-        if self.quorum.flushed_offset < self.quorum.log_end_offset:
+        quorum = self.quorum
+        if quorum.flushed_offset < quorum.log_end_offset:
             return  # fetch only from an offset that is durable here: the leader counts on it
-        state = self.quorum.state
+        state = quorum.state
         if isinstance(state, FollowerState):
             target = state.fetch_target if state.fetch_target is not None else state.leader_id
-        elif state.role is Role.UNATTACHED and not self.quorum.is_voter:
+        elif state.role is Role.UNATTACHED and not quorum.is_voter:
             # An observer that knows no leader asks any voter it knows or a bootstrap server;
             # the answer names the leader.
-            candidates = self.quorum.fetch_candidates()
-            if self.quorum.requests.has_any_outstanding() or not candidates:
+            candidates = quorum.fetch_candidates()
+            if quorum.requests.has_any_outstanding() or not candidates:
                 return
-            target = self.quorum.random.choice(candidates)
+            target = quorum.random.choice(candidates)
         else:
             return
-        if target is None or target == self.quorum.node_id:
+        if target is None or target == quorum.node_id:
             return
-        if self.quorum.fetching_snapshot is not None:
-            self.quorum.send_request(target, self._fetch_snapshot_request, now, actions)
+        if quorum.fetching_snapshot is not None:
+            quorum.send_request(target, self._fetch_snapshot_request, now, actions)
         else:
-            self.quorum.send_request(target, self._fetch_request, now, actions)
+            quorum.send_request(target, self._fetch_request, now, actions)
 
     def _log_start_offset(self) -> int:
         # A snapshot installed in this step is not in the log yet: the node's own figure then.
-        in_log = self.quorum.log.log_start.offset if self.quorum.log is not None else 0
-        return max(in_log, self.quorum.installed_log_start)
+        quorum = self.quorum
+        in_log = quorum.log.log_start.offset if quorum.log is not None else 0
+        return max(in_log, quorum.installed_log_start)
 
     def _fetch_request(self, destination_id: int, correlation_id: int) -> FetchRequest:
+        quorum = self.quorum
         return FetchRequest(
             correlation_id=correlation_id,
-            cluster_id=self.quorum.cluster_id,
-            replica_id=self.quorum.node_id,
-            max_wait_ms=self.quorum.config.fetch_max_wait_ms,
-            max_bytes=self.quorum.config.fetch_max_bytes,
-            current_leader_epoch=self.quorum.epoch,
-            fetch_offset=self.quorum.log_end_offset,
-            last_fetched_epoch=self.quorum.last_epoch,
+            cluster_id=quorum.cluster_id,
+            replica_id=quorum.node_id,
+            max_wait_ms=quorum.config.fetch_max_wait_ms,
+            max_bytes=quorum.config.fetch_max_bytes,
+            current_leader_epoch=quorum.epoch,
+            fetch_offset=quorum.log_end_offset,
+            last_fetched_epoch=quorum.last_epoch,
             log_start_offset=self._log_start_offset(),
-            partition_max_bytes=self.quorum.config.fetch_max_bytes,
-            high_watermark=self.quorum.high_watermark,
-            replica_directory_id=self.quorum.directory_id,
+            partition_max_bytes=quorum.config.fetch_max_bytes,
+            high_watermark=quorum.high_watermark,
+            replica_directory_id=quorum.directory_id,
         )
 
     def _fetch_snapshot_request(
         self, destination_id: int, correlation_id: int
     ) -> FetchSnapshotRequest:
-        assert self.quorum.fetching_snapshot is not None
+        quorum = self.quorum
+        assert quorum.fetching_snapshot is not None
         return FetchSnapshotRequest(
             correlation_id=correlation_id,
-            cluster_id=self.quorum.cluster_id,
-            replica_id=self.quorum.node_id,
-            max_bytes=self.quorum.config.snapshot_chunk_bytes,
-            current_leader_epoch=self.quorum.epoch,
-            snapshot_id=self.quorum.fetching_snapshot,
-            position=self.quorum.snapshot_position,
+            cluster_id=quorum.cluster_id,
+            replica_id=quorum.node_id,
+            max_bytes=quorum.config.snapshot_chunk_bytes,
+            current_leader_epoch=quorum.epoch,
+            snapshot_id=quorum.fetching_snapshot,
+            position=quorum.snapshot_position,
         )
 
     def handle_fetch_response(
@@ -160,29 +164,30 @@ class Replication:
         actions: list[RaftAction],
     ) -> bool:
         """Errors, and what the answer says of the leader; True when nothing is left to do."""
+        quorum = self.quorum
         if response.error_code != NO_ERROR:
-            self.quorum.requests.back_off(source_id, now)
+            quorum.requests.back_off(source_id, now)
             return True
         leader_id, epoch = response.current_leader_id, response.current_leader_epoch
         if learned_from_response(self.quorum, source_id, leader_id, epoch, now, actions):
             return True
         if response.partition_error_code == NO_ERROR:
             return False
-        state = self.quorum.state
+        state = quorum.state
         if isinstance(state, FollowerState) and state.leader_id != source_id:
             state.fetch_target = state.leader_id  # the voter we asked named the leader
         elif (
             isinstance(state, FollowerState)
-            and not self.quorum.leader_confirmed
+            and not quorum.leader_confirmed
             and epoch == state.epoch
-            and leader_id not in (None, state.leader_id, self.quorum.node_id)
+            and leader_id not in (None, state.leader_id, quorum.node_id)
         ):
             # The leader this node names never answered as one, and says another leads: that
             # one is asked (and believed only if it answers as the leader), or an observer
             # misled about the leader would never find it outside the voters it knows.
             state.fetch_target = leader_id
         else:
-            self.quorum.requests.back_off(source_id, now)
+            quorum.requests.back_off(source_id, now)
         return True
 
     def _truncate_to_diverging(
@@ -191,43 +196,45 @@ class Replication:
         """Truncate where the leader says the logs part; False, truncating nothing, when that
         is below the high watermark (committed entries never go: Kafka's follower fails on
         such an answer, Moldau refuses it and fetches again)."""
-        log = self.quorum.read_log()
+        quorum = self.quorum
+        log = quorum.read_log()
         local = log.end_offset_for_epoch(diverging.epoch)
         end = end_after_truncation(log, min(diverging.offset, local.offset))
-        if end.offset < self.quorum.high_watermark:
+        if end.offset < quorum.high_watermark:
             refuse(
                 source_id,
                 "truncation",
                 f"node {source_id} asked for a truncation to {end.offset}, below the high "
-                f"watermark {self.quorum.high_watermark}",
+                f"watermark {quorum.high_watermark}",
                 actions,
             )
             return False
-        if end.offset < self.quorum.log_end_offset:
+        if end.offset < quorum.log_end_offset:
             actions.append(TruncateLog(offset=end.offset))
-            self.quorum.log_end_offset = end.offset
-            self.quorum.last_epoch = end.epoch
-            self.quorum.flushed_offset = min(self.quorum.flushed_offset, end.offset)
-            self.quorum.forget_voters_from(end.offset, now, actions)
+            quorum.log_end_offset = end.offset
+            quorum.last_epoch = end.epoch
+            quorum.flushed_offset = min(quorum.flushed_offset, end.offset)
+            quorum.forget_voters_from(end.offset, now, actions)
         return True
 
     def _append_fetched(
         self, records: tuple[LogEntry, ...], now: float, actions: list[RaftAction]
     ) -> None:
+        quorum = self.quorum
         appended = False
         for entry in records:
             if (
-                entry.base_offset != self.quorum.log_end_offset
+                entry.base_offset != quorum.log_end_offset
                 or not entry.records
-                or not self.quorum.last_epoch <= entry.epoch <= self.quorum.epoch
+                or not quorum.last_epoch <= entry.epoch <= quorum.epoch
             ):
                 break
             actions.append(AppendToLog(entry=entry))
-            self.quorum.log_end_offset = entry.next_offset
-            self.quorum.last_epoch = entry.epoch
+            quorum.log_end_offset = entry.next_offset
+            quorum.last_epoch = entry.epoch
             appended = True
             if entry.is_control:
-                self.quorum.track_control_entry(entry, now, actions)
+                quorum.track_control_entry(entry, now, actions)
         if appended:
             actions.append(FlushLog())
 
@@ -237,13 +244,14 @@ class Replication:
         self, source_id: int, request: FetchRequest, now: float, actions: list[RaftAction]
     ) -> FetchResponse | None:
         """The answer, or None when the fetch is held until there is something to say."""
+        quorum = self.quorum
         cluster_error = cluster_id_error(self.quorum, source_id, request.cluster_id, actions)
         if cluster_error is not None:
             return FetchResponse(
                 correlation_id=request.correlation_id,
                 error_code=cluster_error,
-                current_leader_id=self.quorum.leader_id,
-                current_leader_epoch=self.quorum.epoch,
+                current_leader_id=quorum.leader_id,
+                current_leader_epoch=quorum.epoch,
             )
         invalid = (
             request.max_wait_ms < 0
@@ -251,19 +259,19 @@ class Replication:
             or request.last_fetched_epoch < 0
             or request.last_fetched_epoch > request.current_leader_epoch
         )
-        if invalid or request.replica_id == self.quorum.node_id:
+        if invalid or request.replica_id == quorum.node_id:
             if not invalid:  # (Kafka's leader fails the fetch with UNKNOWN_SERVER_ERROR)
                 refuse(source_id, "sender", "a fetch names this node its sender", actions)
             return FetchResponse(
                 correlation_id=request.correlation_id,
                 partition_error_code=ErrorCode.invalid_request,
-                current_leader_id=self.quorum.leader_id,
-                current_leader_epoch=self.quorum.epoch,
+                current_leader_id=quorum.leader_id,
+                current_leader_epoch=quorum.epoch,
             )
-        leader = self.quorum.state
-        error = self.quorum.leader_only_error(request.current_leader_epoch)
+        leader = quorum.state
+        error = quorum.leader_only_error(request.current_leader_epoch)
         if error is not None or not isinstance(leader, LeaderState):
-            return self.quorum.fetch_error(request)
+            return quorum.fetch_error(request)
         replaced = leader.parked.pop(source_id, None)
         if replaced is not None:
             # A newer fetch in the same replica's name: the held one is answered now, not
@@ -275,11 +283,11 @@ class Replication:
         # ReplicaKey): a voter whose disk was replaced fetches as an observer, and neither its
         # offsets nor its fetches count towards the high watermark or check-quorum.
         replica_id = request.replica_id
-        is_voter = self.quorum.voter_set.has_voter(replica_id, request.replica_directory_id)
+        is_voter = quorum.voter_set.has_voter(replica_id, request.replica_directory_id)
         if is_voter:
             leader.record_voter_fetch(replica_id, now)
             leader.acknowledge(replica_id)
-        log = self.quorum.read_log()
+        log = quorum.read_log()
         start = log.log_start
         divergence = log.end_offset_for_epoch(request.last_fetched_epoch)
         diverged = (
@@ -292,26 +300,26 @@ class Replication:
             # What the fetcher needs, or where its log parts from ours, is in our snapshot.
             return FetchResponse(
                 correlation_id=request.correlation_id,
-                high_watermark=self.quorum.high_watermark,
+                high_watermark=quorum.high_watermark,
                 log_start_offset=start.offset,
-                current_leader_id=self.quorum.node_id,
-                current_leader_epoch=self.quorum.epoch,
+                current_leader_id=quorum.node_id,
+                current_leader_epoch=quorum.epoch,
                 snapshot_id=self._latest_snapshot_id(),
             )
         if diverged:
             return FetchResponse(
                 correlation_id=request.correlation_id,
-                high_watermark=self.quorum.high_watermark,
+                high_watermark=quorum.high_watermark,
                 log_start_offset=start.offset,
                 diverging_epoch=divergence,
-                current_leader_id=self.quorum.node_id,
-                current_leader_epoch=self.quorum.epoch,
+                current_leader_id=quorum.node_id,
+                current_leader_epoch=quorum.epoch,
             )
-        if replica_id >= 0 and (is_voter or replica_id not in self.quorum.voter_set):
+        if replica_id >= 0 and (is_voter or replica_id not in quorum.voter_set):
             leader.update_replica(
                 replica_id,
                 fetch_offset=request.fetch_offset,
-                leader_end_offset=self.quorum.log_end_offset,
+                leader_end_offset=quorum.log_end_offset,
                 now=now,
                 directory_id=request.replica_directory_id,
             )
@@ -319,7 +327,7 @@ class Replication:
         if (
             log.end_offset <= request.fetch_offset
             and request.max_wait_ms > 0
-            and request.high_watermark >= self.quorum.high_watermark
+            and request.high_watermark >= quorum.high_watermark
         ):
             leader.parked[source_id] = ParkedFetch(
                 source_id=source_id, request=request, deadline=now + request.max_wait_ms / 1000
@@ -328,45 +336,46 @@ class Replication:
         return self._fetch_records(request)
 
     def _fetch_records(self, request: FetchRequest) -> FetchResponse:
-        entries = self.quorum.read_log().read(
+        quorum = self.quorum
+        entries = quorum.read_log().read(
             request.fetch_offset, max_bytes=request.partition_max_bytes
         )
         return FetchResponse(
             correlation_id=request.correlation_id,
-            high_watermark=self.quorum.high_watermark,
+            high_watermark=quorum.high_watermark,
             log_start_offset=self._log_start_offset(),
-            current_leader_id=self.quorum.node_id,
-            current_leader_epoch=self.quorum.epoch,
+            current_leader_id=quorum.node_id,
+            current_leader_epoch=quorum.epoch,
             records=tuple(e for e in entries if e.base_offset >= request.fetch_offset),
         )
 
     def _latest_snapshot_id(self) -> OffsetAndEpoch:
-        snapshot_id = self.quorum.snapshots.latest_snapshot_id() if self.quorum.snapshots else None
-        if snapshot_id is None or snapshot_id.offset < self.quorum.read_log().log_start.offset:
-            raise RaftSafetyError(
-                f"node {self.quorum.node_id}'s log starts after its newest snapshot"
-            )
+        quorum = self.quorum
+        snapshot_id = quorum.snapshots.latest_snapshot_id() if quorum.snapshots else None
+        if snapshot_id is None or snapshot_id.offset < quorum.read_log().log_start.offset:
+            raise RaftSafetyError(f"node {quorum.node_id}'s log starts after its newest snapshot")
         return snapshot_id
 
     def advance_high_watermark(self, now: float, actions: list[RaftAction]) -> None:
         """Commit what a majority of voters holds (on a resigned leader too, as its flushes
         complete)."""
-        leader = self.quorum.leader
+        quorum = self.quorum
+        leader = quorum.leader
         if leader is None:
             return
-        high_watermark = leader.next_high_watermark(self.quorum.high_watermark)
+        high_watermark = leader.next_high_watermark(quorum.high_watermark)
         if high_watermark is None:
             return
-        self.quorum.high_watermark = high_watermark
+        quorum.high_watermark = high_watermark
         actions.append(CommitUpTo(high_watermark=high_watermark))
         self.complete_parked_fetches(now, actions, high_watermark_moved=True)
         if (
-            self.quorum.role is Role.LEADER
-            and not self.quorum.is_voter
-            and high_watermark > self.quorum.last_voter_change_offset
+            quorum.role is Role.LEADER
+            and not quorum.is_voter
+            and high_watermark > quorum.last_voter_change_offset
         ):
             # The voter set without this leader is committed: it steps down (KIP-853).
-            self.quorum.become_resigned(now, actions, successors=leader.successors())
+            quorum.become_resigned(now, actions, successors=leader.successors())
 
     def complete_parked_fetches(
         self, now: float, actions: list[RaftAction], *, high_watermark_moved: bool = False
@@ -375,16 +384,17 @@ class Replication:
         than the fetcher knows, or than it might know if it cannot say) or have waited long
         enough. Called only in steps that append nothing, so the log read is the log the node
         knows."""
-        leader = self.quorum.state
+        quorum = self.quorum
+        leader = quorum.state
         if not isinstance(leader, LeaderState) or not leader.parked:
             return
-        log_end = self.quorum.read_log().end_offset
+        log_end = quorum.read_log().end_offset
         for source_id, fetch in list(leader.parked.items()):
             request = fetch.request
             if (
                 fetch.deadline <= now
                 or log_end > request.fetch_offset
-                or self.quorum.high_watermark > request.high_watermark
+                or quorum.high_watermark > request.high_watermark
                 or (high_watermark_moved and request.high_watermark == HIGH_WATERMARK_NOT_SENT)
             ):
                 del leader.parked[source_id]

@@ -55,15 +55,16 @@ class Elections:
     # Requests out.
 
     def vote_request(self, destination_id: int, correlation_id: int) -> VoteRequest:
+        quorum = self.quorum
         return VoteRequest(
             correlation_id=correlation_id,
-            cluster_id=self.quorum.cluster_id,
+            cluster_id=quorum.cluster_id,
             voter_id=destination_id,
-            replica_id=self.quorum.node_id,
-            replica_epoch=self.quorum.epoch,
-            last_offset_epoch=self.quorum.last_epoch,
-            last_offset=self.quorum.log_end_offset,
-            pre_vote=self.quorum.role is Role.PROSPECTIVE,
+            replica_id=quorum.node_id,
+            replica_epoch=quorum.epoch,
+            last_offset_epoch=quorum.last_epoch,
+            last_offset=quorum.log_end_offset,
+            pre_vote=quorum.role is Role.PROSPECTIVE,
             voter_directory_id=self._directory_id_of(destination_id),
         )
 
@@ -74,12 +75,13 @@ class Elections:
     def begin_quorum_epoch_request(
         self, destination_id: int, correlation_id: int
     ) -> BeginQuorumEpochRequest:
+        quorum = self.quorum
         return BeginQuorumEpochRequest(
             correlation_id=correlation_id,
-            cluster_id=self.quorum.cluster_id,
+            cluster_id=quorum.cluster_id,
             voter_id=destination_id,
-            leader_id=self.quorum.node_id,
-            leader_epoch=self.quorum.epoch,
+            leader_id=quorum.node_id,
+            leader_epoch=quorum.epoch,
             voter_directory_id=self._directory_id_of(destination_id),
         )
 
@@ -87,11 +89,12 @@ class Elections:
         self, destination_id: int, correlation_id: int
     ) -> EndQuorumEpochRequest:
         """(Sent by a resigned leader, naming its successors.)"""
-        state = self.quorum.state
+        quorum = self.quorum
+        state = quorum.state
         return EndQuorumEpochRequest(
             correlation_id=correlation_id,
-            cluster_id=self.quorum.cluster_id,
-            leader_id=self.quorum.node_id,
+            cluster_id=quorum.cluster_id,
+            leader_id=quorum.node_id,
             leader_epoch=state.epoch,
             preferred_candidates=state.successors if isinstance(state, ResignedState) else (),
         )
@@ -111,11 +114,12 @@ class Elections:
         id (it never sends these to itself) or an epoch no election could follow is
         INVALID_REQUEST; a voter key (v1+) naming another node or another directory is
         INVALID_VOTER_KEY."""
-        if epoch < self.quorum.epoch:
+        quorum = self.quorum
+        if epoch < quorum.epoch:
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
-        if remote_id == self.quorum.node_id:
+        if remote_id == quorum.node_id:
             return refuse(
                 remote_id, "sender", f"a message names this node ({remote_id}) its sender", actions
             )
@@ -123,12 +127,10 @@ class Elections:
             return refuse(
                 remote_id, "epoch", f"epoch {epoch} leaves no room for an election", actions
             )
-        if (
-            receiver_id is not None and receiver_id >= 0 and receiver_id != self.quorum.node_id
-        ) or (
+        if (receiver_id is not None and receiver_id >= 0 and receiver_id != quorum.node_id) or (
             receiver_directory_id is not None
-            and self.quorum.directory_id is not None
-            and receiver_directory_id != self.quorum.directory_id
+            and quorum.directory_id is not None
+            and receiver_directory_id != quorum.directory_id
         ):
             # Meant for another node, or for the voter whose metadata log was in another
             # directory: this one lost that log (a replaced disk), and its vote must not count
@@ -138,7 +140,7 @@ class Elections:
                     source_id=remote_id,
                     kind="voter-key",
                     reason=f"node {remote_id} addressed voter {receiver_id} (directory "
-                    f"{receiver_directory_id}), not this node (directory {self.quorum.directory_id})",
+                    f"{receiver_directory_id}), not this node (directory {quorum.directory_id})",
                 )
             )
             return ErrorCode.invalid_voter_key
@@ -298,7 +300,8 @@ class Elections:
     def _shorten_fetch_timeout(self, request: EndQuorumEpochRequest, now: float) -> None:
         """A follower of the resigning leader stands after a delay given by its place among the
         leader's preferred successors (the first at once)."""
-        state, node_id = self.quorum.state, self.quorum.node_id
+        quorum = self.quorum
+        state, node_id = quorum.state, quorum.node_id
         if (
             not isinstance(state, FollowerState)
             or state.leader_id != request.leader_id
@@ -308,7 +311,7 @@ class Elections:
         successors = request.preferred_candidates
         position = successors.index(node_id) if node_id in successors else 0
         backoff = successor_backoff_ms(
-            position, len(successors), self.quorum.config.election_backoff_max_ms
+            position, len(successors), quorum.config.election_backoff_max_ms
         )
         state.fetch_deadline = min(state.fetch_deadline, now + backoff / 1000)
         # The leader said it is gone: grant the other voters' pre-votes from now on.
@@ -345,28 +348,29 @@ class Elections:
         actions: list[RaftAction],
     ) -> None:
         # A pre-vote is about logs, not epochs: a voter an epoch behind may still grant one.
-        behind = request.pre_vote and response.leader_epoch < self.quorum.epoch
+        quorum = self.quorum
+        behind = request.pre_vote and response.leader_epoch < quorum.epoch
         if behind:
             if response.error_code != NO_ERROR or response.partition_error_code != NO_ERROR:
-                self.quorum.requests.back_off(source_id, now)
+                quorum.requests.back_off(source_id, now)
                 return
         elif self._handle_election_response(source_id, response, now, actions):
             return
-        state = self.quorum.state
+        state = quorum.state
         if request.replica_epoch != state.epoch:
             return
         if request.pre_vote and isinstance(state, ProspectiveState):
             state.tally.record(source_id, response.vote_granted)
             if state.tally.is_won:
-                self.quorum.become_candidate(now, actions)
+                quorum.become_candidate(now, actions)
             elif state.tally.is_lost:
-                self.quorum.prospective_lost(now, actions)
+                quorum.prospective_lost(now, actions)
         elif not request.pre_vote and isinstance(state, CandidateState):
             state.tally.record(source_id, response.vote_granted)
             if state.tally.is_won:
-                self.quorum.become_leader(now, actions)
+                quorum.become_leader(now, actions)
             elif state.tally.is_lost and state.backoff_deadline is None:
-                self.quorum.start_backoff(state, now)
+                quorum.start_backoff(state, now)
 
     def handle_begin_quorum_epoch_response(
         self,
