@@ -1,0 +1,193 @@
+"""Apache Kafka 4.1's own command-line tools against one Moldau cluster of three combined nodes
+(two log dirs each) for the whole module: kafka-reassign-partitions generate / execute with both
+throttles / verify (which clears them), kafka-log-dirs, kafka-leader-election, kafka-transactions
+describe-producers and find-hanging asking a follower, kafka-metadata-quorum and kafka-features
+through brokers and controllers; and Fetch v18 (KIP-1166), which Kafka 4.1 serves on broker
+listeners, asked by hand as a follower would.
+
+The tools run in one JVM (`ToolShell`); each test checks their output and the cluster's state
+through another client."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+from .cluster import COMBINED, Cluster, build_cluster
+from .conftest import ServerFactory
+from .kafka_jvm import KafkaJvm, ToolShell
+from .support import unique_topic, wait_until
+from .test_cluster_replication import FAST
+from .wire import Connection
+
+pytestmark = pytest.mark.timeout(240)
+
+THROTTLED_REPLICAS = (
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
+DYNAMIC_SOURCES = {
+    source.value
+    for source in (
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+}
+BROKER_THROTTLES = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    module_server_factory: ServerFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Cluster:
+    """Three combined nodes with log dirs `node-N` and `node-N-b`; the module's server factory
+    stops them (by PID) when the module ends."""
+    base = tmp_path_factory.mktemp("tools-cluster")
+    return build_cluster(
+        module_server_factory,
+        base,
+        roles=[COMBINED] * 3,
+        extra=FAST,
+        per_node={
+            n: {"log.dirs": f"{base / f'node-{n}'},{base / f'node-{n}-b'}"} for n in (1, 2, 3)
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def shell(kafka_jvm: KafkaJvm) -> Iterator[ToolShell]:
+    with kafka_jvm.shell() as tool_shell:
+        yield tool_shell
+
+
+@pytest.fixture
+def admin(cluster: Cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def tool(shell: ToolShell, cluster: Cluster, name: str, *arguments: str) -> str:
+    return shell.tool(name, "--bootstrap-server", cluster.bootstrap, *arguments).stdout
+
+
+def replicas(admin: AdminClient, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, replicas), as the brokers' metadata has them."""
+    found = admin.list_topics(topic, timeout=10).topics[topic]
+    return {p.id: (p.leader, list(p.replicas)) for p in found.partitions.values()}
+
+
+def dynamic_configs(admin: AdminClient, resource: ConfigResource) -> dict[str, str]:
+    configs = admin.describe_configs([resource])[resource].result(10)
+    return {name: entry.value for name, entry in configs.items() if entry.source in DYNAMIC_SOURCES}
+
+
+def create_topic(shell: ToolShell, cluster: Cluster, topic: str, *arguments: str) -> None:
+    tool(shell, cluster, "kafka-topics", "--create", "--topic", topic, *arguments)
+
+
+def produce(cluster: Cluster, topic: str, count: int, size: int = 100) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    values = [b"%06d:" % i + b"v" * size for i in range(count)]
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+    return values
+
+
+def read_partition(cluster: Cluster, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{topic}-reader"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+
+    def read() -> bool:
+        for message in consumer.consume(500, timeout=0.5):
+            if message.error() is None:
+                values.append(message.value())
+        return len(values) >= count
+
+    try:
+        wait_until(read, message=f"{count} records read from {topic}")
+    finally:
+        consumer.close()
+    return values
+
+
+def test_kafka_leader_election_moves_leadership_to_the_preferred_replica(
+    cluster: Cluster, shell: ToolShell, admin: AdminClient, tmp_path: Path
+) -> None:
+    topic = unique_topic("tool-election")
+    create_topic(shell, cluster, topic, "--replica-assignment", "1:2:3")
+    wait_until(lambda: replicas(admin, topic)[0] == (1, [1, 2, 3]), message="1 leads")
+    # The same replicas in another order: 2 is now preferred, 1 still leads
+    plan = tmp_path / "reorder.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}
+        )
+    )
+    tool(
+        shell,
+        cluster,
+        "kafka-reassign-partitions",
+        "--execute",
+        "--reassignment-json-file",
+        str(plan),
+    )
+    wait_until(lambda: replicas(admin, topic)[0] == (1, [2, 1, 3]), message="replicas reordered")
+
+    election = ("kafka-leader-election", "--topic", topic, "--partition", "0")
+    elected = tool(shell, cluster, *election, "--election-type", "preferred")
+    assert (
+        elected == f"Successfully completed leader election (PREFERRED) for partitions {topic}-0\n"
+    )
+    wait_until(lambda: replicas(admin, topic)[0] == (2, [2, 1, 3]), message="2 leads")
+    again = tool(shell, cluster, *election, "--election-type", "preferred")
+    assert again == f"Valid replica already elected for partitions {topic}-0\n"
+    unclean = tool(shell, cluster, *election, "--election-type", "unclean")
+    assert unclean == f"Valid replica already elected for partitions {topic}-0\n"
+
+
+def test_kafka_metadata_quorum_through_brokers_and_controllers(
+    cluster: Cluster, shell: ToolShell
+) -> None:
+    controller = f"127.0.0.1:{cluster.nodes[2].controller_port}"
+    for where in (
+        ("--bootstrap-server", cluster.bootstrap),
+        ("--bootstrap-controller", controller),
+    ):
+        status = shell.tool("kafka-metadata-quorum", *where, "describe", "--status").stdout
+        leader = int(re.search(r"^LeaderId:\s+(\d)$", status, re.M).group(1))  # type: ignore[union-attr]
+        voters = json.loads(re.search(r"^CurrentVoters:\s+(.*)$", status, re.M).group(1))  # type: ignore[union-attr]
+        assert sorted(voter["id"] for voter in voters) == [1, 2, 3]
+        assert [voter["endpoints"] for voter in sorted(voters, key=lambda v: v["id"])] == [
+            [f"CONTROLLER://127.0.0.1:{cluster.nodes[n].controller_port}"] for n in (1, 2, 3)
+        ]
+        rows = shell.tool(
+            "kafka-metadata-quorum", *where, "describe", "--replication"
+        ).stdout.splitlines()[1:]
+        roles = {int(row.split()[0]): row.split()[-1] for row in rows}
+        assert roles == {n: "Leader" if n == leader else "Follower" for n in (1, 2, 3)}
+
+
+def _topic_id(connection: Connection, topic: str) -> Any:
+    metadata = connection.request(
+        3,
+        12,
+        {
+            "topics": [{"name": topic, "topic_id": None}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
+    return metadata.topics[0].topic_id
