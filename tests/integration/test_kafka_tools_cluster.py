@@ -158,6 +158,58 @@ def test_kafka_leader_election_moves_leadership_to_the_preferred_replica(
     assert unclean == f"Valid replica already elected for partitions {topic}-0\n"
 
 
+def test_kafka_transactions_asks_a_follower_about_its_producers(
+    cluster: Cluster, shell: ToolShell, admin: AdminClient
+) -> None:
+    """find-hanging --broker-id N describes the producers of every replica broker N hosts,
+    followers included; DescribeProducers on a follower answered NOT_LEADER_OR_FOLLOWER."""
+    topic = unique_topic("tool-hanging")
+    create_topic(shell, cluster, topic, "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: len(replicas(admin, topic)[0][1]) == 3, message="three replicas")
+    leader = replicas(admin, topic)[0][0]
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": f"{topic}-writer"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    assert producer.flush(30) == 0  # acks=all: on every in-sync replica
+
+    producers = tool(
+        shell,
+        cluster,
+        "kafka-transactions",
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--broker-id",
+        str(follower),
+    ).splitlines()
+    assert producers[0].split() == [
+        "ProducerId",
+        "ProducerEpoch",
+        "LatestCoordinatorEpoch",
+        "LastSequence",
+        "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]
+    [row] = [line.split() for line in producers[1:]]
+    assert (row[3], row[5]) == ("0", "0")  # one record, its transaction open from offset 0
+
+    hanging = ("kafka-transactions", "find-hanging", "--broker-id", str(follower))
+    # Open for longer than 0 minutes, but its coordinator knows it: not hanging
+    found = tool(shell, cluster, *hanging, "--max-transaction-timeout", "0").splitlines()
+    assert found == [
+        "Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\tStartOffset\t"
+        "LastTimestamp\tDuration(min)\t"
+    ]
+    producer.commit_transaction(30)
+    assert tool(shell, cluster, *hanging).splitlines() == found
+
+
 def test_kafka_metadata_quorum_through_brokers_and_controllers(
     cluster: Cluster, shell: ToolShell
 ) -> None:
