@@ -22,7 +22,9 @@ from .kafka_jvm import KafkaJvm, ToolShell
 from .test_acls import (  # the module-scoped server and its fixtures
     USERS,
     admin_client,
+    allow,
     bootstrap,  # noqa: F401
+    create_topics,
     name,
     server,  # noqa: F401
 )
@@ -138,3 +140,44 @@ def test_kafka_acls_adds_lists_and_removes_acls(
         "Error while executing ACL command: org.apache.kafka.common.errors."
         "ClusterAuthorizationException: User:alice is not authorized to DESCRIBE the cluster\n"
     ), stdout
+
+
+def test_refusals_read_as_kafkas_in_its_tools(
+    shell: ToolShell,
+    bootstrap: str,  # noqa: F811
+    command_configs: dict[str, Path],
+) -> None:
+    """alice may see the topic (DESCRIBE) but neither delete, grow nor describe its configs."""
+    topic = name("tool-refused")
+    create_topics(bootstrap, topic)
+    admin = admin_client(bootstrap)
+    [granted] = admin.create_acls([allow("User:alice", topic, AclOperation.DESCRIBE)]).values()
+    granted.result(10)
+    as_alice = ("kafka-topics", "--topic", topic)
+    code, stdout, _ = run_as(shell, bootstrap, command_configs, "alice", *as_alice, "--delete")
+    assert (code, stdout) == (
+        1,
+        "Error while executing topic command : Topic authorization failed.\n",
+    )
+    code, stdout, _ = run_as(
+        shell, bootstrap, command_configs, "alice", *as_alice, "--alter", "--partitions", "2"
+    )
+    assert (code, stdout) == (
+        1,
+        "Error while executing topic command : Topic authorization failed.\n",
+    )
+    code, _, stderr = run_as(
+        shell,
+        bootstrap,
+        command_configs,
+        "alice",
+        "kafka-configs",
+        "--describe",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+    )
+    assert code == 1
+    assert "TopicAuthorizationException: Topic authorization failed." in stderr, stderr
+    assert topic in admin.list_topics(timeout=10).topics  # (still there)
