@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -182,6 +183,42 @@ def test_kafka_consumer_groups_lists_describes_resets_and_deletes(
         f"Deletion of requested consumer groups ('{group}') was successful.\n"
     )
     assert group not in tools("kafka-consumer-groups", "--list").split()
+
+
+def test_kafka_get_offsets_and_kafka_delete_records(
+    tools: Tools, server: MoldauServer, tmp_path: Path
+) -> None:
+    topic = unique_topic("tool-offsets")
+    tools("kafka-topics", "--create", "--topic", topic, "--partitions", "1")
+    base = int(time.time() * 1000) - 60_000
+    # timestamps 0, 10, ... 90 ms after `base`, the largest at offset 7
+    stamps = [0, 10, 20, 30, 40, 50, 60, 95, 80, 90]
+    produce(
+        server.bootstrap_servers, topic, [(0, b"v%d" % i, base + t) for i, t in enumerate(stamps)]
+    )
+
+    def offset_at(time_spec: str) -> str:
+        output = tools("kafka-get-offsets", "--topic", topic, "--time", time_spec)
+        return output.strip().rsplit(":", 1)[1]
+
+    assert [offset_at(spec) for spec in ("-1", "-2", "-3", "-4", str(base + 25))] == [
+        "10",
+        "0",
+        "7",  # the record with the largest timestamp
+        "0",
+        "3",
+    ]
+    # Nothing is tiered: the latest tiered offset is -1, as without remote storage in Kafka (the
+    # tool leaves such a partition out)
+    assert tools("kafka-get-offsets", "--topic", topic, "--time", "-5") == ""
+
+    plan = tmp_path / "delete.json"
+    plan.write_text(
+        f'{{"version":1,"partitions":[{{"topic":"{topic}","partition":0,"offset":4}}]}}'
+    )
+    deleted = tools("kafka-delete-records", "--offset-json-file", str(plan))
+    assert f"partition: {topic}-0\tlow_watermark: 4" in deleted
+    assert [offset_at(spec) for spec in ("-2", "-4", "-1")] == ["4", "4", "10"]
 
 
 def test_kafka_metadata_quorum_on_one_node(tools: Tools) -> None:
