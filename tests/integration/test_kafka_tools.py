@@ -221,7 +221,25 @@ def test_kafka_get_offsets_and_kafka_delete_records(
     assert [offset_at(spec) for spec in ("-2", "-4", "-1")] == ["4", "4", "10"]
 
 
-def test_kafka_metadata_quorum_on_one_node(tools: Tools) -> None:
+def test_kafka_features_and_kafka_metadata_quorum_on_one_node(tools: Tools) -> None:
+    features = {
+        match.group(1): match.groups()[1:]
+        for match in re.finditer(
+            r"^Feature: (\S+)\tSupportedMinVersion: (\S+)\tSupportedMaxVersion: (\S+)\t"
+            r"FinalizedVersionLevel: (\S+)\tEpoch: \d+$",
+            tools("kafka-features", "describe"),
+            re.MULTILINE,
+        )
+    }
+    # Kafka 4.1's six, each with what Moldau has: no eligible leader replicas, no share groups
+    assert features == {
+        "eligible.leader.replicas.version": ("0", "0", "0"),
+        "group.version": ("0", "1", "1"),
+        "kraft.version": ("0", "1", "0"),
+        "metadata.version": ("4.0-IV3", "4.0-IV3", "4.0-IV3"),
+        "share.version": ("0", "0", "0"),
+        "transaction.version": ("0", "2", "2"),
+    }
     status = tools("kafka-metadata-quorum", "describe", "--status")
     assert re.search(r"^LeaderId:\s+1$", status, re.MULTILINE), status
     assert re.search(r'^CurrentVoters:\s+\[\{"id": 1, ', status, re.MULTILINE), status

@@ -210,7 +210,7 @@ def test_kafka_transactions_asks_a_follower_about_its_producers(
     assert tool(shell, cluster, *hanging).splitlines() == found
 
 
-def test_kafka_metadata_quorum_through_brokers_and_controllers(
+def test_kafka_metadata_quorum_and_kafka_features_through_brokers_and_controllers(
     cluster: Cluster, shell: ToolShell
 ) -> None:
     controller = f"127.0.0.1:{cluster.nodes[2].controller_port}"
@@ -230,6 +230,15 @@ def test_kafka_metadata_quorum_through_brokers_and_controllers(
         ).stdout.splitlines()[1:]
         roles = {int(row.split()[0]): row.split()[-1] for row in rows}
         assert roles == {n: "Leader" if n == leader else "Follower" for n in (1, 2, 3)}
+        features = shell.tool("kafka-features", *where, "describe").stdout
+        assert re.findall(r"^Feature: (\S+)", features, re.M) == [
+            "eligible.leader.replicas.version",
+            "group.version",
+            "kraft.version",
+            "metadata.version",
+            "share.version",
+            "transaction.version",
+        ]
 
 
 def _topic_id(connection: Connection, topic: str) -> Any:
