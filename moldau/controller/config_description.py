@@ -11,13 +11,13 @@ synonyms, the layers it could come from in order of precedence:
 
 Dynamic layers come from the metadata image (broker resource "<node id>" and the cluster
 default ""); static ones from the node's `BrokerConfig`. A client-metrics subscription reports the
-configs set on it (CLIENT_METRICS_CONFIG), and nothing for a name that has none, as Kafka does.
+configs set on it (CLIENT_METRICS_CONFIG) and the others' defaults, as Kafka 4.1 does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS, TOPIC_SYNONYMS, ConfigKey, ConfigType
@@ -192,21 +192,27 @@ def describe_broker_configs(
 def describe_client_metrics(
     image: MetadataImage, subscription: str, *, keys: Collection[str] | None = None
 ) -> list[DescribedConfig]:
+    """Every config of a subscription, as Kafka 4.1 reports them: those set on it
+    (CLIENT_METRICS_CONFIG), the others at their defaults (DEFAULT_CONFIG, no synonyms), for
+    any name: a subscription exists only through its configs."""
     if not subscription:
         raise KafkaError(
             ErrorCode.invalid_request, "Client metrics subscription name must not be empty"
         )
     configs = image.client_metrics.get(subscription, {})
-    return [
-        _described(
-            name,
-            client_metrics.KEYS[name],
-            [ConfigSynonym(name=name, value=value, source=ConfigSource.CLIENT_METRICS_CONFIG)],
-            read_only=False,
-        )
-        for name, value in sorted(configs.items())
-        if (keys is None or name in keys) and name in client_metrics.KEYS
-    ]
+    described = []
+    for name, key in sorted(client_metrics.KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        if name in configs:
+            synonym = ConfigSynonym(
+                name=name, value=configs[name], source=ConfigSource.CLIENT_METRICS_CONFIG
+            )
+            described.append(_described(name, key, [synonym], read_only=False))
+        else:
+            default = format_value(key, parse_value(key, key.default))
+            described.append(replace(_described(name, key, [], read_only=False), value=default))
+    return described
 
 
 def _broker_layers(

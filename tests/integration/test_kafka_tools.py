@@ -221,6 +221,37 @@ def test_kafka_get_offsets_and_kafka_delete_records(
     assert [offset_at(spec) for spec in ("-2", "-4", "-1")] == ["4", "4", "10"]
 
 
+def test_kafka_client_metrics_describes_every_config_of_a_subscription(tools: Tools) -> None:
+    name = unique_topic("tool-metrics")
+    altered = tools(
+        "kafka-client-metrics",
+        "--alter",
+        "--name",
+        name,
+        "--metrics",
+        "org.apache.kafka.producer.",
+        "--interval",
+        "2000",
+    )
+    assert altered == f"Altered client metrics config for {name}.\n"
+    assert name in tools("kafka-client-metrics", "--list").split()
+    # No --match: the subscription matches every client, and Kafka describes `match=` so.
+    assert tools("kafka-client-metrics", "--describe", "--name", name) == (
+        f"Client metrics configs for {name} are:\n"
+        "  interval.ms=2000\n"
+        "  match=\n"
+        "  metrics=org.apache.kafka.producer.\n"
+    )
+    tools("kafka-client-metrics", "--alter", "--name", name, "--match", "client_id=tool-.*")
+    assert "  match=client_id=tool-.*\n" in tools(
+        "kafka-client-metrics", "--describe", "--name", name
+    )
+    assert tools("kafka-client-metrics", "--delete", "--name", name) == (
+        f"Deleted client metrics config for {name}.\n"
+    )
+    assert name not in tools("kafka-client-metrics", "--list").split()
+
+
 def test_kafka_features_and_kafka_metadata_quorum_on_one_node(tools: Tools) -> None:
     features = {
         match.group(1): match.groups()[1:]

@@ -165,21 +165,27 @@ def test_setting_configs_creates_a_subscription_and_deleting_them_all_removes_it
         resource_name="s",
         node_id=1,
     )
-    assert [(c.name, c.value, c.source, c.config_type) for c in described] == [
-        ("interval.ms", "1000", ConfigSource.CLIENT_METRICS_CONFIG, 3),
-        ("metrics", "b.", ConfigSource.CLIENT_METRICS_CONFIG, 7),
+    # Every config, as Kafka 4.1 answers: `match` unset is its default (kafka-client-metrics
+    # --describe prints `match=`), with no synonym.
+    assert [(c.name, c.value, c.source, c.config_type, c.synonyms) for c in described] == [
+        ("interval.ms", "1000", ConfigSource.CLIENT_METRICS_CONFIG, 3, described[0].synonyms),
+        ("match", "", ConfigSource.DEFAULT_CONFIG, 7, ()),
+        ("metrics", "b.", ConfigSource.CLIENT_METRICS_CONFIG, 7, described[2].synonyms),
     ]
-    assert _change(core, "s", ("metrics", DELETE, None), ("interval.ms", DELETE, None)) == [
-        ErrorCode.none
-    ]
+    assert len(described[0].synonyms) == 1
+    # ("match" was never set: deleting it too is what kafka-client-metrics --delete sends)
+    deleted = (("metrics", DELETE, None), ("interval.ms", DELETE, None), ("match", DELETE, None))
+    assert _change(core, "s", *deleted) == [ErrorCode.none]
     assert "s" not in core.image.client_metrics
-    assert (
-        describe_configs(
-            core.image,
-            BrokerConfig({}),
-            resource_type=ConfigResourceType.CLIENT_METRICS,
-            resource_name="s",
-            node_id=1,
-        )
-        == []
+    described = describe_configs(
+        core.image,
+        BrokerConfig({}),
+        resource_type=ConfigResourceType.CLIENT_METRICS,
+        resource_name="s",
+        node_id=1,
     )
+    assert [(c.name, c.value, c.source) for c in described] == [
+        ("interval.ms", "300000", ConfigSource.DEFAULT_CONFIG),
+        ("match", "", ConfigSource.DEFAULT_CONFIG),
+        ("metrics", "", ConfigSource.DEFAULT_CONFIG),
+    ]
