@@ -319,3 +319,9 @@ def test_kafka_transactions_lists_and_describes_an_open_transaction(
     producer.commit_transaction(30)
     described = tools("kafka-transactions", "describe", "--transactional-id", transactional_id)
     assert described.splitlines()[1].split()[4] == "CompleteCommit"
+
+
+def test_kafka_broker_api_versions_lists_what_kafka_4_1_serves_on_brokers(tools: Tools) -> None:
+    output = tools("kafka-broker-api-versions")
+    assert re.search(r"\tFetch\(1\): 4 to 18 \[usable: 18\],", output), output
+    assert re.search(r"\tListOffsets\(2\): 1 to 11 \[usable: 10\],", output), output

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,53 @@ def _topic_id(connection: Connection, topic: str) -> Any:
         },
     )
     return metadata.topics[0].topic_id
+
+
+def test_fetch_v18_answers_a_follower_behind_the_high_watermark_at_once(
+    cluster: Cluster, shell: ToolShell, admin: AdminClient
+) -> None:
+    """KIP-1166: a follower's fetch names the high watermark it knows; a leader with a higher
+    one answers at once instead of holding the fetch for data until max_wait."""
+    topic = unique_topic("tool-fetch18")
+    create_topic(shell, cluster, topic, "--partitions", "1", "--replication-factor", "3")
+    produce(cluster, topic, 5)
+    leader, members = replicas(admin, topic)[0]
+    follower = next(n for n in members if n != leader)
+    with Connection("127.0.0.1", cluster.nodes[leader].client_port or 0, timeout=30) as leader_link:
+        topic_id = _topic_id(leader_link, topic)
+
+        def fetch_as_follower(known_high_watermark: int, max_wait_ms: int) -> tuple[Any, float]:
+            started = time.monotonic()
+            response = leader_link.request(
+                1,
+                18,
+                {
+                    "replica_state": {"replica_id": follower, "replica_epoch": -1},
+                    "max_wait": max_wait_ms,
+                    "min_bytes": 1,
+                    "max_bytes": 1 << 20,
+                    "topics": [
+                        {
+                            "topic_id": topic_id,
+                            "partitions": [
+                                {
+                                    "partition": 0,
+                                    "fetch_offset": 5,  # caught up: nothing to send
+                                    "partition_max_bytes": 1 << 20,
+                                    "high_watermark": known_high_watermark,
+                                }
+                            ],
+                        }
+                    ],
+                    "forgotten_topics_data": [],
+                },
+            )
+            [answer] = response.responses[0].partitions
+            return answer, time.monotonic() - started
+
+        answer, elapsed = fetch_as_follower(3, max_wait_ms=20_000)
+        assert (answer.error_code, answer.high_watermark) == (0, 5)
+        assert elapsed < 10, f"held {elapsed:.1f} s although the follower knew 3 of 5"
+        answer, elapsed = fetch_as_follower(5, max_wait_ms=300)
+        assert (answer.error_code, answer.high_watermark) == (0, 5)
+        assert elapsed >= 0.25, "answered before max_wait with nothing new"
