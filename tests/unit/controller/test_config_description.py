@@ -151,6 +151,17 @@ def test_broker_configs_show_sources_read_only_and_hide_sensitive_values():
     assert entries["log.roll.ms"].source == ConfigSource.DEFAULT_CONFIG
 
 
+def test_broker_id_is_the_node_id():
+    image, config = image_with(static={"node.id": "1"})
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    assert (entries["broker.id"].value, entries["broker.id"].source) == (
+        "1",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+
+
 def test_topic_values_use_derived_broker_defaults():
     image, config = image_with(static={"log.retention.hours": "2"})
     entries = by_name(
