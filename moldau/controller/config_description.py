@@ -7,7 +7,8 @@ synonyms, the layers it could come from in order of precedence:
 
     topic:  DYNAMIC_TOPIC_CONFIG > DYNAMIC_BROKER_CONFIG > DYNAMIC_DEFAULT_BROKER_CONFIG
             > STATIC_BROKER_CONFIG > DEFAULT_CONFIG
-    broker: the same without the topic layer
+    broker: the same without the topic layer; Kafka 4.1's broker keys always, the others
+            (`ConfigKey.described_unset` False) only once set, as Kafka lists those
 
 Dynamic layers come from the metadata image (broker resource "<node id>" and the cluster
 default ""); static ones from the node's `BrokerConfig`. A client-metrics subscription reports the
@@ -153,9 +154,9 @@ def describe_broker_configs(
     keys: Collection[str] | None = None,
 ) -> list[DescribedConfig]:
     names = sorted(BROKER_KEYS) if keys is None else sorted(k for k in keys if k in BROKER_KEYS)
+    defaults = image.broker_configs.get("", {})
     if resource_name == "":
         # The cluster-wide default resource shows only what is set there.
-        defaults = image.broker_configs.get("", {})
         return [
             _described(
                 name,
@@ -178,6 +179,7 @@ def describe_broker_configs(
             f"Unexpected broker id, expected {node_id} or empty string, but received "
             f"{resource_name}",
         )
+    own = image.broker_configs.get(str(node_id), {})
     return [
         _described(
             name,
@@ -186,6 +188,10 @@ def describe_broker_configs(
             read_only=BROKER_KEYS[name].read_only,
         )
         for name in names
+        if BROKER_KEYS[name].described_unset
+        or config.is_set(name)
+        or name in own
+        or name in defaults
     ]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from .conftest import MoldauServer
 from .kafka_jvm import KafkaJvm, ToolShell
@@ -58,6 +58,24 @@ def tools(server: MoldauServer, shell: ToolShell) -> Tools:
 @pytest.fixture
 def admin(server: MoldauServer) -> AdminClient:
     return AdminClient({"bootstrap.servers": server.bootstrap_servers})
+
+
+def kafka_config_names(shell: ToolShell) -> dict[str, set[str]]:
+    """The keys Kafka 4.1's brokers describe, by kind: those of its configuration reference,
+    which KafkaConfig (broker) and LogConfig (topic) print."""
+    names = {}
+    for kind, main_class in (
+        ("broker", "kafka.server.KafkaConfig"),
+        ("topic", "org.apache.kafka.storage.internals.log.LogConfig"),
+    ):
+        reference = shell.run(main_class).stdout
+        names[kind] = set(re.findall(rf'<a id="{kind}configs_([^"]+)"', reference))
+    return names
+
+
+def described_names(output: str) -> dict[str, str]:
+    """name -> value of kafka-configs' `  name=value sensitive=... synonyms={...}` lines."""
+    return dict(re.findall(r"^  ([^=\s]+)=(.*?) sensitive=", output, re.MULTILINE))
 
 
 def produce(bootstrap: str, topic: str, values: list[tuple[int, bytes, int]]) -> None:
@@ -114,6 +132,52 @@ def test_kafka_topics_creates_describes_grows_lists_and_deletes(
         lambda: topic not in admin.list_topics(timeout=10).topics,
         message=f"{topic} deleted",
     )
+
+
+def test_kafka_configs_alters_and_describes_topic_and_broker_configs(
+    tools: Tools, admin: AdminClient, shell: ToolShell
+) -> None:
+    topic = unique_topic("tool-configs")
+    tools("kafka-topics", "--create", "--topic", topic, "--partitions", "1")
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    tools(
+        "kafka-configs",
+        "--alter",
+        *entity,
+        "--add-config",
+        "cleanup.policy=compact,max.message.bytes=2000000",
+    )
+    tools("kafka-configs", "--alter", *entity, "--delete-config", "cleanup.policy")
+    dynamic = tools("kafka-configs", "--describe", *entity)
+    assert dynamic.startswith(f"Dynamic configs for topic {topic} are:\n")
+    assert described_names(dynamic) == {"max.message.bytes": "2000000"}
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert (configs["max.message.bytes"].value, configs["cleanup.policy"].value) == (
+        "2000000",
+        "delete",
+    )
+    kafka = kafka_config_names(shell)
+    every_topic_config = described_names(tools("kafka-configs", "--describe", "--all", *entity))
+    assert set(every_topic_config) == kafka["topic"]
+
+    broker = ("--entity-type", "brokers", "--entity-name", "1")
+    tools("kafka-configs", "--alter", *broker, "--add-config", "log.cleaner.backoff.ms=20000")
+    every_broker_config = described_names(tools("kafka-configs", "--describe", "--all", *broker))
+    assert set(every_broker_config) == kafka["broker"]  # Kafka 4.1's keys, nothing else
+    assert every_broker_config["broker.id"] == every_broker_config["node.id"] == "1"
+    tools("kafka-configs", "--alter", *broker, "--delete-config", "log.cleaner.backoff.ms")
+    assert described_names(tools("kafka-configs", "--describe", *broker)) == {}
+
+    default = ("--entity-type", "brokers", "--entity-default")
+    tools("kafka-configs", "--alter", *default, "--add-config", "log.cleaner.backoff.ms=30000")
+    assert described_names(tools("kafka-configs", "--describe", *default)) == {
+        "log.cleaner.backoff.ms": "30000"
+    }
+    tools("kafka-configs", "--alter", *default, "--delete-config", "log.cleaner.backoff.ms")
+    broker_resource = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([broker_resource])[broker_resource].result(10)
+    assert configs["log.cleaner.backoff.ms"].value == "15000"
 
 
 def test_kafka_consumer_groups_lists_describes_resets_and_deletes(
