@@ -402,6 +402,25 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
         # `*.replication.throttled.replicas` name (moldau.replication.throttle).
         _key("leader.replication.throttled.rate", L, LONG_MAX, minimum=0, described_unset=False),
         _key("follower.replication.throttled.rate", L, LONG_MAX, minimum=0, described_unset=False),
+        # The throttle of replica moves between a broker's log dirs (AlterReplicaLogDirs,
+        # moldau.storage.log_mover), over its own windows.
+        _key(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            L,
+            LONG_MAX,
+            "The most bytes per second this broker's moves of replicas between its log dirs "
+            "copy, all moves together.",
+            minimum=0,
+            described_unset=False,
+        ),
+        _key("alter.log.dirs.replication.quota.window.num", INT, 11, minimum=1, read_only=True),
+        _key(
+            "alter.log.dirs.replication.quota.window.size.seconds",
+            INT,
+            1,
+            minimum=1,
+            read_only=True,
+        ),
         # Client quotas (moldau.broker.quotas): the rate of each is measured over
         # quota.window.num windows of quota.window.size.seconds, as in Kafka.
         _key(

@@ -128,7 +128,7 @@ _TRANSACTIONS_VERIFY = (
 )
 _DELEGATION_TOKENS = "delegation tokens are not implemented."
 _TIERED_STORAGE = "tiered storage (KIP-405) is not implemented: every log stays on local disk."
-_QUOTA_WINDOWS = "there are no controller mutation quotas nor log-directory move quotas to sample."
+_QUOTA_WINDOWS = "there are no controller mutation quotas to sample."
 _STREAMS_GROUPS = (
     "streams groups (KIP-1071) are not implemented: StreamsGroupHeartbeat is not served."
 )
@@ -338,8 +338,6 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_TIERED_STORAGE, "remote.log.metadata.custom.metadata.max.bytes", INT, 128, minimum=0),
     _na(_QUOTA_WINDOWS, "controller.quota.window.num", INT, 11, minimum=1),
     _na(_QUOTA_WINDOWS, "controller.quota.window.size.seconds", INT, 1, minimum=1),
-    _na(_QUOTA_WINDOWS, "alter.log.dirs.replication.quota.window.num", INT, 11, minimum=1),
-    _na(_QUOTA_WINDOWS, "alter.log.dirs.replication.quota.window.size.seconds", INT, 1, minimum=1),
     _na(_METRICS, "kafka.metrics.polling.interval.secs", INT, 10, minimum=1),
     _na(_METRICS, "kafka.metrics.reporters", LS, ""),
     _na(_METRICS, "metric.reporters", LS, "org.apache.kafka.common.metrics.JmxReporter"),

@@ -162,11 +162,28 @@ def test_kafka_configs_alters_and_describes_topic_and_broker_configs(
     assert set(every_topic_config) == kafka["topic"]
 
     broker = ("--entity-type", "brokers", "--entity-name", "1")
-    tools("kafka-configs", "--alter", *broker, "--add-config", "log.cleaner.backoff.ms=20000")
+    # The throttle kafka-reassign-partitions sets for moves between log dirs, and a log config.
+    tools(
+        "kafka-configs",
+        "--alter",
+        *broker,
+        "--add-config",
+        "log.cleaner.backoff.ms=20000,replica.alter.log.dirs.io.max.bytes.per.second=1048576",
+    )
     every_broker_config = described_names(tools("kafka-configs", "--describe", "--all", *broker))
-    assert set(every_broker_config) == kafka["broker"]  # Kafka 4.1's keys, nothing else
+    # Kafka 4.1's keys, and the throttle once set (as Kafka lists it), nothing else
+    assert set(every_broker_config) == kafka["broker"] | {
+        "replica.alter.log.dirs.io.max.bytes.per.second"
+    }
     assert every_broker_config["broker.id"] == every_broker_config["node.id"] == "1"
-    tools("kafka-configs", "--alter", *broker, "--delete-config", "log.cleaner.backoff.ms")
+    assert every_broker_config["replica.alter.log.dirs.io.max.bytes.per.second"] == "1048576"
+    tools(
+        "kafka-configs",
+        "--alter",
+        *broker,
+        "--delete-config",
+        "log.cleaner.backoff.ms,replica.alter.log.dirs.io.max.bytes.per.second",
+    )
     assert described_names(tools("kafka-configs", "--describe", *broker)) == {}
 
     default = ("--entity-type", "brokers", "--entity-default")

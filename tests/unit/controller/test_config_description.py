@@ -166,7 +166,7 @@ def test_keys_kafka_does_not_define_are_described_only_once_set():
         static={"max.partitions": "100", "super.users": "User:admin"},
         broker_configs=[
             ("1", "leader.replication.throttled.rate", "1000"),
-            ("", "follower.replication.throttled.rate", "2000"),
+            ("", "replica.alter.log.dirs.io.max.bytes.per.second", "2000"),
         ],
     )
     entries = by_name(
@@ -174,7 +174,7 @@ def test_keys_kafka_does_not_define_are_described_only_once_set():
     )
     assert [
         (entries[n].value, entries[n].source)
-        for n in (*moldau_only, "follower.replication.throttled.rate")
+        for n in (*moldau_only, "replica.alter.log.dirs.io.max.bytes.per.second")
     ] == [
         ("100", ConfigSource.STATIC_BROKER_CONFIG),
         ("User:admin", ConfigSource.STATIC_BROKER_CONFIG),
