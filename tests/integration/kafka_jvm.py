@@ -12,6 +12,7 @@ command in a warm shell a fraction of that.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -20,7 +21,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import pytest
 
@@ -126,16 +126,11 @@ class KafkaJvm:
             timeout=timeout,
             stdin=None if input_text is not None else subprocess.DEVNULL,
         )
-        if check and completed.returncode != 0:
-            pytest.fail(
-                f"{main_class} {' '.join(arguments)} exited {completed.returncode}\n"
-                f"stdout:\n{completed.stdout[-4000:]}\nstderr:\n{completed.stderr[-4000:]}"
-            )
-        return completed
+        return _checked(completed, main_class, arguments, check=check)
 
-    def shell(self) -> ToolShell:
-        """A JVM that runs Kafka's tools one after another (the caller closes it)."""
-        return ToolShell(self)
+    def shell(self) -> contextlib.closing[ToolShell]:
+        """A JVM that runs Kafka's tools one after another, closed on leaving the `with`."""
+        return contextlib.closing(ToolShell(self))
 
     def start(
         self, main_class: str, arguments: Sequence[str] = (), *, log_path: Path
@@ -152,10 +147,26 @@ class KafkaJvm:
             )
 
 
+def _checked(
+    completed: subprocess.CompletedProcess[str],
+    main_class: str,
+    arguments: Sequence[str],
+    *,
+    check: bool,
+) -> subprocess.CompletedProcess[str]:
+    """`completed`; with `check`, a non-zero exit fails the test with the tool's output."""
+    if check and completed.returncode != 0:
+        pytest.fail(
+            f"{main_class} {' '.join(arguments)} exited {completed.returncode}\n"
+            f"stdout:\n{completed.stdout[-4000:]}\nstderr:\n{completed.stderr[-4000:]}"
+        )
+    return completed
+
+
 class ToolShell:
     """Kafka's tools run in one JVM, one command at a time (`tests/java/ToolShell.java`), each
-    with the arguments, output and exit code it has when run from its shell script. A context
-    manager; `close()` stops the JVM."""
+    with the arguments, output and exit code it has when run from its shell script;
+    `close()` stops the JVM."""
 
     def __init__(self, jvm: KafkaJvm) -> None:
         # The JVM's own stderr (a failure to start), open as long as the shell is.
@@ -170,31 +181,16 @@ class ToolShell:
         if self._read_line(timeout=120.0) != "READY":
             self._fail("the tool shell did not start")
 
-    def __enter__(self) -> ToolShell:
-        return self
-
-    def __exit__(
-        self,
-        _type: type[BaseException] | None,
-        _value: BaseException | None,
-        _traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def tool(
         self, name: str, *arguments: str, timeout: float = 120.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run Kafka's tool `name` to completion, as `KafkaJvm.tool` does."""
-        return self.run(TOOLS[name], arguments, timeout=timeout, check=check)
+        return self.run(TOOLS[name], *arguments, timeout=timeout, check=check)
 
     def run(
-        self,
-        main_class: str,
-        arguments: Sequence[str] = (),
-        *,
-        timeout: float = 120.0,
-        check: bool = True,
+        self, main_class: str, *arguments: str, timeout: float = 120.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
+        """Run `main_class`'s main method with `arguments` to completion."""
         command = [main_class, *arguments]
         assert not any("\0" in word or "\n" in word for word in command), command
         with self._lock:
@@ -208,12 +204,7 @@ class ToolShell:
             stdout = self._read(out_size).decode()
             stderr = self._read(err_size).decode()
         completed = subprocess.CompletedProcess(command, code, stdout, stderr)
-        if check and code != 0:
-            pytest.fail(
-                f"{main_class} {' '.join(arguments)} exited {code}\n"
-                f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}"
-            )
-        return completed
+        return _checked(completed, main_class, arguments, check=check)
 
     def close(self) -> None:
         if self._process.poll() is None:

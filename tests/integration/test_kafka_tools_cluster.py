@@ -125,6 +125,29 @@ def read_partition(cluster: Cluster, topic: str, count: int) -> list[bytes]:
     return values
 
 
+def execute(
+    shell: ToolShell,
+    cluster: Cluster,
+    plan: Path,
+    target: dict[str, list[Any]],
+    topic: str,
+    *options: str,
+) -> str:
+    """kafka-reassign-partitions --execute of a plan (written to `plan`) that moves partition 0
+    of `topic` to `target` (its replicas, and its log dirs if given)."""
+    partition = {"topic": topic, "partition": 0, **target}
+    plan.write_text(json.dumps({"version": 1, "partitions": [partition]}))
+    return tool(
+        shell,
+        cluster,
+        "kafka-reassign-partitions",
+        "--execute",
+        "--reassignment-json-file",
+        str(plan),
+        *options,
+    )
+
+
 def test_kafka_reassign_partitions_moves_replicas_and_log_dirs_under_throttles(
     cluster: Cluster, shell: ToolShell, admin: AdminClient, tmp_path: Path
 ) -> None:
@@ -155,28 +178,12 @@ def test_kafka_reassign_partitions_moves_replicas_and_log_dirs_under_throttles(
     # 1 leaves, 3 joins into its second log dir, and 2's replica moves to its second log dir.
     second_dir = {n: str(cluster.nodes[n].data_dir.with_name(f"node-{n}-b")) for n in (2, 3)}
     plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "partitions": [
-                    {
-                        "topic": topic,
-                        "partition": 0,
-                        "replicas": [2, 3],
-                        "log_dirs": [second_dir[2], second_dir[3]],
-                    }
-                ],
-            }
-        )
-    )
-    executed = tool(
+    executed = execute(
         shell,
         cluster,
-        "kafka-reassign-partitions",
-        "--execute",
-        "--reassignment-json-file",
-        str(plan),
+        plan,
+        {"replicas": [2, 3], "log_dirs": [second_dir[2], second_dir[3]]},
+        topic,
         "--throttle",
         "10000000",
         "--replica-alter-log-dirs-throttle",
@@ -256,20 +263,7 @@ def test_kafka_leader_election_moves_leadership_to_the_preferred_replica(
     create_topic(shell, cluster, topic, "--replica-assignment", "1:2:3")
     wait_until(lambda: replicas(admin, topic)[0] == (1, [1, 2, 3]), message="1 leads")
     # The same replicas in another order: 2 is now preferred, 1 still leads
-    plan = tmp_path / "reorder.json"
-    plan.write_text(
-        json.dumps(
-            {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}
-        )
-    )
-    tool(
-        shell,
-        cluster,
-        "kafka-reassign-partitions",
-        "--execute",
-        "--reassignment-json-file",
-        str(plan),
-    )
+    execute(shell, cluster, tmp_path / "reorder.json", {"replicas": [2, 1, 3]}, topic)
     wait_until(lambda: replicas(admin, topic)[0] == (1, [2, 1, 3]), message="replicas reordered")
 
     election = ("kafka-leader-election", "--topic", topic, "--partition", "0")

@@ -12,6 +12,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.rate import RateQuota
 from moldau.storage import log_mover
 from moldau.storage.config import LogConfig
+from moldau.storage.log_loader import load_partition_log
 from moldau.storage.log_manager import LogManager
 from moldau.storage.log_mover import LogMove
 from moldau.storage.memory_filesystem import MemoryFileSystem
@@ -85,17 +86,28 @@ def test_a_moved_replica_has_the_same_bytes_offsets_and_epochs(
     again.shutdown()
 
 
-def test_appends_during_the_copy_are_all_in_the_moved_log_once(
-    filesystem: MemoryFileSystem, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(log_mover, "COPY_CHUNK_BYTES", 256)
+def log_of_60(
+    filesystem: MemoryFileSystem,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    chunk_bytes: int,
+) -> PartitionLog:
+    """A log of 60 batches in /d1 (and an empty /d2), copied `chunk_bytes` at a time, the swap
+    taking the last 64 bytes."""
+    monkeypatch.setattr(log_mover, "COPY_CHUNK_BYTES", chunk_bytes)
     monkeypatch.setattr(log_mover, "SWAP_TAIL_MAX_BYTES", 64)
     filesystem.makedirs("/d1")
     filesystem.makedirs("/d2")
-    from moldau.storage.log_loader import load_partition_log
-
     log = load_partition_log(filesystem, "/d1/moving-0", TP, CONFIG, clock=clock)
     fill(log, 60)
+    return log
+
+
+def test_appends_during_the_copy_are_all_in_the_moved_log_once(
+    filesystem: MemoryFileSystem, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = log_of_60(filesystem, clock, monkeypatch, chunk_bytes=256)
     appended = [0]
 
     def append_meanwhile() -> bool:  # called between chunks, as the loop would append
@@ -138,14 +150,7 @@ def test_a_quota_holds_the_copy_to_its_rate_and_a_cancel_stops_the_wait(
 ) -> None:
     """replica.alter.log.dirs.io.max.bytes.per.second: the copy's rounds wait (a sleep the
     test's clock makes instant) until the bytes copied are back under the rate."""
-    monkeypatch.setattr(log_mover, "COPY_CHUNK_BYTES", 100)
-    monkeypatch.setattr(log_mover, "SWAP_TAIL_MAX_BYTES", 64)
-    filesystem.makedirs("/d1")
-    filesystem.makedirs("/d2")
-    from moldau.storage.log_loader import load_partition_log
-
-    log = load_partition_log(filesystem, "/d1/moving-0", TP, CONFIG, clock=clock)
-    fill(log, 60)
+    log = log_of_60(filesystem, clock, monkeypatch, chunk_bytes=100)
     total = sum(segment.size for segment in log.segments)
     slept: list[float] = []
 
