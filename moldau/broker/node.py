@@ -63,6 +63,7 @@ from moldau.net.listener import Listener
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.sasl.scram import ScramCredential
+from moldau.rate import RateQuota
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
@@ -150,6 +151,7 @@ class Node:
                 default_config=self.default_log_config(),
                 max_open_files=max_open_files,
                 producer_id_expiration_ms=int(self.config.get("producer.id.expiration.ms")),
+                move_quota=self._log_dir_move_quota(),
             )
             loop = asyncio.get_running_loop()
             self.log_manager.failures.add_listener(
@@ -339,6 +341,17 @@ class Node:
             send,
         )
         self.controller_registration.start()
+
+    def _log_dir_move_quota(self) -> RateQuota:
+        """replica.alter.log.dirs.io.max.bytes.per.second over its windows (read by the log
+        dir mover's thread at each chunk it copies, so a change applies at once)."""
+        config = self.config
+        return RateQuota(
+            lambda: int(config.get("replica.alter.log.dirs.io.max.bytes.per.second")),
+            now=time.monotonic,
+            samples=int(config.get("alter.log.dirs.replication.quota.window.num")),
+            window_s=float(config.get("alter.log.dirs.replication.quota.window.size.seconds")),
+        )
 
     def _controller_endpoint(self) -> tuple[str, int] | None:
         """Where this node's controller listener is bound (None for a broker-only node)."""

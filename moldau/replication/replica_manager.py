@@ -221,13 +221,20 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
-    def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+    def hosted_partition(self, tp: TopicPartition) -> Partition:
+        """The replica of `tp` on this broker, leader or follower (Kafka's
+        `getPartitionOrError`): KAFKA_STORAGE_ERROR when it is offline, UNKNOWN_TOPIC_OR_PARTITION
+        when this broker has none."""
         partition = self.partitions.get(tp)
         if partition is None:
             reason = self.offline_partitions.get(tp)
             if reason is not None:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{tp} is offline: {reason}")
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        return partition
+
+    def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+        partition = self.hosted_partition(tp)
         partition.check_leader(current_leader_epoch)
         return partition
 

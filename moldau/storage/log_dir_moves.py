@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.rate import RateQuota
 from moldau.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -87,6 +88,7 @@ class LogDirMoves:
     _committing: dict[TopicPartition, str]
     _preferred_dirs: dict[TopicPartition, str]
     _move_executor: ThreadPoolExecutor | None
+    move_quota: RateQuota | None  # replica.alter.log.dirs.io.max.bytes.per.second
 
     def _init_moves(self) -> None:
         self._moves = {}
@@ -187,7 +189,9 @@ class LogDirMoves:
         self.cleaner.pause(tp)
         try:
             for attempt in range(MOVE_ATTEMPTS):
-                progress = LogMove(log, future, cancelled=lambda: move.cancelled)
+                progress = LogMove(
+                    log, future, cancelled=lambda: move.cancelled, quota=self.move_quota
+                )
                 move.progress = progress
                 try:
                     progress.copy()

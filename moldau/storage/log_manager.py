@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.rate import RateQuota
 from moldau.storage.caching_filesystem import CachingFileSystem
 from moldau.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -76,11 +77,12 @@ class LogManager(LogDirMoves):
         recovery_threads: int = 4,
         max_open_files: int | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        move_quota: RateQuota | None = None,
     ) -> None:
         """`max_open_files`: keep at most that many segment files open (`CachingFileSystem`).
         `producer_id_expiration_ms`: idle producers are forgotten after it (a log opened drops
         those already expired, as Kafka's snapshot load does; `remove_expired_producers` the
-        rest)."""
+        rest). `move_quota`: the byte rate replica moves between log dirs copy at, at most."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         self.log_dirs = [d.rstrip("/") or "/" for d in log_dirs]
@@ -103,6 +105,7 @@ class LogManager(LogDirMoves):
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
         self.cleaner = LogCleaner(self, clock=clock)
         self._init_moves()
+        self.move_quota = move_quota
         self.started = False
 
     # -- lifecycle --

@@ -1,9 +1,10 @@
-"""Fetch (key 1), v4-17: read partitions from an offset, waiting for `min_bytes` up to `max_wait_ms`.
+"""Fetch (key 1), v4-18: read partitions from an offset, waiting for `min_bytes` up to `max_wait_ms`.
 
 v4 adds isolation_level and last_stable_offset/aborted_transactions; v5 log_start_offset; v7
 fetch sessions (KIP-227: we answer session id 0, so clients keep sending full fetches); v9
 current_leader_epoch; v11 rack and preferred read replica; v12 flexible, diverging epoch; v13
-topic ids; v15 replica state; v16 node endpoints (KIP-951); v17 replica directory id.
+topic ids; v15 replica state; v16 node endpoints (KIP-951); v17 replica directory id; v18 the
+high watermark the follower knows (KIP-1166, a tagged field; MAX_INT64 when not sent).
 
 Record data goes to the socket from the segment files (`sendfile`); the response is encoded by
 hand (`protocol.fetch_response`) because of that. The handler is a plain function: a fetch with
@@ -15,7 +16,9 @@ limits, as Kafka does (KIP-74).
 A fetch naming a replica id (`replica_id` before v15, `replica_state` after) is a follower
 replicating: it reads up to the log end rather than the high watermark, gets the diverging epoch
 when its log went astray, and its fetch offset is its progress (`ReplicaManager.
-read_for_follower`). Only a replica of the partition is served so.
+read_for_follower`). Only a replica of the partition is served so. From v18 a follower's fetch
+that would wait for data is answered at once when the leader's high watermark is past the one
+the follower knows (KIP-1166), so followers learn it without waiting `max_wait_ms`.
 
 A consumer held to a consumer_byte_rate asks for at most what its quota lets through at once
 (`ClientQuota.fetch_max_bytes`); the throttling itself is the dispatcher's (moldau.broker.quotas).
@@ -38,6 +41,7 @@ from moldau.protocol.fetch_response import (
     FetchTopicData,
     encode_fetch_response,
 )
+from moldau.raft.messages import HIGH_WATERMARK_NOT_SENT
 from moldau.types import TopicPartition
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -66,7 +70,7 @@ class _PartitionFetch:
         self.error = error
 
 
-@handler(ApiKey.FETCH, 4, 17)
+@handler(ApiKey.FETCH, 4, 18)
 def handle_fetch(ctx: RequestContext, request: Any) -> Response | Deferred:
     node = ctx.node
     image = node.metadata_image
@@ -246,6 +250,16 @@ def _replica_fetch(
         for (topic_data, _), topic in zip(topics, request.topics, strict=True)
         for p in topic.partitions
     }
+    known_high_watermarks = {  # v18 (KIP-1166)
+        (topic_data.name, p.partition): getattr(p, "high_watermark", HIGH_WATERMARK_NOT_SENT)
+        for (topic_data, _), topic in zip(topics, request.topics, strict=True)
+        for p in topic.partitions
+    }
+
+    def behind(tp: TopicPartition, high_watermark: int) -> bool:
+        """The follower knows an older high watermark than `high_watermark`."""
+        known = known_high_watermarks.get((tp.topic, tp.partition), HIGH_WATERMARK_NOT_SENT)
+        return high_watermark > known
 
     def collect() -> tuple[list[FetchTopicData], int, bool]:
         total = 0
@@ -272,7 +286,11 @@ def _replica_fetch(
                 size = _size(read.records)
                 total += size
                 answered = (
-                    answered or bool(size) or bool(read.error_code) or bool(read.diverging_epoch)
+                    answered
+                    or bool(size)
+                    or bool(read.error_code)
+                    or bool(read.diverging_epoch)
+                    or behind(fetch.tp, read.high_watermark)
                 )
                 partitions.append(
                     FetchPartitionData(
@@ -306,12 +324,15 @@ def _replica_fetch(
     def ready() -> bool:
         for _, fetches in topics:
             for fetch in fetches:
-                partition = replica_manager.get_partition(fetch.tp) if fetch.tp else None
-                if partition is None or not partition.is_leader:
+                tp = fetch.tp
+                partition = replica_manager.get_partition(tp) if tp else None
+                if tp is None or partition is None or not partition.is_leader:
+                    return True
+                if behind(tp, partition.log.high_watermark):
                     return True
                 # (a throttled replica's new data waits for the quota: Kafka's DelayedFetch)
                 if partition.log.log_end_offset > fetch.fetch_offset and not (
-                    replica_manager.leader_throttles(fetch.tp, replica_id)
+                    replica_manager.leader_throttles(tp, replica_id)
                 ):
                     return True
         return False

@@ -1,9 +1,10 @@
 """ListOffsets (key 2), v1-11: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3).
 
 v2 adds isolation_level (latest is the last stable offset under read_committed); v4 leader
-epochs; v6 flexible; v7 max timestamp (KIP-734); v8 earliest local (-4, KIP-405); v9 earliest
-pending upload (-5); v10 a timeout; v11 latest tiered (-6). Without tiered storage, local and
-pending-upload lookups are the log start offset.
+epochs; v6 flexible; v7 max timestamp (KIP-734); v8 earliest local (-4, KIP-405); v9 latest
+tiered (-5, KIP-1005); v10 a timeout; v11 earliest pending upload (-6, KIP-1023). Without tiered
+storage, as in Kafka with remote storage off: the earliest local offset is the log start offset,
+and the latest tiered and earliest pending upload offsets are -1 (leader epoch -1).
 
 A timestamp lookup is answered on the event loop when indexes and batch headers answer it; one
 that has to read a batch's records (see `storage.timestamp_lookup`) is read in a worker thread,
@@ -27,8 +28,8 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
-LATEST_TIERED = -6
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 
 
 @handler(ApiKey.LIST_OFFSETS, 1, 11)
@@ -95,13 +96,13 @@ def _lookup(
     if timestamp == LATEST:
         offset = log.last_stable_offset if isolation_level == 1 else log.high_watermark
         return {"offset": offset, "leader_epoch": partition.leader_epoch}
-    if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return {
             "offset": log.log_start_offset,
             "leader_epoch": _epoch_for_offset(log, log.log_start_offset, partition.leader_epoch),
         }
-    if timestamp == LATEST_TIERED:
-        return {"offset": -1}
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # (nothing is tiered)
+        return {"offset": -1, "leader_epoch": -1}
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset(read_records=read)
     elif timestamp < 0:
