@@ -1,0 +1,162 @@
+"""The registry's state in the log: `_schemas` (one partition, compacted) read into a
+`RegistryState` by a background reader, and written by the writer through an idempotent
+producer. `wait_applied(offset)` and `catch_up()` give read-your-writes: the writer answers a
+command only once its own records are applied, and decides the next command only once it has
+applied everything before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from moldau.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from moldau.client.errors import ErrorCode, KafkaException
+from moldau.client.tasks import stop_task
+from moldau.registry.records import Record
+from moldau.registry.state import RegistryState
+
+__all__ = ["SCHEMAS_TOPIC", "SchemaLog"]
+
+log = logging.getLogger(__name__)
+
+SCHEMAS_TOPIC = "_schemas"  # Confluent's `kafkastore.topic` default
+_RETRY_S = 0.5
+
+
+class SchemaLog:
+    """Owns the reader task and the producer; `state` is what has been applied so far."""
+
+    def __init__(self, client_config: Mapping[str, Any], *, topic: str = SCHEMAS_TOPIC) -> None:
+        self.client_config = dict(client_config)
+        self.topic = topic
+        self.partition = TopicPartition(topic, 0)
+        self.state = RegistryState()
+        self.next_offset = 0  # the offset of the next record to apply
+        self.ready = asyncio.Event()  # the topic exists and was read to its end once
+        self._applied = asyncio.Condition()
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._reader = asyncio.create_task(self._run(), name="schema-registry-reader")
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            await stop_task(self._reader)
+            self._reader = None
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                await self._producer.close(timeout=5)
+            self._producer = None
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                await self._consumer.close()
+            self._consumer = None
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._ensure_topic()
+                break
+            except (KafkaException, OSError) as error:
+                log.debug("schema registry: %s not ready yet: %s", self.topic, error)
+                await asyncio.sleep(_RETRY_S)
+        consumer = Consumer(
+            {**self.client_config, "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 200}
+        )
+        self._consumer = consumer
+        consumer.assign([self.partition])
+        consumer.seek(self.partition, 0)
+        while True:
+            try:
+                if not self.ready.is_set():
+                    _, end = await consumer.get_watermark_offsets(self.partition)
+                    await self._read_until(consumer, end)
+                    self.ready.set()
+                    log.info(
+                        "schema registry: %d schemas read from %s", self.state.max_id, self.topic
+                    )
+                messages = await consumer.consume(500, timeout=1.0)
+                await self._apply(messages)
+            except KafkaException as error:
+                log.debug("schema registry: reading %s: %s", self.topic, error)
+                await asyncio.sleep(_RETRY_S)
+
+    async def _read_until(self, consumer: Consumer, end: int) -> None:
+        while self.next_offset < end:
+            await self._apply(await consumer.consume(500, timeout=1.0))
+
+    async def _apply(self, messages: list[Any]) -> None:
+        if not messages:
+            return
+        for message in messages:
+            if message.error() is not None:
+                continue
+            self.state.replay(message.key(), message.value())
+            self.next_offset = message.offset() + 1
+        async with self._applied:
+            self._applied.notify_all()
+
+    async def wait_applied(self, offset: int, timeout: float) -> None:
+        """Until the record at `offset` is applied (TimeoutError after `timeout` seconds)."""
+        async with asyncio.timeout(timeout), self._applied:
+            await self._applied.wait_for(lambda: self.next_offset > offset)
+
+    async def catch_up(self, timeout: float) -> None:
+        """Until every record written before this call is applied."""
+        async with asyncio.timeout(timeout):
+            await self.ready.wait()
+            assert self._consumer is not None
+            _, end = await self._consumer.get_watermark_offsets(self.partition)
+            if end > 0:
+                await self.wait_applied(end - 1, timeout)
+
+    async def _ensure_topic(self) -> None:
+        async with AdminClient(self.client_config) as admin:
+            metadata = await admin.list_topics([self.topic])
+            info = metadata.topics.get(self.topic)
+            if info is not None and info.partitions:
+                return
+            brokers = len(metadata.brokers)
+            try:
+                await admin.create_topics(
+                    [
+                        NewTopic(
+                            self.topic,
+                            num_partitions=1,
+                            replication_factor=max(1, min(3, brokers)),
+                            config={"cleanup.policy": "compact"},
+                        )
+                    ]
+                )
+            except KafkaException as error:
+                if error.code is not ErrorCode.topic_already_exists:
+                    raise
+
+    # --- writing -------------------------------------------------------------------------
+
+    async def write(self, records: list[Record], timeout: float) -> int:
+        """Append `records` in order; the offset of the last one."""
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    **self.client_config,
+                    "acks": "all",
+                    "linger.ms": 0,
+                }
+            )
+        futures = [
+            self._producer.produce(self.topic, record.value, record.key, partition=0)
+            for record in records
+        ]
+        async with asyncio.timeout(timeout):
+            await self._producer.flush()
+            results = [await future for future in futures]
+        return max(result.offset for result in results)
