@@ -140,6 +140,15 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
         _key("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
         _key("advertised.listeners", LS, None, read_only=True),
         _key(
+            "schema.registry.listeners",
+            S,
+            None,
+            "Moldau: where the node serves the schema registry's HTTP API (Confluent's), as "
+            "http://HOST:PORT[,...]. Unset: http://127.0.0.1:8081 on a single node, none in a "
+            "larger cluster; empty: none.",
+            read_only=True,
+        ),
+        _key(
             "listener.security.protocol.map",
             LS,
             "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",

@@ -24,10 +24,9 @@ from fastavro.schema import SchemaParseException, UnknownType
 
 from moldau.registry.errors import RegistryError
 from moldau.registry.model import SchemaType
+from moldau.registry.schemas import load_json, of_type
 
 __all__ = ["AvroSchema", "parse_avro"]
-
-MAX_NESTING = 64  # types inside types, so a hostile schema cannot exhaust the stack
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _PROMOTIONS = {
@@ -37,23 +36,6 @@ _PROMOTIONS = {
     "string": frozenset({"bytes"}),
     "bytes": frozenset({"string"}),
 }
-
-
-def _depth(document: Any, limit: int = MAX_NESTING) -> int:
-    """How deeply JSON containers nest (stops counting past `limit`)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(document, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return depth
-        if isinstance(node, dict):
-            deepest = max(deepest, depth)
-            stack.extend((value, depth + 1) for value in node.values())
-        elif isinstance(node, list):
-            deepest = max(deepest, depth)
-            stack.extend((value, depth + 1) for value in node)
-    return deepest
 
 
 def _without_parser_marks(schema: Any) -> Any:
@@ -93,25 +75,14 @@ class AvroSchema:
 def parse_avro(text: str, references: Sequence[Any]) -> AvroSchema:
     """The Avro schema `text`; `references` (dependencies first) define named types it uses."""
     named: dict[str, Any] = {}
-    for reference in references:
-        if reference.schema.schema_type is not SchemaType.AVRO:
-            raise RegistryError.invalid_schema(
-                f"reference {reference.name!r} is a {reference.schema.schema_type.value} schema"
-            )
+    for reference in of_type(references, SchemaType.AVRO):
         _parse_into(reference.schema.text, named, what=f"reference {reference.name!r}")
     document, parsed = _parse_into(text, named, what="schema")
     return AvroSchema(document=document, parsed=parsed, named=named)
 
 
 def _parse_into(text: str, named: dict[str, Any], *, what: str) -> tuple[Any, Any]:
-    try:
-        document = json.loads(text)
-    except RecursionError:
-        raise RegistryError.invalid_schema(f"the {what} nests too deeply") from None
-    except ValueError as error:
-        raise RegistryError.invalid_schema(f"the {what} is not JSON: {error}") from None
-    if _depth(document) > MAX_NESTING:
-        raise RegistryError.invalid_schema(f"the {what} nests deeper than {MAX_NESTING} levels")
+    document = load_json(text, what)
     missing = _missing_attribute(document)
     if missing:
         raise RegistryError.invalid_schema(f"{missing} in the {what}")

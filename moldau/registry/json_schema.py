@@ -21,9 +21,9 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-from moldau.registry.avro import MAX_NESTING, _depth
 from moldau.registry.errors import RegistryError
 from moldau.registry.model import SchemaType
+from moldau.registry.schemas import MAX_NESTING, load_json, of_type
 
 __all__ = ["JsonSchema", "parse_json_schema"]
 
@@ -55,26 +55,15 @@ class JsonSchema:
 
 def parse_json_schema(text: str, references: Sequence[Any]) -> JsonSchema:
     resources: dict[str, Any] = {}
-    for reference in references:
-        if reference.schema.schema_type is not SchemaType.JSON:
-            raise RegistryError.invalid_schema(
-                f"reference {reference.name!r} is a {reference.schema.schema_type.value} schema"
-            )
+    for reference in of_type(references, SchemaType.JSON):
         resources[reference.name] = _load(reference.schema.text, f"reference {reference.name!r}")
     return JsonSchema(document=_load(text, "schema"), resources=resources)
 
 
 def _load(text: str, what: str) -> Any:
-    try:
-        document = json.loads(text)
-    except RecursionError:
-        raise RegistryError.invalid_schema(f"the {what} nests too deeply") from None
-    except ValueError as error:
-        raise RegistryError.invalid_schema(f"the {what} is not JSON: {error}") from None
+    document = load_json(text, what)
     if not isinstance(document, dict | bool):
         raise RegistryError.invalid_schema(f"the {what} is not a JSON object or boolean")
-    if _depth(document) > MAX_NESTING:
-        raise RegistryError.invalid_schema(f"the {what} nests deeper than {MAX_NESTING} levels")
     validator = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
     try:
         validator.check_schema(document)

@@ -26,6 +26,7 @@ from google.protobuf.message import DecodeError
 from moldau.registry.errors import RegistryError
 from moldau.registry.model import SchemaType
 from moldau.registry.proto_text import SCALAR_TYPES, parse_proto_text
+from moldau.registry.schemas import of_type
 
 __all__ = ["ProtobufSchema", "parse_protobuf"]
 
@@ -80,11 +81,7 @@ class ProtobufSchema:
 
 def parse_protobuf(text: str, references: Sequence[Any]) -> ProtobufSchema:
     files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
-    for reference in references:
-        if reference.schema.schema_type is not SchemaType.PROTOBUF:
-            raise RegistryError.invalid_schema(
-                f"reference {reference.name!r} is a {reference.schema.schema_type.value} schema"
-            )
+    for reference in of_type(references, SchemaType.PROTOBUF):
         files[reference.name] = _file_of(reference.schema.text, reference.name, files)
     file = _file_of(text, "schema.proto", files)
     pool = descriptor_pool.DescriptorPool()

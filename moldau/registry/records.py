@@ -93,19 +93,7 @@ def noop_record() -> Record:
     return Record(_encode({"keytype": "NOOP", "magic": 0}), None)
 
 
-def decode_key(raw: bytes | None) -> dict[str, Any] | None:
-    """The key's JSON object, or None for a key this registry cannot read (skipped)."""
-    if raw is None:
-        return None
-    try:
-        document = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return document if isinstance(document, dict) and "keytype" in document else None
-
-
-def decode_value(raw: bytes | None) -> dict[str, Any] | None:
-    """The value's JSON object; None for a tombstone (or a value that is not an object)."""
+def _json_object(raw: bytes | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
@@ -113,6 +101,17 @@ def decode_value(raw: bytes | None) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return document if isinstance(document, dict) else None
+
+
+def decode_key(raw: bytes | None) -> dict[str, Any] | None:
+    """The key's JSON object, or None for a key this registry cannot read (skipped)."""
+    document = _json_object(raw)
+    return document if document is not None and "keytype" in document else None
+
+
+def decode_value(raw: bytes | None) -> dict[str, Any] | None:
+    """The value's JSON object; None for a tombstone (or a value that is not an object)."""
+    return _json_object(raw)
 
 
 def subject_version_of(value: dict[str, Any]) -> SubjectVersion:

@@ -9,9 +9,10 @@ the transitive levels check every earlier version instead of the latest only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from moldau.registry.errors import RegistryError
 from moldau.registry.model import Compatibility, SchemaReference, SchemaType, StoredSchema
@@ -24,6 +25,7 @@ __all__ = [
     "parse",
 ]
 
+MAX_NESTING = 64  # containers inside containers, so a hostile schema cannot exhaust the stack
 MAX_REFERENCE_DEPTH = 32  # references of references, as deep as a schema may nest them
 MAX_REFERENCES = 1000  # distinct schemas one schema may pull in through its references
 
@@ -54,6 +56,48 @@ class ResolvedReference:
 
 
 Resolve = Callable[[SchemaReference], StoredSchema]
+
+
+def _depth(document: Any, limit: int = MAX_NESTING) -> int:
+    """How deeply JSON containers nest (stops counting past `limit`)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return depth
+        if isinstance(node, dict):
+            deepest = max(deepest, depth)
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            deepest = max(deepest, depth)
+            stack.extend((value, depth + 1) for value in node)
+    return deepest
+
+
+def load_json(text: str, what: str) -> Any:
+    """`text` as JSON (42201 when it is not, or nests deeper than MAX_NESTING)."""
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise RegistryError.invalid_schema(f"the {what} nests too deeply") from None
+    except ValueError as error:
+        raise RegistryError.invalid_schema(f"the {what} is not JSON: {error}") from None
+    if _depth(document) > MAX_NESTING:
+        raise RegistryError.invalid_schema(f"the {what} nests deeper than {MAX_NESTING} levels")
+    return document
+
+
+def of_type(
+    references: Sequence[ResolvedReference], schema_type: SchemaType
+) -> Sequence[ResolvedReference]:
+    """`references`, once each is known to be of `schema_type` (42201 otherwise)."""
+    for reference in references:
+        if reference.schema.schema_type is not schema_type:
+            raise RegistryError.invalid_schema(
+                f"reference {reference.name!r} is a {reference.schema.schema_type.value} schema"
+            )
+    return references
 
 
 def resolve_references(
