@@ -58,6 +58,7 @@ class HostedRegistry:
         if not self.listeners:
             return
         from moldau.registry.service import RegistryService
+        from moldau.registry.store import BROKERS_WAIT_S
 
         plaintext = [
             endpoint
@@ -71,7 +72,11 @@ class HostedRegistry:
             return
         bootstrap = f"{plaintext[0].host}:{plaintext[0].port}"
         service = RegistryService(
-            client_config={"bootstrap.servers": bootstrap}, listeners=self.listeners
+            client_config={"bootstrap.servers": bootstrap},
+            listeners=self.listeners,
+            # (a cluster started all at once: wait for the other brokers to replicate
+            # `_schemas` on; a single node has none)
+            brokers_wait_s=0 if node.layout.standalone else BROKERS_WAIT_S,
         )
         try:
             await service.start()

@@ -27,7 +27,7 @@ from moldau.registry.errors import RegistryError
 from moldau.registry.forwarding import forward
 from moldau.registry.listeners import RegistryListener
 from moldau.registry.operations import Change, Operations
-from moldau.registry.store import SCHEMAS_TOPIC, SchemaLog
+from moldau.registry.store import BROKERS_WAIT_S, SCHEMAS_TOPIC, SchemaLog
 
 __all__ = ["RegistryService"]
 
@@ -45,10 +45,13 @@ class RegistryService:
         client_config: Mapping[str, Any],
         listeners: Sequence[RegistryListener],
         topic: str = SCHEMAS_TOPIC,
+        brokers_wait_s: float = BROKERS_WAIT_S,
     ) -> None:
+        """`brokers_wait_s`: how long the first instance waits for brokers to replicate a new
+        `_schemas` on (`SchemaLog`); 0 on a single-node cluster, which has no others."""
         self.client_config = {"client.id": "moldau-schema-registry", **client_config}
         self.listeners = list(listeners)
-        self.log = SchemaLog(self.client_config, topic=topic)
+        self.log = SchemaLog(self.client_config, topic=topic, brokers_wait_s=brokers_wait_s)
         self.operations = Operations(self.log.state)
         self.election: WriterElection | None = None
         self.urls: list[str] = []

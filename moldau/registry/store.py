@@ -3,6 +3,12 @@
 producer. `wait_applied(offset)` and `catch_up()` give read-your-writes: the writer answers a
 command only once its own records are applied, and decides the next command only once it has
 applied everything before it.
+
+The topic is created with `replication_factor` replicas (Confluent's
+`kafkastore.topic.replication.factor`, 3). The first instance of a cluster started all at once
+may run before the other brokers have registered: it waits up to `brokers_wait_s` for as many
+active brokers as replicas before it settles for fewer (with a warning, as Confluent's
+registry does), so `_schemas` is not left on the one broker that happened to be up first.
 """
 
 from __future__ import annotations
@@ -24,15 +30,26 @@ __all__ = ["SCHEMAS_TOPIC", "SchemaLog"]
 log = logging.getLogger(__name__)
 
 SCHEMAS_TOPIC = "_schemas"  # Confluent's `kafkastore.topic` default
+REPLICATION_FACTOR = 3  # Confluent's `kafkastore.topic.replication.factor` default
+BROKERS_WAIT_S = 15.0
 _RETRY_S = 0.5
 
 
 class SchemaLog:
     """Owns the reader task and the producer; `state` is what has been applied so far."""
 
-    def __init__(self, client_config: Mapping[str, Any], *, topic: str = SCHEMAS_TOPIC) -> None:
+    def __init__(
+        self,
+        client_config: Mapping[str, Any],
+        *,
+        topic: str = SCHEMAS_TOPIC,
+        replication_factor: int = REPLICATION_FACTOR,
+        brokers_wait_s: float = BROKERS_WAIT_S,
+    ) -> None:
         self.client_config = dict(client_config)
         self.topic = topic
+        self.replication_factor = replication_factor
+        self.brokers_wait_s = brokers_wait_s
         self.partition = TopicPartition(topic, 0)
         self.state = RegistryState()
         self.next_offset = 0  # the offset of the next record to apply
@@ -61,13 +78,14 @@ class SchemaLog:
     # --- reading -------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        brokers_deadline = asyncio.get_running_loop().time() + self.brokers_wait_s
         while True:
             try:
-                await self._ensure_topic()
-                break
+                if await self._ensure_topic(brokers_deadline):
+                    break
             except (KafkaException, OSError) as error:
                 log.debug("schema registry: %s not ready yet: %s", self.topic, error)
-                await asyncio.sleep(_RETRY_S)
+            await asyncio.sleep(_RETRY_S)
         consumer = Consumer(
             {**self.client_config, "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 200}
         )
@@ -118,20 +136,33 @@ class SchemaLog:
             if end > 0:
                 await self.wait_applied(end - 1, timeout)
 
-    async def _ensure_topic(self) -> None:
+    async def _ensure_topic(self, brokers_deadline: float) -> bool:
+        """True once the topic exists (created here if need be); False while waiting for
+        brokers to place its replicas on."""
         async with AdminClient(self.client_config) as admin:
             metadata = await admin.list_topics([self.topic])
             info = metadata.topics.get(self.topic)
             if info is not None and info.partitions:
-                return
+                return True
             brokers = len(metadata.brokers)
+            if brokers < self.replication_factor:
+                if asyncio.get_running_loop().time() < brokers_deadline:
+                    return False
+                log.warning(
+                    "schema registry: creating %s with %d replicas, fewer than the %d wanted: "
+                    "only %d brokers are up",
+                    self.topic,
+                    max(1, brokers),
+                    self.replication_factor,
+                    brokers,
+                )
             try:
                 await admin.create_topics(
                     [
                         NewTopic(
                             self.topic,
                             num_partitions=1,
-                            replication_factor=max(1, min(3, brokers)),
+                            replication_factor=max(1, min(self.replication_factor, brokers)),
                             config={"cleanup.policy": "compact"},
                         )
                     ]
@@ -139,6 +170,7 @@ class SchemaLog:
             except KafkaException as error:
                 if error.code is not ErrorCode.topic_already_exists:
                     raise
+            return True
 
     # --- writing -------------------------------------------------------------------------
 

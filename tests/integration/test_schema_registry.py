@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -229,6 +230,9 @@ def test_writes_go_on_after_the_writer_node_is_killed(
         first = SchemaRegistryClient({"url": urls[3]})
         schema = json.dumps({"type": "record", "name": "A", "fields": []})
         first_id = first.register_schema("a-value", Schema(schema, "AVRO"))
+        # `_schemas` is on every broker, whichever registry instance created it first
+        found = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("_schemas", 30)
+        assert sorted(found.topics["_schemas"].partitions[0].replicas) == [1, 2, 3]
         # the writer is the instance with the smallest URL; kill that node
         writer = min(urls, key=lambda i: ("http", "127.0.0.1", int(urls[i].rsplit(":", 1)[1])))
         cluster.kill(writer)
