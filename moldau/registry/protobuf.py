@@ -61,6 +61,7 @@ def _well_known_file(name: str) -> descriptor_pb2.FileDescriptorProto | None:
 class ProtobufSchema:
     file: descriptor_pb2.FileDescriptorProto
     text: str
+    pool: descriptor_pool.DescriptorPool  # the file and its imports, built
     dependencies: dict[str, descriptor_pb2.FileDescriptorProto] = field(default_factory=dict)
     schema_type: SchemaType = SchemaType.PROTOBUF
 
@@ -107,7 +108,7 @@ def parse_protobuf(text: str, references: Sequence[Any]) -> ProtobufSchema:
         pool.FindFileByName(file.name)
     except (KeyError, TypeError) as error:
         raise RegistryError.invalid_schema(str(error)) from None
-    return ProtobufSchema(file=file, text=print_proto(file), dependencies=files)
+    return ProtobufSchema(file=file, text=print_proto(file), pool=pool, dependencies=files)
 
 
 def _file_of(

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from moldau.registry.app import build_app, respond
 from moldau.registry.election import WriterElection
 from moldau.registry.errors import RegistryError
-from moldau.registry.forwarding import forward
+from moldau.registry.http_client import http_request
 from moldau.registry.listeners import RegistryListener
 from moldau.registry.operations import Change, Operations
 from moldau.registry.store import BROKERS_WAIT_S, SCHEMAS_TOPIC, SchemaLog
@@ -152,17 +152,22 @@ class RegistryService:
         assert writer_url is not None
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         try:
-            status, answer, content_type = await forward(
-                writer_url, method=request.method, target=target, body=body, timeout=WRITE_TIMEOUT_S
+            answer = await http_request(
+                writer_url,
+                method=request.method,
+                target=target,
+                body=body,
+                headers=[(_FORWARDED_HEADER, "moldau-schema-registry")],
+                timeout=WRITE_TIMEOUT_S,
             )
         except (OSError, TimeoutError, h11.ProtocolError) as error:
             raise RegistryError.forwarding_error(
                 f"{writer_url}: {error or type(error).__name__}"
             ) from None
-        if status < 300:
+        if answer.status < 300:
             with contextlib.suppress(TimeoutError, Exception):
                 await self.log.catch_up(WRITE_TIMEOUT_S)  # read-your-writes on this node
-        return Response(answer, status_code=status, media_type=content_type)
+        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
 
     async def _apply(self, command: Callable[[Operations], Change]) -> Any:
         async with self._write_lock:
