@@ -64,6 +64,7 @@ _COMMAND_MODULES: Final = {
     "storage": "storage",
     "topic": "topic",
     "produce": "produce",
+    "schema": "schema",
     "consume": "consume",
     "group": "group",
     "cluster": "cluster",
