@@ -93,7 +93,7 @@ class Node:
         self.layout = ClusterLayout.from_config(config)
         # (ConfigError: TLS or SASL cannot be set up)
         self.security = NodeSecurity.of(
-            config, self.layout, scram_credentials=self._scram_credential, clock=clock
+            config, self.layout, scram_credentials=self.scram_credential, clock=clock
         )
         self.connection_quotas = connection_quotas(config, self.layout)  # (ConfigError)
         # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
@@ -708,7 +708,7 @@ class Node:
 
     # --- metadata ------------------------------------------------------------------------------
 
-    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's SCRAM credential from the metadata image (None before there is one)."""
         if self.controller is None:
             return None

@@ -29,8 +29,11 @@ from moldau.cli.formatting import message_data, message_json, parse_format, rend
 from moldau.cli.offset_spec import OffsetSpec, SpecKind, parse_offset_spec
 from moldau.cli.registry_options import (
     KeyReaderOption,
+    RegistryCaOption,
     RegistryOption,
+    RegistryUserOption,
     ValueReaderOption,
+    registry_client,
     with_registry,
 )
 from moldau.client.consumer import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer
@@ -99,6 +102,8 @@ def consume_command(
     value_schema: ValueReaderOption = None,
     key_schema: KeyReaderOption = None,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: Annotated[
@@ -152,7 +157,10 @@ def consume_command(
             from moldau.cli.record_schemas import RecordDeserializers
 
             schemas = await RecordDeserializers.of(
-                registry, topics=topics, key_schema=key_schema, value_schema=value_schema
+                registry_client(registry, registry_user, registry_ca),
+                topics=topics,
+                key_schema=key_schema,
+                value_schema=value_schema,
             )
         async with Consumer(client) as consumer:
             consumer.on_transport_error = lambda error: print(

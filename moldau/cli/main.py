@@ -123,6 +123,11 @@ _PLACEHOLDERS: Final = {
     "override": "KEY=VALUE",
     "pairs": "KEY=VALUE",
     "format_string": "FORMAT",
+    "registry": "URL",
+    "registry_user": "USER:PASSWORD",
+    "registry_ca": "FILE",
+    "value_schema": "SCHEMA",
+    "key_schema": "SCHEMA",
 }
 
 

@@ -35,8 +35,11 @@ from moldau.cli.common import (
 from moldau.cli.formatting import unescape
 from moldau.cli.registry_options import (
     KeySchemaOption,
+    RegistryCaOption,
     RegistryOption,
+    RegistryUserOption,
     ValueSchemaOption,
+    registry_client,
     with_registry,
 )
 from moldau.client.cluster import Cluster, TopicInfo
@@ -118,6 +121,8 @@ def produce_command(
     value_schema: ValueSchemaOption = None,
     key_schema: KeySchemaOption = None,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
@@ -173,7 +178,10 @@ def produce_command(
             from moldau.cli.record_schemas import RecordSerializers
 
             serializers = await RecordSerializers.of(
-                registry, topic=topic, key_schema=key_schema, value_schema=value_schema
+                registry_client(registry, registry_user, registry_ca),
+                topic=topic,
+                key_schema=key_schema,
+                value_schema=value_schema,
             )
         async with Producer(client) as producer:
             info = await topic_for_writing(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.cli.common import ExitCode, fail
-from moldau.cli.registry_options import SchemaSpec, parse_schema_spec, registry_client
+from moldau.cli.registry_options import SchemaSpec, parse_schema_spec
 from moldau.client.message import Message
 from moldau.registry.client import RegistryClient
 from moldau.registry.model import StoredSchema
@@ -63,9 +63,13 @@ class RecordSerializers:
 
     @classmethod
     async def of(
-        cls, url: str | None, *, topic: str, key_schema: str | None, value_schema: str | None
+        cls,
+        client: RegistryClient,
+        *,
+        topic: str,
+        key_schema: str | None,
+        value_schema: str | None,
     ) -> RecordSerializers:
-        client = registry_client(url)
         sides: dict[str, _Serializer | None] = {"key": None, "value": None}
         for side, text in (("key", key_schema), ("value", value_schema)):
             if text is None:
@@ -107,10 +111,13 @@ class RecordDeserializers:
 
     @classmethod
     async def of(
-        cls, url: str | None, *, topics: list[str], key_schema: str | None,
+        cls,
+        client: RegistryClient,
+        *,
+        topics: list[str],
+        key_schema: str | None,
         value_schema: str | None,
-    ) -> RecordDeserializers:  # fmt: skip
-        client = registry_client(url)
+    ) -> RecordDeserializers:
         sides = {}
         for side, text in (("key", key_schema), ("value", value_schema)):
             if text is None:

@@ -11,6 +11,7 @@ only when a command uses them, so `produce` and `consume` start as fast without 
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,9 @@ __all__ = [
     "DEFAULT_REGISTRY",
     "KeyReaderOption",
     "KeySchemaOption",
+    "RegistryCaOption",
     "RegistryOption",
+    "RegistryUserOption",
     "SchemaSpec",
     "ValueReaderOption",
     "ValueSchemaOption",
@@ -55,8 +58,28 @@ RegistryOption = Annotated[
     ),
 ]
 
+RegistryUserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry-user",
+        envvar=REGISTRY_ENV + "_USER",
+        help="USER:PASSWORD for a registry that asks for HTTP basic authentication.",
+        show_default=False,
+    ),
+]
+RegistryCaOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry-ca",
+        envvar=REGISTRY_ENV + "_CA",
+        help="PEM file of the authorities an https registry's certificate is checked against "
+        "(default: the system's).",
+        show_default=False,
+    ),
+]
 _SPEC_HELP: Final = (
-    "[avro:|json:|protobuf:]FILE, id:N or latest (of the topic's subject, TOPIC-{side})"
+    "FILE (avro:FILE, json:FILE, protobuf:FILE name its type), id:N or latest (of the "
+    "topic's subject, TOPIC-{side})"
 )
 ValueSchemaOption = Annotated[
     str | None,
@@ -100,6 +123,8 @@ KeyReaderOption = Annotated[
 ]
 _TYPE_PREFIXES: Final = ("avro", "json", "protobuf")
 _HINTS: Final = {
+    401: "give a user of the cluster with --registry-user USER:PASSWORD",
+    40301: "the user lacks the permission on the subject's topic (see `moldau acl list`)",
     40401: "list subjects with `moldau schema list`",
     40402: "list a subject's versions with `moldau schema get SUBJECT --versions`",
     40403: "no schema has that id",
@@ -108,11 +133,22 @@ _HINTS: Final = {
 }
 
 
-def registry_client(url: str | None) -> RegistryClient:
+def registry_client(
+    url: str | None, user: str | None = None, ca: Path | None = None
+) -> RegistryClient:
+    """A client for `-r`, `--registry-user`, `--registry-ca` (a bad one exits 2)."""
     from moldau.registry.client import RegistryClient
 
+    if user is not None and ":" not in user:
+        fail("--registry-user is USER:PASSWORD")
+    context = None
+    if ca is not None:
+        try:
+            context = ssl.create_default_context(cafile=str(ca))
+        except (OSError, ssl.SSLError) as error:
+            fail(f"--registry-ca {ca}: cannot load its certificates: {error}")
     try:
-        return RegistryClient(url or DEFAULT_REGISTRY)
+        return RegistryClient(url or DEFAULT_REGISTRY, user_info=user, ssl_context=context)
     except ValueError as error:
         fail(f"--registry: {error}")
 

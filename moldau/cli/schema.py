@@ -16,7 +16,9 @@ import typer
 
 from moldau.cli.common import ExitCode, FormatOption, OutputFormat, emit, fail, plain_table, run
 from moldau.cli.registry_options import (
+    RegistryCaOption,
     RegistryOption,
+    RegistryUserOption,
     read_schema_file,
     registry_client,
     schema_type_of,
@@ -98,13 +100,15 @@ def register_command(
         bool, typer.Option("--normalize", help="Register the schema's normalized form.")
     ] = False,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Register a schema under a subject (a schema already there keeps its version and id)."""
     kind = schema_type_of(file, schema_type)
     text = read_schema_file(file)
     references = _references(reference)
-    client = registry_client(registry)
+    client = registry_client(registry, registry_user, registry_ca)
 
     async def body() -> None:
         schema_id = await client.register(
@@ -126,10 +130,12 @@ def list_command(
         bool, typer.Option("--deleted", help="Include soft-deleted subjects.")
     ] = False,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """List subjects with their latest version, its id and schema type."""
-    client = registry_client(registry)
+    client = registry_client(registry, registry_user, registry_ca)
 
     async def body() -> None:
         rows = []
@@ -165,6 +171,8 @@ def get_command(
         bool, typer.Option("--versions", help="List the subject's version numbers.")
     ] = False,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Print a subject version's schema (the latest by default), or the schema of an id."""
@@ -172,7 +180,7 @@ def get_command(
         fail("give a subject or --id N (one of them)")
     if schema_id is not None and (version is not None or versions):
         fail("--version and --versions go with a subject, not --id")
-    client = registry_client(registry)
+    client = registry_client(registry, registry_user, registry_ca)
 
     async def body() -> None:
         if schema_id is not None:
@@ -208,6 +216,8 @@ def check_command(
         typer.Option("--all", help="Check against every version the subject's level names."),
     ] = False,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Check a schema against a subject's compatibility level (exit 1: incompatible)."""
@@ -216,7 +226,7 @@ def check_command(
     kind = schema_type_of(file, schema_type)
     text = read_schema_file(file)
     references = _references(reference)
-    client = registry_client(registry)
+    client = registry_client(registry, registry_user, registry_ca)
 
     async def body() -> bool:
         compatible, messages = await client.check(
@@ -248,10 +258,12 @@ def delete_command(
         ),
     ] = False,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Delete a subject, or one version of it (soft unless --permanent)."""
-    client = registry_client(registry)
+    client = registry_client(registry, registry_user, registry_ca)
 
     async def body() -> None:
         if version is None:
@@ -288,6 +300,8 @@ def config_command(
         typer.Option("--delete", help="Remove the subject's own level (the global one applies)."),
     ] = False,
     registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     output: FormatOption = OutputFormat.text,
 ) -> None:
     """Show or set the compatibility level of a subject, or the global one."""
@@ -298,7 +312,7 @@ def config_command(
     if set_level is not None and set_level.upper() not in Compatibility.__members__:
         known = ", ".join(level.value for level in Compatibility)
         fail(f"compatibility level '{set_level}' is not one of {known}")
-    client = registry_client(registry)
+    client = registry_client(registry, registry_user, registry_ca)
     scope = subject if subject is not None else "the global level"
 
     async def body() -> None:

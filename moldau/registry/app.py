@@ -1,7 +1,8 @@
 """Confluent's Schema Registry REST API as a Starlette (ASGI) application. Routes are thin:
-they read the path, query and body, and call the service (reads from the in-memory state,
-commands through the writer). Every failure is a Confluent error body
-`{"error_code": ..., "message": ...}` with its HTTP status.
+they read the path, query and body, check the user's permission (`security.py` lists what each
+route needs), and call the service (reads from the in-memory state, commands through the
+writer). Every failure is a Confluent error body `{"error_code": ..., "message": ...}` with its
+HTTP status.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from moldau.registry.errors import RegistryError
-from moldau.registry.model import SchemaReference, SchemaType
+from moldau.registry.model import SchemaReference, SchemaType, SubjectVersion
 from moldau.registry.operations import Change, Operations, SchemaRequest
+from moldau.registry.security import Access
 from moldau.registry.state import parse_version
 
 if TYPE_CHECKING:
@@ -127,9 +129,25 @@ def raw_schema(text: str, schema_type: SchemaType) -> Response:
 def build_app(service: RegistryService) -> Starlette:
     state = service.log.state
 
-    async def reading() -> Operations:
+    async def reading(request: Request | None = None, subject: str | None = None) -> Operations:
+        """Once `_schemas` is read; with a subject, once the user may read it."""
+        if request is not None and subject is not None:
+            service.require(request, Access.READ, subject)
         await service.until_ready()
         return service.operations
+
+    def readable_schema(request: Request, schema_id: int) -> None:
+        """40301 unless some subject with a version of the schema is readable (40403 first
+        when there is no such schema)."""
+        state.schema(schema_id)
+        if service.authority is None:
+            return
+        uses = state.uses_of(schema_id, deleted=True)
+        if not any(service.allowed(request, Access.READ, use.subject) for use in uses):
+            service.require(request, Access.READ, uses[0].subject if uses else None)
+
+    def readable(request: Request, uses: list[SubjectVersion]) -> list[SubjectVersion]:
+        return [use for use in uses if service.allowed(request, Access.READ, use.subject)]
 
     def write(
         build: Callable[[Request, dict[str, Any]], Callable[[Operations], Change]],
@@ -137,6 +155,9 @@ def build_app(service: RegistryService) -> Starlette:
         with_body: bool = True,
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
+            subject = request.path_params.get("subject")
+            access = Access.WRITE if subject is not None else Access.ADMIN
+            service.require(request, access, subject)
             raw = await read_body(request) if with_body else b""
             command = build(request, json_body(raw) if with_body else {})
             return await service.write(request, raw, command)
@@ -153,6 +174,7 @@ def build_app(service: RegistryService) -> Starlette:
 
     async def schema_by_id(request: Request) -> Response:
         operations = await reading()
+        readable_schema(request, _schema_id(request))
         schema = state.schema(_schema_id(request))
         body = schema.to_json()
         if (
@@ -164,21 +186,22 @@ def build_app(service: RegistryService) -> Starlette:
 
     async def schema_text_by_id(request: Request) -> Response:
         await reading()
+        readable_schema(request, _schema_id(request))
         schema = state.schema(_schema_id(request))
         return raw_schema(schema.text, schema.schema_type)
 
     async def subjects_of_id(request: Request) -> Response:
         await reading()
         schema_id = _schema_id(request)
-        state.schema(schema_id)
-        uses = state.uses_of(schema_id, deleted=_flag(request, "deleted"))
+        readable_schema(request, schema_id)
+        uses = readable(request, state.uses_of(schema_id, deleted=_flag(request, "deleted")))
         return respond(sorted({entry.subject for entry in uses}))
 
     async def versions_of_id(request: Request) -> Response:
         await reading()
         schema_id = _schema_id(request)
-        state.schema(schema_id)
-        uses = state.uses_of(schema_id, deleted=_flag(request, "deleted"))
+        readable_schema(request, schema_id)
+        uses = readable(request, state.uses_of(schema_id, deleted=_flag(request, "deleted")))
         return respond([{"subject": e.subject, "version": e.version} for e in uses])
 
     # --- subjects --------------------------------------------------------------------------
@@ -187,11 +210,17 @@ def build_app(service: RegistryService) -> Starlette:
         await reading()
         prefix = request.query_params.get("subjectPrefix", "")
         names = state.subject_names(deleted=_flag(request, "deleted"))
-        return respond([name for name in names if name.startswith(prefix)])
+        return respond(
+            [
+                name
+                for name in names
+                if name.startswith(prefix) and service.allowed(request, Access.READ, name)
+            ]
+        )
 
     async def versions(request: Request) -> Response:
-        await reading()
         subject = request.path_params["subject"]
+        await reading(request, subject)
         entries = state.versions(subject, deleted=_flag(request, "deleted"))
         return respond([entry.version for entry in entries])
 
@@ -201,23 +230,23 @@ def build_app(service: RegistryService) -> Starlette:
         return state.version(subject, version, deleted=_flag(request, "deleted"))
 
     async def version(request: Request) -> Response:
-        await reading()
+        await reading(request, request.path_params["subject"])
         return respond(_entry(request).to_json())
 
     async def version_schema(request: Request) -> Response:
-        await reading()
+        await reading(request, request.path_params["subject"])
         entry = _entry(request)
         return raw_schema(entry.schema.text, entry.schema.schema_type)
 
     async def referenced_by(request: Request) -> Response:
-        await reading()
+        await reading(request, request.path_params["subject"])
         entry = _entry(request)
         return respond(state.referenced_by(entry.subject, entry.version))
 
     async def lookup(request: Request) -> Response:
-        operations = await reading()
-        document = json_body(await read_body(request))
         subject = request.path_params["subject"]
+        operations = await reading(request, subject)
+        document = json_body(await read_body(request))
         found = operations.lookup(
             subject, schema_request(document, request), deleted=_flag(request, "deleted")
         )
@@ -242,9 +271,9 @@ def build_app(service: RegistryService) -> Starlette:
     # --- compatibility ---------------------------------------------------------------------
 
     async def check(request: Request) -> Response:
-        operations = await reading()
-        document = json_body(await read_body(request))
         subject = request.path_params["subject"]
+        operations = await reading(request, subject)
+        document = json_body(await read_body(request))
         every = "version" not in request.path_params
         number = None if every else parse_version(request.path_params["version"])
         answer = operations.check(
@@ -261,8 +290,8 @@ def build_app(service: RegistryService) -> Starlette:
     async def subject_setting(request: Request, table: dict[str | None, Any]) -> str | None:
         """The subject of a /config or /mode path (None: the global one), once it is known to
         have a setting of its own or `defaultToGlobal` lets it fall back on the global one."""
-        await reading()
         subject = request.path_params.get("subject")
+        await reading(request, subject)
         if subject is None or subject in table or _flag(request, "defaultToGlobal"):
             return subject
         if table is state.configs:

@@ -23,6 +23,13 @@ class RegistryError(Exception):
     def body(self) -> dict[str, Any]:
         return {"error_code": self.error_code, "message": self.message}
 
+    # --- 401, 403 --------------------------------------------------------------------------
+
+    @classmethod
+    def forbidden(cls, user: str, operation: str, subject: str | None) -> RegistryError:
+        resource = f"Subject: {subject}" if subject is not None else "the global config and mode"
+        return cls(403, 40301, f"User {user} is denied operation {operation} on {resource}")
+
     # --- 404 -------------------------------------------------------------------------------
 
     @classmethod

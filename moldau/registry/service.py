@@ -1,5 +1,6 @@
-"""The running registry: its HTTP listeners (uvicorn on the caller's event loop), the log
-(`SchemaLog`), the writer election, and the one place commands are applied or forwarded.
+"""The running registry: its HTTP listeners (uvicorn on the caller's event loop, https ones with
+the given `ssl_context`), the log (`SchemaLog`), the writer election, the one place commands are
+applied or forwarded, and the permission checks of an `Authority` (`security.py`), when given.
 
     async with RegistryService(client_config={"bootstrap.servers": ...},
                                listeners=parse_listeners("http://127.0.0.1:8081")) as registry:
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -20,6 +22,7 @@ import h11
 import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp
 
 from moldau.registry.app import build_app, respond
 from moldau.registry.election import WriterElection
@@ -27,9 +30,10 @@ from moldau.registry.errors import RegistryError
 from moldau.registry.http_client import http_request
 from moldau.registry.listeners import RegistryListener
 from moldau.registry.operations import Change, Operations
+from moldau.registry.security import Access, Authority, BasicAuthentication, user_of
 from moldau.registry.store import BROKERS_WAIT_S, SCHEMAS_TOPIC, SchemaLog
 
-__all__ = ["RegistryService"]
+__all__ = ["RegistryService", "start_http_server"]
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +50,22 @@ class RegistryService:
         listeners: Sequence[RegistryListener],
         topic: str = SCHEMAS_TOPIC,
         brokers_wait_s: float = BROKERS_WAIT_S,
+        ssl_context: ssl.SSLContext | None = None,
+        forwarding_ssl_context: ssl.SSLContext | None = None,
+        authority: Authority | None = None,
     ) -> None:
         """`brokers_wait_s`: how long the first instance waits for brokers to replicate a new
-        `_schemas` on (`SchemaLog`); 0 on a single-node cluster, which has no others."""
+        `_schemas` on (`SchemaLog`); 0 on a single-node cluster, which has no others.
+        `ssl_context`: the https listeners' (required when there is one);
+        `forwarding_ssl_context`: how a write reaches an https writer (default: the system's
+        authorities). `authority`: who may do what (None: everyone everything)."""
+        if ssl_context is None and any(listener.is_tls for listener in listeners):
+            raise ValueError("an https listener needs an ssl_context")
         self.client_config = {"client.id": "moldau-schema-registry", **client_config}
         self.listeners = list(listeners)
+        self.ssl_context = ssl_context
+        self.forwarding_ssl_context = forwarding_ssl_context
+        self.authority = authority
         self.log = SchemaLog(self.client_config, topic=topic, brokers_wait_s=brokers_wait_s)
         self.operations = Operations(self.log.state)
         self.election: WriterElection | None = None
@@ -65,28 +80,19 @@ class RegistryService:
     async def start(self) -> None:
         """Bind every listener (OSError when one cannot be bound), then serve; reading
         `_schemas` and the election go on in the background."""
-        app = build_app(self)
+        app: ASGIApp = build_app(self)
+        if self.authority is not None:
+            app = BasicAuthentication(app, authority=self.authority)
         for listener in self.listeners:
             sock = _bind(listener)
             self._sockets.append(sock)
             host, port = sock.getsockname()[:2]
-            self.urls.append(
-                RegistryListener(listener.host if host in ("0.0.0.0", "::") else host, port).url
+            shown = listener.host if host in ("0.0.0.0", "::") else host
+            self.urls.append(RegistryListener(shown, port, listener.scheme).url)
+        for listener, sock in zip(self.listeners, self._sockets, strict=True):
+            server = await start_http_server(
+                app, sock, ssl_context=self.ssl_context if listener.is_tls else None
             )
-        for sock in self._sockets:
-            config = uvicorn.Config(
-                app,
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                timeout_keep_alive=30,
-                timeout_graceful_shutdown=3,
-                h11_max_incomplete_event_size=64 * 1024,
-            )
-            config.load()
-            server = uvicorn.Server(config)
-            server.lifespan = config.lifespan_class(config)
-            await server.startup(sockets=[sock])
             self._servers.append(server)
             self._ticks.append(asyncio.create_task(server.main_loop(), name="schema-registry-http"))
         await self.log.start()
@@ -157,7 +163,14 @@ class RegistryService:
                 method=request.method,
                 target=target,
                 body=body,
-                headers=[(_FORWARDED_HEADER, "moldau-schema-registry")],
+                headers=[
+                    (_FORWARDED_HEADER, "moldau-schema-registry"),
+                    *(
+                        ("Authorization", value)
+                        for value in request.headers.getlist("authorization")
+                    ),
+                ],
+                ssl_context=self.forwarding_ssl_context,
                 timeout=WRITE_TIMEOUT_S,
             )
         except (OSError, TimeoutError, h11.ProtocolError) as error:
@@ -189,8 +202,44 @@ class RegistryService:
                 raise RegistryError.store_error(str(error)) from None
             return change.result
 
+    # --- permissions -----------------------------------------------------------------------
+
+    def allowed(self, request: Request, access: Access, subject: str | None) -> bool:
+        user = user_of(request)
+        if self.authority is None or user is None:
+            return True
+        host = request.client.host if request.client is not None else ""
+        return self.authority.allowed(user, host, access, subject)
+
+    def require(self, request: Request, access: Access, subject: str | None) -> None:
+        """RegistryError 40301 unless the request's user may do `access` to `subject`."""
+        if not self.allowed(request, access, subject):
+            raise RegistryError.forbidden(user_of(request) or "", access.value, subject)
+
     def log_unexpected(self, request: Request, error: Exception) -> None:
         log.error("schema registry: %s %s failed", request.method, request.url.path, exc_info=error)
+
+
+async def start_http_server(
+    app: ASGIApp, sock: socket.socket, *, ssl_context: ssl.SSLContext | None = None
+) -> uvicorn.Server:
+    """uvicorn serving `app` on a bound, listening socket (TLS with `ssl_context`), on the
+    running loop; the caller runs its `main_loop()` and shuts it down."""
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=3,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    config.load()
+    config.ssl = ssl_context  # (an SSLContext built in memory: uvicorn would read files)
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    return server
 
 
 def _bind(listener: RegistryListener) -> socket.socket:

@@ -55,6 +55,7 @@ class RegistryState:
         self.modes: dict[str | None, Mode] = {}
         self.max_id = 0
         self._ids: dict[Identity, int] = {}
+        self._users: dict[int, set[str]] = {}  # schema id -> subjects with a version of it
 
     # --- replay --------------------------------------------------------------------------
 
@@ -86,9 +87,13 @@ class RegistryState:
         if body is None:
             if isinstance(version, int):
                 versions = self.subjects.get(subject, {})
-                versions.pop(version, None)
+                removed = versions.pop(version, None)
                 if not versions:
                     self.subjects.pop(subject, None)
+                if removed is not None:
+                    schema_id = removed.schema.schema_id
+                    if all(entry.schema.schema_id != schema_id for entry in versions.values()):
+                        self._users.get(schema_id, set()).discard(subject)
             return
         try:
             entry = wire.subject_version_of(body)
@@ -104,6 +109,7 @@ class RegistryState:
     def _put(self, entry: SubjectVersion) -> None:
         schema = entry.schema
         self.subjects.setdefault(entry.subject, {})[entry.version] = entry
+        self._users.setdefault(schema.schema_id, set()).add(entry.subject)
         self.schemas.setdefault(schema.schema_id, schema)
         self._ids.setdefault(_identity(schema), schema.schema_id)
         self.max_id = max(self.max_id, schema.schema_id)
@@ -171,7 +177,7 @@ class RegistryState:
     def uses_of(self, schema_id: int, *, deleted: bool = False) -> list[SubjectVersion]:
         return [
             entry
-            for subject in sorted(self.subjects)
+            for subject in sorted(self._users.get(schema_id, ()))
             for _, entry in sorted(self.subjects[subject].items())
             if entry.schema.schema_id == schema_id and (deleted or not entry.deleted)
         ]

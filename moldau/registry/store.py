@@ -8,7 +8,8 @@ The topic is created with `replication_factor` replicas (Confluent's
 `kafkastore.topic.replication.factor`, 3). The first instance of a cluster started all at once
 may run before the other brokers have registered: it waits up to `brokers_wait_s` for as many
 active brokers as replicas before it settles for fewer (with a warning, as Confluent's
-registry does), so `_schemas` is not left on the one broker that happened to be up first.
+registry does), so `_schemas` is not left on the one broker that happened to be up first. A
+single node (`brokers_wait_s` 0) creates it with one replica at once.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class SchemaLog:
             if info is not None and info.partitions:
                 return True
             brokers = len(metadata.brokers)
-            if brokers < self.replication_factor:
+            if brokers < self.replication_factor and self.brokers_wait_s > 0:
                 if asyncio.get_running_loop().time() < brokers_deadline:
                     return False
                 log.warning(

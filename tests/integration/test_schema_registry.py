@@ -27,7 +27,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from .cluster import build_cluster, wait_for
 from .conftest import MoldauServer, ServerFactory
 
-REGISTRY_LINE = re.compile(r"Moldau schema registry: (?P<url>http://\S+)")
+REGISTRY_LINE = re.compile(r"Moldau schema registry: (?P<url>https?://\S+)")
 ANY_PORT = {"schema_registry_listeners": "http://127.0.0.1:0"}
 
 
