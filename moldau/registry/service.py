@@ -133,6 +133,8 @@ class RegistryService:
     # --- requests ------------------------------------------------------------------------
 
     async def until_ready(self) -> None:
+        if self.log.ready.is_set():
+            return
         try:
             async with asyncio.timeout(READY_TIMEOUT_S):
                 await self.log.ready.wait()

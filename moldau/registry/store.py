@@ -10,6 +10,9 @@ may run before the other brokers have registered: it waits up to `brokers_wait_s
 active brokers as replicas before it settles for fewer (with a warning, as Confluent's
 registry does), so `_schemas` is not left on the one broker that happened to be up first. A
 single node (`brokers_wait_s` 0) creates it with one replica at once.
+
+The log end is asked for on a connection of its own: the reader's connection holds a fetch that
+waits up to `fetch.wait.max.ms` for records, and an answer on it would wait behind that fetch.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from moldau.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from moldau.client.cluster import Cluster
+from moldau.client.config import ClientConfig
 from moldau.client.errors import ErrorCode, KafkaException
+from moldau.client.offsets import LATEST, list_offsets
 from moldau.client.tasks import stop_task
 from moldau.registry.records import Record
 from moldau.registry.state import RegistryState
@@ -58,6 +64,7 @@ class SchemaLog:
         self._applied = asyncio.Condition()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
+        self._offsets = Cluster(ClientConfig(self.client_config))  # (asking for the log end)
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -75,6 +82,7 @@ class SchemaLog:
             with contextlib.suppress(Exception):
                 await self._consumer.close()
             self._consumer = None
+        await self._offsets.close()
 
     # --- reading -------------------------------------------------------------------------
 
@@ -96,8 +104,7 @@ class SchemaLog:
         while True:
             try:
                 if not self.ready.is_set():
-                    _, end = await consumer.get_watermark_offsets(self.partition)
-                    await self._read_until(consumer, end)
+                    await self._read_until(consumer, await self._log_end())
                     self.ready.set()
                     log.info(
                         "schema registry: %d schemas read from %s", self.state.max_id, self.topic
@@ -132,10 +139,14 @@ class SchemaLog:
         """Until every record written before this call is applied."""
         async with asyncio.timeout(timeout):
             await self.ready.wait()
-            assert self._consumer is not None
-            _, end = await self._consumer.get_watermark_offsets(self.partition)
+            end = await self._log_end()
             if end > 0:
                 await self.wait_applied(end - 1, timeout)
+
+    async def _log_end(self) -> int:
+        """The offset after the last record of `_schemas` (its high watermark)."""
+        results = await list_offsets(self._offsets, {self.partition: LATEST})
+        return results[self.partition].offset
 
     async def _ensure_topic(self, brokers_deadline: float) -> bool:
         """True once the topic exists (created here if need be); False while waiting for
