@@ -77,50 +77,27 @@ RegistryCaOption = Annotated[
         show_default=False,
     ),
 ]
-_SPEC_HELP: Final = (
-    "FILE (avro:FILE, json:FILE, protobuf:FILE name its type), id:N or latest (of the "
-    "topic's subject, TOPIC-{side})"
-)
-ValueSchemaOption = Annotated[
-    str | None,
-    typer.Option(
-        "--value-schema",
-        help="Values are JSON, encoded with this schema in the registry's wire format: "
-        + _SPEC_HELP.format(side="value")
-        + "; a file's schema is registered.",
-        show_default=False,
-    ),
-]
-KeySchemaOption = Annotated[
-    str | None,
-    typer.Option(
-        "--key-schema",
-        help="Keys are JSON, encoded as with --value-schema: "
-        + _SPEC_HELP.format(side="key")
-        + ".",
-        show_default=False,
-    ),
-]
-ValueReaderOption = Annotated[
-    str | None,
-    typer.Option(
-        "--value-schema",
-        help="Decode values from the registry's wire format to JSON, read with this schema: "
-        + _SPEC_HELP.format(side="value")
-        + ", or auto (each record's own).",
-        show_default=False,
-    ),
-]
-KeyReaderOption = Annotated[
-    str | None,
-    typer.Option(
-        "--key-schema",
-        help="Decode keys as --value-schema decodes values: "
-        + _SPEC_HELP.format(side="key")
-        + ", or auto.",
-        show_default=False,
-    ),
-]
+
+
+def _schema_option(side: str, *, decoding: bool) -> Any:
+    """The `--key-schema`/`--value-schema` option of `produce` (encoding) or `consume`."""
+    spec = (
+        "FILE (avro:FILE, json:FILE, protobuf:FILE name its type), id:N or latest (of the "
+        f"topic's subject, TOPIC-{side})"
+    )
+    if decoding:
+        text = f"Decode {side}s from the registry's wire format to JSON, read with this schema: "
+        text += f"{spec}, or auto (each record's own)."
+    else:
+        text = f"{side.capitalize()}s are JSON, encoded with this schema in the registry's "
+        text += f"wire format: {spec}; a file's schema is registered."
+    return typer.Option(f"--{side}-schema", help=text, show_default=False)
+
+
+ValueSchemaOption = Annotated[str | None, _schema_option("value", decoding=False)]
+KeySchemaOption = Annotated[str | None, _schema_option("key", decoding=False)]
+ValueReaderOption = Annotated[str | None, _schema_option("value", decoding=True)]
+KeyReaderOption = Annotated[str | None, _schema_option("key", decoding=True)]
 _TYPE_PREFIXES: Final = ("avro", "json", "protobuf")
 _HINTS: Final = {
     401: "give a user of the cluster with --registry-user USER:PASSWORD",

@@ -65,8 +65,13 @@ class RegistryClient:
         document: Any = None,
         **query: Any,
     ) -> Any:
-        """The JSON answer to `method path?query` (RegistryError: the registry refused)."""
-        arguments = {k: str(v).lower() if isinstance(v, bool) else v for k, v in query.items()}
+        """The JSON answer to `method path?query` (RegistryError: the registry refused); a
+        query flag that is False or None is left out."""
+        arguments = {
+            name: "true" if value is True else value
+            for name, value in query.items()
+            if value is not False and value is not None
+        }
         target = path + (f"?{urlencode(arguments)}" if arguments else "")
         body = b"" if document is None else json.dumps(document).encode()
         failures = []
@@ -113,7 +118,7 @@ class RegistryClient:
             "POST",
             f"/subjects/{_segment(subject)}/versions",
             _schema_body(text, schema_type, references),
-            **({"normalize": True} if normalize else {}),
+            normalize=normalize,
         )
         return int(answer["id"])
 
@@ -143,23 +148,19 @@ class RegistryClient:
         self, subject: str, version: int | str = "latest", *, deleted: bool = False
     ) -> SubjectVersion:
         answer = await self.request(
-            "GET",
-            f"/subjects/{_segment(subject)}/versions/{version}",
-            **({"deleted": True} if deleted else {}),
+            "GET", f"/subjects/{_segment(subject)}/versions/{version}", deleted=deleted
         )
         return _subject_version(answer)
 
     async def subjects(self, *, prefix: str = "", deleted: bool = False) -> list[str]:
-        query: dict[str, Any] = {"subjectPrefix": prefix} if prefix else {}
-        if deleted:
-            query["deleted"] = True
-        return [str(name) for name in await self.request("GET", "/subjects", **query)]
+        answer = await self.request(
+            "GET", "/subjects", subjectPrefix=prefix or None, deleted=deleted
+        )
+        return [str(name) for name in answer]
 
     async def versions(self, subject: str, *, deleted: bool = False) -> list[int]:
         answer = await self.request(
-            "GET",
-            f"/subjects/{_segment(subject)}/versions",
-            **({"deleted": True} if deleted else {}),
+            "GET", f"/subjects/{_segment(subject)}/versions", deleted=deleted
         )
         return [int(number) for number in answer]
 
@@ -183,20 +184,14 @@ class RegistryClient:
         return bool(answer["is_compatible"]), [str(m) for m in answer.get("messages") or []]
 
     async def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
-        answer = await self.request(
-            "DELETE",
-            f"/subjects/{_segment(subject)}",
-            **({"permanent": True} if permanent else {}),
-        )
+        answer = await self.request("DELETE", f"/subjects/{_segment(subject)}", permanent=permanent)
         return [int(number) for number in answer]
 
     async def delete_version(
         self, subject: str, version: int | str, *, permanent: bool = False
     ) -> int:
         answer = await self.request(
-            "DELETE",
-            f"/subjects/{_segment(subject)}/versions/{version}",
-            **({"permanent": True} if permanent else {}),
+            "DELETE", f"/subjects/{_segment(subject)}/versions/{version}", permanent=permanent
         )
         return int(answer)
 
