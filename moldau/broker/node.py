@@ -40,6 +40,7 @@ from moldau.broker.resources import (
     open_segment_files,
     raise_open_files_limit,
 )
+from moldau.broker.schema_registry import HostedRegistry
 from moldau.broker.security import NodeSecurity, connection_quotas
 from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
@@ -93,12 +94,14 @@ class Node:
         self.layout = ClusterLayout.from_config(config)
         # (ConfigError: TLS or SASL cannot be set up)
         self.security = NodeSecurity.of(
-            config, self.layout, scram_credentials=self._scram_credential, clock=clock
+            config, self.layout, scram_credentials=self.scram_credential, clock=clock
         )
         self.connection_quotas = connection_quotas(config, self.layout)  # (ConfigError)
         # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
         self.authorization = NodeAuthorization.of(config, self._acls)
         self.client_quotas = ClientQuotas.of(config, clock)  # (enforced on broker listeners)
+        # (ConfigError: a malformed schema.registry.listeners)
+        self.schema_registry = HostedRegistry.of(config, self.layout)
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -191,6 +194,7 @@ class Node:
         self.ready = True
         for listener in self.listeners:
             await listener.start_serving()
+        await self.schema_registry.start(self)  # (a client of the listeners above)
 
     async def _bind(self, address: Endpoint, dispatcher: Dispatcher, into: list[Listener]) -> None:
         max_frame = int(self.config.get("socket.request.max.bytes"))
@@ -532,6 +536,7 @@ class Node:
             return
         # Controlled shutdown first, while every listener still serves (as Kafka's broker does):
         # producers write here until their leaderships have moved, followers catch up with it.
+        await self.schema_registry.stop()
         if self.lifecycle is not None:
             await self.lifecycle.stop()  # (bounded; the quorum still answers)
             self.lifecycle = None
@@ -719,7 +724,7 @@ class Node:
 
     # --- metadata ------------------------------------------------------------------------------
 
-    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's SCRAM credential from the metadata image (None before there is one)."""
         if self.controller is None:
             return None

@@ -155,6 +155,27 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
         _key("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
         _key("advertised.listeners", LS, None, read_only=True),
         _key(
+            "schema.registry.listeners",
+            S,
+            None,
+            "Moldau: where the node serves the schema registry's HTTP API (Confluent's), as "
+            "http[s]://HOST:PORT[,...]. Unset: http://127.0.0.1:8081 on a single node, none in "
+            "a larger cluster; empty: none. https listeners use schema.registry.ssl.* over the "
+            "node's ssl.* settings.",
+            read_only=True,
+        ),
+        _key(
+            "schema.registry.authentication.method",
+            S,
+            "NONE",
+            "Moldau (Confluent's authentication.method): BASIC asks every request of the schema "
+            "registry for HTTP basic credentials of one of the cluster's SASL users (PLAIN or "
+            "SCRAM) and checks its permission on the subject against the ACLs of the subject's "
+            "topic; NONE lets everyone in.",
+            read_only=True,
+            valid_values=("NONE", "BASIC"),
+        ),
+        _key(
             "listener.security.protocol.map",
             LS,
             "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
