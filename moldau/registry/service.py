@@ -154,8 +154,12 @@ class RegistryService:
                 await election.elected.wait()
         except TimeoutError:
             raise RegistryError.forwarding_error("no writer has been elected") from None
-        if election.is_writer or request.headers.get(_FORWARDED_HEADER):
+        if election.is_writer:
             return respond(await self._apply(command))
+        if request.headers.get(_FORWARDED_HEADER):
+            # Sent here as to the writer, which this node no longer is (or a client's own
+            # header): only the writer applies a write, so a retry finds the new one.
+            raise RegistryError.forwarding_error("this node is not the writer; retry")
         writer_url = election.writer_url
         assert writer_url is not None
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")

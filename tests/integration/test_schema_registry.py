@@ -9,6 +9,8 @@ import http.client
 import json
 import re
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -235,6 +237,18 @@ def test_writes_go_on_after_the_writer_node_is_killed(
         assert sorted(found.topics["_schemas"].partitions[0].replicas) == [1, 2, 3]
         # the writer is the instance with the smallest URL; kill that node
         writer = min(urls, key=lambda i: ("http", "127.0.0.1", int(urls[i].rsplit(":", 1)[1])))
+        # only the writer applies a write, whatever a request's headers say
+        other_node = next(i for i in urls if i != writer)
+        claim = urllib.request.Request(
+            f"{urls[other_node]}/subjects/not-forwarded/versions",
+            data=json.dumps({"schema": schema}).encode(),
+            headers={"Content-Type": "application/json", "X-Forwarded-By": "anyone"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(claim, timeout=30)
+        assert json.loads(refused.value.read())["error_code"] == 50003
+        assert "not-forwarded" not in first.get_subjects()
         cluster.kill(writer)
         survivor = next(i for i in urls if i != writer)
         client = SchemaRegistryClient({"url": urls[survivor]})
