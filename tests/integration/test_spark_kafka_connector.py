@@ -22,19 +22,19 @@ from moldau.client.partitioner import partition_for_key
 from .conftest import MoldauServer
 from .support import unique_topic
 from .test_spark_sink import HEADERS_DDL
-from .test_spark_support import consume_all, create_topic, produce, spark, spark_kafka
+from .test_spark_support import (
+    consume_all,
+    create_topic,
+    produce,
+    source,
+    spark,
+    spark_kafka,
+    start_copy,
+)
 
 __all__ = ["spark", "spark_kafka"]
 
 BASE_TS = 1_700_000_000_000
-
-
-def kafka_source(spark: Any, bootstrap: str, **options: str) -> Any:
-    """`spark.read.format("kafka")` with the bootstrap servers and `options` set."""
-    reader = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
 
 
 def rows_of(df: Any) -> list[tuple[Any, ...]]:
@@ -78,19 +78,15 @@ def test_batch_reads_give_the_records_and_the_rows_of_format_moldau(
 ) -> None:
     bootstrap = server.bootstrap_servers
     name, produced = topic
-    kafka = kafka_source(spark_kafka, bootstrap, subscribe=name, includeHeaders="true")
+    kafka = source(
+        spark_kafka, bootstrap, data_format="kafka", subscribe=name, includeHeaders="true"
+    )
     rows = rows_of(kafka.selectExpr("partition", "offset", "key", "value", "headers"))
     assert rows == [
         (p.partition, p.offset, p.key, p.value, p.headers or None)
         for p in sorted(produced, key=lambda p: (p.partition, p.offset))
     ]
-    moldau = (
-        spark_kafka.read.format("moldau")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", name)
-        .option("includeHeaders", "true")
-        .load()
-    )
+    moldau = source(spark_kafka, bootstrap, subscribe=name, includeHeaders="true")
     assert kafka.columns == moldau.columns
     assert rows_of(kafka) == rows_of(moldau)
     by_index = {r.offset * 3 + r.partition: r for r in kafka.collect()}
@@ -99,16 +95,22 @@ def test_batch_reads_give_the_records_and_the_rows_of_format_moldau(
 
     starting = json.dumps({name: {"0": 2, "1": -2, "2": 9}})
     ending = json.dumps({name: {"0": 5, "1": 3, "2": -1}})
-    ranged = kafka_source(
-        spark_kafka, bootstrap, subscribe=name, startingOffsets=starting, endingOffsets=ending
+    ranged = source(
+        spark_kafka,
+        bootstrap,
+        data_format="kafka",
+        subscribe=name,
+        startingOffsets=starting,
+        endingOffsets=ending,
     )
     assert rows_of(ranged.select("partition", "offset")) == [
         (0, 2), (0, 3), (0, 4), (1, 0), (1, 1), (1, 2), (2, 9)
     ]  # fmt: skip
 
-    assigned = kafka_source(
+    assigned = source(
         spark_kafka,
         bootstrap,
+        data_format="kafka",
         assign=json.dumps({name: [1, 2]}),
         startingOffsets=json.dumps({name: {"1": 8, "2": -2}}),
         endingOffsets=json.dumps({name: {"1": -1, "2": 1}}),
@@ -116,7 +118,9 @@ def test_batch_reads_give_the_records_and_the_rows_of_format_moldau(
     assert rows_of(assigned.select("partition", "offset", "value")) == [
         (1, 8, b"v25"), (1, 9, b"v28"), (2, 0, b"v2")
     ]  # fmt: skip
-    pattern = kafka_source(spark_kafka, bootstrap, subscribePattern=name.replace("batch", "b.tch"))
+    pattern = source(
+        spark_kafka, bootstrap, data_format="kafka", subscribePattern=name.replace("batch", "b.tch")
+    )
     assert len(pattern.collect()) == len(produced)
 
 
@@ -167,15 +171,9 @@ def test_a_batch_write_puts_every_row_where_format_moldau_puts_it(
             for row, (p, *rest) in by_row.items()
         } == expected, f"format({fmt!r})"
         if fmt == "kafka":
-            back = (
-                spark_kafka.read.format("moldau")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", name)
-                .option("includeHeaders", "true")
-                .load()
-                .selectExpr("partition", "offset", "key", "value", "headers")
-            )
-            assert rows_of(back) == sorted(written)
+            back = source(spark_kafka, bootstrap, subscribe=name, includeHeaders="true")
+            columns = back.select("partition", "offset", "key", "value", "headers")
+            assert rows_of(columns) == sorted(written)
 
 
 def placement(partition: int | None, key: bytes | None) -> int | None:
@@ -194,8 +192,8 @@ def test_a_streaming_copy_restarted_from_its_checkpoint_outputs_its_input_once(
     micro-batch would write again. Neither run fails or is stopped inside a batch, so none
     replays, and the output must hold each input record once."""
     bootstrap = server.bootstrap_servers
-    source, target = unique_topic("kafka-format-in"), unique_topic("kafka-format-out")
-    create_topic(bootstrap, source, partitions=2)
+    topic_in, target = unique_topic("kafka-format-in"), unique_topic("kafka-format-out")
+    create_topic(bootstrap, topic_in, partitions=2)
     create_topic(bootstrap, target, partitions=2)
 
     def produce_round(label: str, count: int) -> list[tuple[int, bytes, bytes, tuple[Any, ...]]]:
@@ -203,25 +201,24 @@ def test_a_streaming_copy_restarted_from_its_checkpoint_outputs_its_input_once(
         headers = [
             (("round", label.encode()), ("i", None if i % 5 else b"%d" % i)) for i in range(count)
         ]
-        produced = produce(bootstrap, source, records, headers=headers)
+        produced = produce(bootstrap, topic_in, records, headers=headers)
         return [(p.partition, p.key, p.value, p.headers) for p in produced]
 
     def run() -> list[dict[str, Any]]:
-        query = (
-            spark_kafka.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("assign", json.dumps({source: [0, 1]}))
-            .option("startingOffsets", json.dumps({source: {"0": 5, "1": -2}}))
-            .option("includeHeaders", "true")
-            .option("maxOffsetsPerTrigger", "25")
-            .load()
-            .selectExpr("key", "value", "headers", "partition")
-            .writeStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", target)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
+        query = start_copy(
+            spark_kafka,
+            bootstrap,
+            data_format="kafka",
+            source_options={
+                "assign": json.dumps({topic_in: [0, 1]}),
+                "startingOffsets": json.dumps({topic_in: {"0": 5, "1": -2}}),
+                "includeHeaders": "true",
+                "maxOffsetsPerTrigger": "25",
+            },
+            columns=("key", "value", "headers", "partition"),
+            target=target,
+            checkpoint=tmp_path / "checkpoint",
+            availableNow=True,
         )
         query.awaitTermination(120)
         assert not query.isActive, "the AvailableNow query did not finish in 120s"
@@ -232,7 +229,7 @@ def test_a_streaming_copy_restarted_from_its_checkpoint_outputs_its_input_once(
     run()
     second = produce_round("b", 30)
     progress = run()  # its startingOffsets no longer count: the checkpoint has the offsets
-    assert json.loads(progress[-1]["sources"][0]["endOffset"]) == {source: {"0": 35, "1": 35}}
+    assert json.loads(progress[-1]["sources"][0]["endOffset"]) == {topic_in: {"0": 35, "1": 35}}
     skipped = {b"ak%d" % i for i in range(0, 10, 2)}  # partition 0's first five
     expected = [r for r in first if r[1] not in skipped] + second
     output = Counter(

@@ -16,13 +16,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from moldau.client import NewTopic, SyncAdminClient
-
-from .cluster import COMBINED, build_cluster, wait_for
+from .cluster import wait_for
 from .support import unique_topic
-from .test_spark_cluster_failover import FAST
+from .test_spark_cluster_failover import replicated_cluster
 from .test_spark_kafka_connector import rows_of
-from .test_spark_support import consume_all, spark, spark_kafka
+from .test_spark_support import consume_all, source, spark, spark_kafka, start_copy
 
 __all__ = ["spark", "spark_kafka"]
 
@@ -58,58 +56,40 @@ def failed_tasks(spark: Any, run_ids: list[str]) -> int:
 def test_kafka_format_copies_a_topic_through_a_leader_s_death_and_a_restart(
     spark_kafka: Any, start_server: Any, tmp_path: Path
 ) -> None:
-    cluster = build_cluster(start_server, tmp_path / "cluster", roles=[COMBINED] * 3, extra=FAST)
-    bootstrap = cluster.bootstrap
-    source, target = unique_topic("kafka-format-in"), unique_topic("kafka-format-out")
-    with SyncAdminClient({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(source, 2), NewTopic(target, 2)])
-
-        def fully_replicated() -> int | None:
-            """The leader of the input's partition 0 once every partition has an ISR of three."""
-            described = {name: admin.describe_topic(name).partitions for name in (source, target)}
-            for partitions in described.values():
-                for partition in (partitions.get(0), partitions.get(1)):
-                    if partition is None or partition.leader < 0 or len(partition.isr) < 3:
-                        return None
-            return int(described[source][0].leader)
-
-        leader = wait_for(fully_replicated, timeout_s=30, what="an ISR of three everywhere")
-    write(spark_kafka, bootstrap, source, 0, FIRST)
-    read = (
-        spark_kafka.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("includeHeaders", "true")
-        .load()
-        .selectExpr("partition", "offset", "key", "value", "headers")
+    topic_in, target = unique_topic("kafka-format-in"), unique_topic("kafka-format-out")
+    cluster, leader = replicated_cluster(
+        start_server, tmp_path / "cluster", {topic_in: 2, target: 2}
     )
-    assert sorted(value for *_rest, value, _headers in rows_of(read)) == [
-        b"v%05d" % i for i in range(FIRST)
-    ]
+    bootstrap = cluster.bootstrap
+    write(spark_kafka, bootstrap, topic_in, 0, FIRST)
+    read = source(spark_kafka, bootstrap, data_format="kafka", subscribe=topic_in)
+    assert sorted(
+        value for *_rest, value in rows_of(read.select("partition", "offset", "value"))
+    ) == [b"v%05d" % i for i in range(FIRST)]
 
     def copy(**trigger: Any) -> Any:
-        return (
-            spark_kafka.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", source)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "100")
-            .option("includeHeaders", "true")
-            # The driver's Java admin client (3.9) maps a partition to its leader before asking
-            # for offsets; when that lookup falls between the leader's death and its fencing,
-            # the ListOffsets waits for the dead broker until this timeout (60 s by default; no
-            # shorter than a request's), and Spark then retries with a new admin client. Kafka's
-            # brokers answer the lookup the same way until their controller fences the dead one.
-            .option("kafka.default.api.timeout.ms", "10000")
-            .option("kafka.request.timeout.ms", "10000")
-            .load()
-            .selectExpr("key", "value", "headers")
-            .writeStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", target)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(**trigger)
-            .start()
+        return start_copy(
+            spark_kafka,
+            bootstrap,
+            data_format="kafka",
+            source_options={
+                "subscribe": topic_in,
+                "startingOffsets": "earliest",
+                "maxOffsetsPerTrigger": "100",
+                "includeHeaders": "true",
+                # The driver's Java admin client (3.9) maps a partition to its leader before
+                # asking for offsets; when that lookup falls between the leader's death and its
+                # fencing, the ListOffsets waits for the dead broker until this timeout (60 s by
+                # default; no shorter than a request's), and Spark then retries with a new admin
+                # client. Kafka's brokers answer the lookup the same way until their controller
+                # fences the dead one.
+                "kafka.default.api.timeout.ms": "10000",
+                "kafka.request.timeout.ms": "10000",
+            },
+            columns=("key", "value", "headers"),
+            target=target,
+            checkpoint=tmp_path / "checkpoint",
+            **trigger,
         )
 
     def read_to(query: Any, records: int) -> object:
@@ -118,7 +98,7 @@ def test_kafka_format_copies_a_topic_through_a_leader_s_death_and_a_restart(
             return True
         progress = query.lastProgress or {"sources": []}
         ends = [json.loads(s["endOffset"] or "{}") for s in progress["sources"]]
-        return ends and sum(ends[0].get(source, {}).values()) == records
+        return ends and sum(ends[0].get(topic_in, {}).values()) == records
 
     query = copy(processingTime="200 milliseconds")
     runs = [str(query.runId)]
@@ -133,7 +113,7 @@ def test_kafka_format_copies_a_topic_through_a_leader_s_death_and_a_restart(
         assert query.exception() is None, query.exception()
     finally:
         query.stop()
-    write(spark_kafka, bootstrap, source, FIRST, SECOND)  # to the partitions' new leaders
+    write(spark_kafka, bootstrap, topic_in, FIRST, SECOND)  # to the partitions' new leaders
     query = copy(availableNow=True)
     runs.append(str(query.runId))
     query.awaitTermination(120)

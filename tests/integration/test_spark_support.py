@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,9 +154,39 @@ def consume_all(
     return sorted(found)
 
 
-def source(spark: object, bootstrap: str, **options: str) -> object:
-    """`spark.read.format("moldau")` with the bootstrap servers and `options` set."""
-    reader = spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)  # type: ignore[attr-defined]
+def source(spark: object, bootstrap: str, *, data_format: str = "moldau", **options: str) -> Any:
+    """`spark.read.format(data_format)` ("moldau", or "kafka": Spark's own connector) with the
+    bootstrap servers and `options` set."""
+    reader = spark.read.format(data_format).option("kafka.bootstrap.servers", bootstrap)  # type: ignore[attr-defined]
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def start_copy(
+    spark: Any,
+    bootstrap: str,
+    *,
+    data_format: str,
+    source_options: Mapping[str, str],
+    columns: Sequence[str],
+    target: str,
+    checkpoint: Path,
+    **trigger: Any,
+) -> Any:
+    """Start a streaming query that copies topics into `target`: `readStream.format(data_format)`
+    with `source_options`, the `columns` selected, `writeStream.format(data_format)` checkpointed
+    in `checkpoint`, triggered as `trigger` says (`availableNow=True`, ...)."""
+    reader = spark.readStream.format(data_format).option("kafka.bootstrap.servers", bootstrap)
+    for key, value in source_options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
+        .selectExpr(*columns)
+        .writeStream.format(data_format)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
