@@ -9,6 +9,8 @@
 #   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
 #   - Java 17 and Maven (Debian packages) if missing, and Apache Kafka's JVM clients and tools
 #     (tests/java/pom.xml, exact versions) from Maven Central into tests/java/lib/<version>/
+#   - Spark's Kafka connector for the pinned PySpark (tests/java/spark-kafka/pom.xml) from Maven
+#     Central into tests/java/spark-kafka/lib/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -110,6 +112,20 @@ if [ ! -f "$java_stamp" ] || [ "$(cat "$java_stamp")" != "$java_wanted" ]; then
     echo "$java_wanted" >"$java_stamp"
 else
     log "Kafka's JVM clients and tools are resolved"
+fi
+
+# 6. Spark's own Kafka connector (format("kafka"), tests/java/spark-kafka/pom.xml) from Maven
+#    Central, run against Moldau beside format("moldau"). Java and Maven come from step 5.
+spark_kafka=tests/java/spark-kafka
+spark_kafka_stamp=$spark_kafka/lib/.moldau-install-stamp
+spark_kafka_wanted=$(sha256sum "$spark_kafka/pom.xml" | cut -d' ' -f1)
+if [ ! -f "$spark_kafka_stamp" ] || [ "$(cat "$spark_kafka_stamp")" != "$spark_kafka_wanted" ]; then
+    rm -rf "$spark_kafka/lib"
+    log "resolving Spark's Kafka connector (Maven Central)"
+    mvn -B -q -f "$spark_kafka/pom.xml" dependency:copy-dependencies
+    echo "$spark_kafka_wanted" >"$spark_kafka_stamp"
+else
+    log "Spark's Kafka connector is resolved"
 fi
 
 log "done ($ROOT)"
