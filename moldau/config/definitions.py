@@ -108,7 +108,8 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 # internal.topics.modification.enable, cluster.id for a node that formats itself), keys Kafka
 # keeps internal or has dropped that Moldau still acts on
 # (producer.id.expiration.check.interval.ms, leader.imbalance.per.broker.percentage), the
-# authorizer's (super.users, allow.everyone.if.no.acl.found) and the dynamic-only throttles.
+# authorizer's (super.users, allow.everyone.if.no.acl.found), the dynamic-only throttles and the
+# schema registry's (schema.registry.listeners, schema.registry.authentication.method).
 BROKER_KEYS: dict[str, ConfigKey] = _by_name(
     [
         _key("node.id", INT, 1, "The node id of this server.", read_only=True),
@@ -163,6 +164,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "a larger cluster; empty: none. https listeners use schema.registry.ssl.* over the "
             "node's ssl.* settings.",
             read_only=True,
+            described_unset=False,
         ),
         _key(
             "schema.registry.authentication.method",
@@ -174,6 +176,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "topic; NONE lets everyone in.",
             read_only=True,
             valid_values=("NONE", "BASIC"),
+            described_unset=False,
         ),
         _key(
             "listener.security.protocol.map",
