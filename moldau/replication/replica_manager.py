@@ -231,6 +231,12 @@ class ReplicaManager:
         partition.check_leader(current_leader_epoch)
         return partition
 
+    def hosted_partition(self, tp: TopicPartition) -> Partition:
+        """The replica of `tp` on this broker, leader or follower (Kafka's getPartitionOrError):
+        KAFKA_STORAGE_ERROR when it is offline, UNKNOWN_TOPIC_OR_PARTITION when there is none."""
+        partition = self.partitions.get(tp)
+        return self.leader_partition(tp) if partition is None else partition
+
     def readable_partition(
         self, tp: TopicPartition, current_leader_epoch: int = -1, *, allow_follower: bool
     ) -> Partition:

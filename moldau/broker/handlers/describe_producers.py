@@ -1,9 +1,11 @@
 """DescribeProducers (key 61), v0: the active producers of partitions (KIP-664).
 
-For each partition led here: every producer id in its producer state with its epoch, last
-sequence and timestamp, coordinator epoch and the first offset of its open transaction (-1 when
-none), so a hanging transaction can be found. A topic the principal may not READ answers
-TOPIC_AUTHORIZATION_FAILED for its partitions, whether or not it exists, as in Kafka.
+For each partition with a replica here, leader or follower (as Kafka answers from any replica's
+log: `kafka-transactions find-hanging --broker-id N` asks broker N about every partition it
+hosts): every producer id in its producer state with its epoch, last sequence and timestamp,
+coordinator epoch and the first offset of its open transaction (-1 when none), so a hanging
+transaction can be found. A topic the principal may not READ answers TOPIC_AUTHORIZATION_FAILED
+for its partitions, whether or not it exists, as in Kafka.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def handle_describe_producers(ctx: RequestContext, request: Any) -> dict[str, An
             try:
                 if not may_read:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-                partition = replica_manager.leader_partition(TopicPartition(topic.name, index))
+                partition = replica_manager.hosted_partition(TopicPartition(topic.name, index))
             except KafkaError as error:
                 answer["error_code"] = error.code
                 partitions.append(answer)
