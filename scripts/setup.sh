@@ -8,6 +8,8 @@
 #   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
 #   - Java 17 and Maven (Debian packages) if missing, and Apache Kafka's JVM clients and tools
 #     (tests/java/pom.xml, exact versions) from Maven Central into tests/java/lib/<version>/
+#   - Kafka Connect with the FileStream and Debezium PostgreSQL connectors (tests/java/connect/
+#     pom.xml) into tests/java/lib/connect/, and PostgreSQL (Debian package) if missing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -105,6 +107,31 @@ if [ ! -f "$java_stamp" ] || [ "$(cat "$java_stamp")" != "$java_wanted" ]; then
     echo "$java_wanted" >"$java_stamp"
 else
     log "Kafka's JVM clients and tools are resolved"
+fi
+
+# 6. Kafka Connect 4.1.1 and the connectors its tests run (tests/java/connect/pom.xml: the worker's
+#    classpath and one plugin directory per connector, Debezium's PostgreSQL connector among them)
+#    into tests/java/lib/connect/, and PostgreSQL (Debian package) for Debezium to capture from.
+connect_stamp=tests/java/lib/connect/.moldau-install-stamp
+connect_wanted=$(sha256sum tests/java/connect/pom.xml | cut -d' ' -f1)
+if [ ! -f "$connect_stamp" ] || [ "$(cat "$connect_stamp")" != "$connect_wanted" ]; then
+    rm -rf tests/java/lib/connect
+    for part in worker file debezium-postgres; do
+        log "resolving Kafka Connect: the $part profile of tests/java/connect/pom.xml (Maven Central)"
+        mvn -B -q -f tests/java/connect/pom.xml dependency:copy-dependencies -P "$part"
+    done
+    echo "$connect_wanted" >"$connect_stamp"
+else
+    log "Kafka Connect and its connectors are resolved"
+fi
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    log "installing PostgreSQL"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q postgresql
+else
+    log "PostgreSQL is installed"
 fi
 
 log "done ($ROOT)"
