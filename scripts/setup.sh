@@ -16,6 +16,14 @@ ROOT=$(pwd)
 
 log() { printf 'setup: %s\n' "$*"; }
 
+# apt_install PACKAGE...: Debian packages, through sudo unless run as root.
+apt_install() {
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$@"
+}
+
 find_python() {
     for candidate in "${PYTHON:-}" python3.11 python3; do
         [ -n "$candidate" ] || continue
@@ -48,11 +56,8 @@ fi
 
 # 2. kcat, the command-line Kafka client used by the integration tests.
 if ! command -v kcat >/dev/null 2>&1; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing kcat"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q kcat
+    apt_install kcat
 else
     log "kcat is installed"
 fi
@@ -61,11 +66,8 @@ fi
 #    preload it into each node.
 if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1 \
     && ! command -v clang >/dev/null 2>&1; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing gcc"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q gcc libc6-dev
+    apt_install gcc libc6-dev
 else
     log "a C compiler is installed"
 fi
@@ -90,11 +92,8 @@ fi
 #    for every JVM test, the newest release for the Java client's own tests.
 KAFKA_JVM_VERSIONS="4.1.1 4.4.0"
 if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing Java 17 and Maven"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q openjdk-17-jdk-headless maven
+    apt_install openjdk-17-jdk-headless maven
 fi
 java_stamp=tests/java/lib/.moldau-install-stamp
 java_wanted=$( (cat tests/java/pom.xml; echo "$KAFKA_JVM_VERSIONS") | sha256sum | cut -d' ' -f1)
@@ -125,11 +124,8 @@ else
     log "Kafka Connect and its connectors are resolved"
 fi
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing PostgreSQL"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q postgresql
+    apt_install postgresql
 else
     log "PostgreSQL is installed"
 fi
