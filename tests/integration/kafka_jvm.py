@@ -70,6 +70,7 @@ class KafkaJvm:
     version: str
     java_path: str
     lib_dir: Path
+    log_config: Path = JAVA_DIR / "log4j2.properties"
 
     @classmethod
     def of(cls, version: str = KAFKA_4_1) -> KafkaJvm:
@@ -90,7 +91,7 @@ class KafkaJvm:
             "-Xshare:auto",
             "-XX:TieredStopAtLevel=1",  # short-lived tools: start fast, little JIT
             "-Xmx512m",
-            f"-Dlog4j2.configurationFile={JAVA_DIR / 'log4j2.properties'}",
+            f"-Dlog4j2.configurationFile={self.log_config}",
             "-cp",
             f"{self.lib_dir}/*",
             main_class,
