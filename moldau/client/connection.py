@@ -38,6 +38,7 @@ _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 _SCRATCH_BYTES: Final = 256 * 1024
 _CLOSE_WAIT_S: Final = 5.0
 _REAUTHENTICATE_AT: Final = 0.85  # of a SASL session's lifetime
+_SASL_PROBE_TIMEOUT_S: Final = 5.0  # asking a listener that closed us whether it expects SASL
 
 # Highest version this client speaks per API where newer versions change the request's shape
 # beyond what the adapter fills in (topic ids instead of names: Produce v13, Fetch v13,
@@ -421,9 +422,7 @@ class BrokerConnection:
             ):
                 # Closed at the first request: a SASL listener does that to a client without
                 # SASL settings (ApiVersions is all it serves before authentication).
-                from moldau.client.wrong_listener import sasl_expected_error
-
-                raise await sasl_expected_error(self, exc) from None
+                raise await self._sasl_expected_error(exc) from None
             raise
         self._served = True
         return response
@@ -492,6 +491,36 @@ class BrokerConnection:
             if not future.done():
                 future.set_exception(error)
         self._in_flight.clear()
+
+    async def _sasl_expected_error(self, closed: KafkaException) -> Exception:
+        """After the listener closed this connection of a client without SASL settings at its
+        first request: ILLEGAL_SASL_STATE naming the mechanisms when the listener is a SASL one
+        (a new connection's SaslHandshake for no mechanism is answered with them), else
+        `closed`."""
+        try:
+            probe = await BrokerConnection.open(
+                self.host,
+                self.port,
+                client_id=self.client_id,
+                request_timeout=min(self.request_timeout, _SASL_PROBE_TIMEOUT_S),
+                connect_timeout=_SASL_PROBE_TIMEOUT_S,
+                ssl_context=self.ssl_context,
+            )
+        except KafkaException:
+            return closed
+        try:
+            answer = await probe.request(ApiKey.SASL_HANDSHAKE, {"mechanism": ""}, version=1)
+        except KafkaException:
+            return closed
+        finally:
+            await probe.close()
+        if answer.error_code != ErrorCode.unsupported_sasl_mechanism or not answer.mechanisms:
+            return closed
+        return KafkaException(
+            ErrorCode.illegal_sasl_state,
+            f"{self.address} is a SASL listener (mechanisms {', '.join(answer.mechanisms)}) "
+            "and closed the connection of a client without SASL settings",
+        )
 
     async def close(self) -> None:
         self._fail_all(KafkaException(ErrorCode.network_exception, "connection closed"))

@@ -1,7 +1,8 @@
 """What a client pointed at the wrong kind of listener is told, instead of a bare refusal or a
 closed connection: a controller listener (which serves the metadata quorum, not clients) names
-the brokers' listeners when it knows them, and a SASL listener reached without SASL settings
-names its mechanisms. Both are asked only once something has already failed.
+the brokers' listeners when it knows them (a SASL listener reached without SASL settings names its
+mechanisms: `BrokerConnection`'s own question). Both are asked only once something has already
+failed.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from moldau.client.connection import BrokerConnection
 from moldau.client.errors import ErrorCode, KafkaException
 from moldau.protocol.api_keys import ApiKey
 
-__all__ = ["bootstrap_failure", "controller_listener_error", "sasl_expected_error"]
+__all__ = ["bootstrap_failure", "controller_listener_error"]
 
-_PROBE_TIMEOUT_S = 5.0
 # A listener that answered and refused: more to the point than those that did not answer.
 _REFUSALS = frozenset(
     {
@@ -50,36 +50,6 @@ async def controller_listener_error(connection: BrokerConnection) -> KafkaExcept
         ErrorCode.mismatched_endpoint_type,
         f"{connection.address} is a controller listener, which serves the metadata quorum, "
         f"not clients{where}",
-    )
-
-
-async def sasl_expected_error(connection: BrokerConnection, closed: KafkaException) -> Exception:
-    """After a listener closed the connection of a client without SASL settings at its first
-    request: ILLEGAL_SASL_STATE naming the mechanisms when the listener is a SASL one (a new
-    connection's SaslHandshake for no mechanism is answered with them), else `closed`."""
-    try:
-        probe = await BrokerConnection.open(
-            connection.host,
-            connection.port,
-            client_id=connection.client_id,
-            request_timeout=min(connection.request_timeout, _PROBE_TIMEOUT_S),
-            connect_timeout=_PROBE_TIMEOUT_S,
-            ssl_context=connection.ssl_context,
-        )
-    except KafkaException:
-        return closed
-    try:
-        answer = await probe.request(ApiKey.SASL_HANDSHAKE, {"mechanism": ""}, version=1)
-    except KafkaException:
-        return closed
-    finally:
-        await probe.close()
-    if answer.error_code != ErrorCode.unsupported_sasl_mechanism or not answer.mechanisms:
-        return closed
-    return KafkaException(
-        ErrorCode.illegal_sasl_state,
-        f"{connection.address} is a SASL listener (mechanisms {', '.join(answer.mechanisms)}) "
-        "and closed the connection of a client without SASL settings",
     )
 
 

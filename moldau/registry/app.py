@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -20,11 +20,34 @@ from starlette.routing import Route
 from moldau.registry.errors import RegistryError
 from moldau.registry.model import SchemaReference, SchemaType, SubjectVersion
 from moldau.registry.operations import Change, Operations, SchemaRequest
-from moldau.registry.security import Access
-from moldau.registry.state import parse_version
+from moldau.registry.security import Access, Authority
+from moldau.registry.state import RegistryState, parse_version
 
-if TYPE_CHECKING:
-    from moldau.registry.service import RegistryService
+
+class RegistryBackend(Protocol):
+    """What the routes need of the service behind them (`service.RegistryService`)."""
+
+    @property
+    def state(self) -> RegistryState: ...
+
+    @property
+    def operations(self) -> Operations: ...
+
+    @property
+    def authority(self) -> Authority | None: ...
+
+    async def until_ready(self) -> None: ...
+
+    async def write(
+        self, request: Request, body: bytes, command: Callable[[Operations], Change]
+    ) -> Response: ...
+
+    def allowed(self, request: Request, access: Access, subject: str | None) -> bool: ...
+
+    def require(self, request: Request, access: Access, subject: str | None) -> None: ...
+
+    def log_unexpected(self, request: Request, error: Exception) -> None: ...
+
 
 __all__ = ["CONTENT_TYPE", "MAX_BODY_BYTES", "build_app"]
 
@@ -126,8 +149,8 @@ def raw_schema(text: str, schema_type: SchemaType) -> Response:
     return Response(text, media_type=CONTENT_TYPE)
 
 
-def build_app(service: RegistryService) -> Starlette:
-    state = service.log.state
+def build_app(service: RegistryBackend) -> Starlette:
+    state = service.state
 
     async def reading(request: Request | None = None, subject: str | None = None) -> Operations:
         """Once `_schemas` is read; with a subject, once the user may read it."""

@@ -21,7 +21,8 @@ import h11
 from moldau.registry.errors import RegistryError
 from moldau.registry.http_client import http_request, split_url
 from moldau.registry.model import SchemaReference, SchemaType, StoredSchema, SubjectVersion
-from moldau.registry.schemas import ParsedSchema, parse
+from moldau.registry.schema_types import parse
+from moldau.registry.schemas import ParsedSchema
 
 __all__ = ["RegistryClient", "RegistryUnreachable"]
 

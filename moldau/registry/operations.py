@@ -22,7 +22,8 @@ from moldau.registry.model import (
     StoredSchema,
     SubjectVersion,
 )
-from moldau.registry.schemas import ParsedSchema, compatibility_errors, parse
+from moldau.registry.schema_types import parse
+from moldau.registry.schemas import ParsedSchema, compatibility_errors
 from moldau.registry.state import RegistryState
 
 __all__ = ["Change", "Operations", "SchemaRequest"]

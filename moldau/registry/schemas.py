@@ -22,7 +22,6 @@ __all__ = [
     "ParsedSchema",
     "ResolvedReference",
     "compatibility_errors",
-    "parse",
 ]
 
 MAX_NESTING = 64  # containers inside containers, so a hostile schema cannot exhaust the stack
@@ -129,29 +128,6 @@ def resolve_references(
     for reference in references:
         visit(reference, ())
     return ordered
-
-
-def parse(
-    schema_type: SchemaType,
-    text: str,
-    references: Sequence[SchemaReference] = (),
-    resolve: Resolve | None = None,
-) -> ParsedSchema:
-    """The schema `text` of `schema_type`, validated (RegistryError 42201 when invalid)."""
-    resolved = resolve_references(references, resolve) if references and resolve else []
-    if references and resolve is None:
-        raise RegistryError.invalid_schema("references cannot be resolved here")
-    if schema_type is SchemaType.AVRO:
-        from moldau.registry.avro import parse_avro
-
-        return parse_avro(text, resolved)
-    if schema_type is SchemaType.JSON:
-        from moldau.registry.json_schema import parse_json_schema
-
-        return parse_json_schema(text, resolved)
-    from moldau.registry.protobuf import parse_protobuf
-
-    return parse_protobuf(text, resolved)
 
 
 def compatibility_errors(

@@ -68,6 +68,7 @@ class RegistryService:
         self.authority = authority
         self.log = SchemaLog(self.client_config, topic=topic, brokers_wait_s=brokers_wait_s)
         self.operations = Operations(self.log.state)
+        self.state = self.log.state
         self.election: WriterElection | None = None
         self.urls: list[str] = []
         self._servers: list[uvicorn.Server] = []

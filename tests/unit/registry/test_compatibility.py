@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from moldau.registry.model import Compatibility, SchemaType
-from moldau.registry.schemas import compatibility_errors, parse
+from moldau.registry.schema_types import parse
+from moldau.registry.schemas import compatibility_errors
 
 B, F, FULL = Compatibility.BACKWARD, Compatibility.FORWARD, Compatibility.FULL
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from moldau.registry.model import SchemaType
-from moldau.registry.schemas import parse
+from moldau.registry.schema_types import parse
 from moldau.registry.serde import Codec, SerdeError, codec_for, frame, unframe
 
 ORDER_PROTO = """syntax = "proto3";
