@@ -42,6 +42,7 @@ from moldau.broker.resources import (
 )
 from moldau.broker.schema_registry import HostedRegistry
 from moldau.broker.security import NodeSecurity, connection_quotas
+from moldau.broker.transaction_link import TransactionCoordinatorLink
 from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
@@ -57,6 +58,8 @@ from moldau.controller.operations import (
     IsrProposal,
     NewTopic,
 )
+from moldau.coordinator.runtime import GroupCoordinatorRuntime
+from moldau.coordinator.transaction_runtime import TransactionCoordinatorRuntime
 from moldau.metadata.acls import AclBinding
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
@@ -116,8 +119,9 @@ class Node:
         self._broker_connections: dict[int, Any] = {}
         self.log_manager: LogManager | None = None
         self.replica_manager: Any = None
-        self.group_coordinator: Any = None
-        self.transaction_coordinator: Any = None
+        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.transaction_coordinator: TransactionCoordinatorRuntime | None = None
+        self._transaction_link = TransactionCoordinatorLink(self)
         self._publisher: MetadataPublisher | None = None
         # Called with (previous image, image) after the partitions have followed each change.
         self.metadata_listeners: list[Callable[[Any, Any], None]] = []
@@ -408,6 +412,12 @@ class Node:
                 replica_manager.check_isr()
 
         self._background.append(asyncio.get_running_loop().create_task(check_isr()))
+
+    @property
+    def transaction_link(self) -> TransactionCoordinatorLink | None:
+        """How a partition leader reaches transaction coordinators (KIP-890 verification);
+        None while this node runs none."""
+        return self._transaction_link if self.transaction_coordinator is not None else None
 
     async def broker_connection(self, broker_id: int) -> Any:
         """A kept connection to another broker's inter-broker listener (transaction markers)."""

@@ -26,7 +26,7 @@ from moldau.config.values import BrokerConfig, ConfigError
 from moldau.registry.listeners import DEFAULT_LISTENER, RegistryListener, parse_listeners
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
     from moldau.registry.service import RegistryService
 
 __all__ = ["HostedRegistry"]
@@ -72,7 +72,7 @@ class HostedRegistry:
     def urls(self) -> list[str]:
         return self.service.urls if self.service is not None else []
 
-    async def start(self, node: Node) -> None:
+    async def start(self, node: BrokerServices) -> None:
         if not self.listeners:
             return
         from moldau.registry.service import RegistryService
@@ -117,7 +117,7 @@ class HostedRegistry:
             await service.stop()
 
 
-def _client_config(node: Node) -> dict[str, Any] | None:
+def _client_config(node: BrokerServices) -> dict[str, Any] | None:
     """How the registry connects to this node: a PLAINTEXT listener, else the inter-broker one
     with the node's TLS settings and SASL credentials (None: neither exists)."""
     protocols = node.layout.security_protocols

@@ -35,7 +35,7 @@ from moldau.protocol.sasl.scram import ScramCredential, password_matches
 from moldau.registry.security import Access, topic_of_subject
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 __all__ = ["NodeRegistryAuthority", "RegistrySecurity"]
 
@@ -79,14 +79,14 @@ class RegistrySecurity:
             basic=basic,
         )
 
-    def authority(self, node: Node) -> NodeRegistryAuthority | None:
+    def authority(self, node: BrokerServices) -> NodeRegistryAuthority | None:
         return NodeRegistryAuthority(node) if self.basic else None
 
 
 class NodeRegistryAuthority:
     """`moldau.registry.security.Authority` over a node's SASL users and ACLs."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: BrokerServices) -> None:
         self._node = node
         self._verified: dict[tuple[str, str], tuple[ScramCredential, bytes]] = {}
 
