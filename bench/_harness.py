@@ -75,6 +75,7 @@ class Broker:
         self._overrides = overrides
         self._process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
+        self.startup_lines: list[str] = []  # what it printed up to its ready line
 
     def __enter__(self) -> Broker:
         arguments = [sys.executable, "-m", "moldau", "server"]
@@ -86,6 +87,7 @@ class Broker:
         )
         assert self._process.stdout is not None
         for line in self._process.stdout:
+            self.startup_lines.append(line)
             match = READY.search(line)
             if match:
                 self.bootstrap = match.group(1)

@@ -1,40 +1,47 @@
-"""Spark on Moldau: records/s of the sink and of the source, against Parquet in the same run.
+"""Spark on Moldau: records/s of the sink and of the source, against Parquet and against Spark's
+own Kafka connector (`format("kafka")`) in the same run.
 
     .venv/bin/python bench/spark.py [--millions 2] [--size 100] [--partitions 2] [--runs 3]
 
 Starts a broker on a temporary directory and a `local[2]` SparkSession (Python workers on this
-interpreter).
+interpreter) with Spark's Kafka connector on its classpath (`tests/java/spark-kafka/lib/`, which
+`scripts/setup.sh` resolves; the connector talks to Moldau through Kafka's Java client, each side
+with its own defaults). Every figure is the median of `--runs` rounds; within a round the
+contenders run one after the other, so that the machine's load falls on each alike.
 
 Sink: `--millions` million `--size`-byte values (`spark.range` made into distinct strings, no
-keys) written to a fresh `--partitions`-partition topic with `df.write.format("moldau")`; the
-same DataFrame written to Parquet (Spark's defaults: snappy) is the sink's ceiling, and so is a
-Python data source whose writer only reads the Arrow batches Spark hands it (what Spark's
-Python data source write path alone allows). Writes interleave after a warm-up write of each (a
-quarter of the rows, at most 500,000: Python workers started, the JVM's code compiled) and the
-best of `--runs` is kept for each. The streaming sink is measured the same way on one
-micro-batch of as many rows (`rate-micro-batch` source, `Trigger.AvailableNow`) with
-`exactlyOnce` (transactions the driver commits) and without.
+keys) written to a fresh `--partitions`-partition topic with `df.write.format("moldau")` and with
+`df.write.format("kafka")`, with the Java producer's defaults (16 KiB batches, `linger.ms` 0)
+and with batches as large as `format("moldau")` makes (`kafka.batch.size` 1,000,000,
+`kafka.linger.ms` 20); the same DataFrame written to Parquet (Spark's defaults: snappy) is
+the sinks' ceiling, and so is a Python data source whose writer only reads the Arrow batches
+Spark hands it (what Spark's Python data source write path alone allows). Rounds follow a
+warm-up write of each (a quarter of the rows, at most 500,000: Python workers started, the
+JVM's code compiled). The streaming sinks are measured the same way on one micro-batch of as
+many rows (`rate-micro-batch` source, `Trigger.AvailableNow`): `format("moldau")` with
+`exactlyOnce` (transactions the driver commits) and without, and `format("kafka")`.
 
-Source: the first written topic read back with `spark.read.format("moldau")`, aggregating
-every value's length (so every value is decoded, crosses from the Python workers to the JVM and
-is looked at), against the same aggregate over the Parquet copy of the very rows Moldau
-returned (the read ceiling of Spark on this machine; Parquet reads only the value column, the
-Moldau source always produces every column) and over a Python data source replaying one
+Source: the first written topic read back with `spark.read.format("moldau")` and with
+`spark.read.format("kafka")`, aggregating every value's length (so every value is decoded, reaches
+the JVM's rows and is looked at), against the same aggregate over the Parquet copy of the very
+rows Moldau returned (the read ceiling of Spark on this machine; Parquet reads only the value
+column, the sources always produce every column) and over a Python data source replaying one
 prepared Arrow batch of the source's schema (what Spark's Python data source path alone
-allows). Reads interleave and the best of `--runs` is kept for each. Last, the executor's range
-reader (`read_range`, fetch + Arrow decoding, no Spark) drains one partition in this process,
-the Python side's own rate on one core, next to `Consumer.consume` (a `Message` per record).
-Nothing is asserted but the record counts.
+allows). Last, the executor's range reader (`read_range`, fetch + Arrow decoding, no Spark)
+drains one partition in this process, the Python side's own rate on one core, next to
+`Consumer.consume` (a `Message` per record). Nothing is asserted but the record counts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -51,7 +58,13 @@ from pyspark.sql.types import StructType
 
 from moldau.spark.schema import source_schema
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests import spark_kafka
+
 TARGET_RECORDS_PER_S = 1_000_000
+Rates = dict[str, list[float]]  # records/s of each round, by contender
+# the Java producer batching as format("moldau") does (its kafka.batch.size default)
+LARGE_BATCHES = {"kafka.batch.size": "1000000", "kafka.linger.ms": "20"}
 
 
 def spark_session() -> Any:
@@ -60,6 +73,9 @@ def spark_session() -> Any:
 
     from moldau.spark import register
 
+    jars = spark_kafka.spark_jars()
+    if jars is None:
+        raise SystemExit(f"bench/spark.py: {spark_kafka.unavailable()}")
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("moldau-bench")
@@ -68,6 +84,7 @@ def spark_session() -> Any:
         .config("spark.driver.memory", "2g")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.jars", jars)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -157,6 +174,16 @@ def value_lengths(df: Any) -> tuple[int, int]:
     return int(row.n), int(row.bytes or 0)
 
 
+def median(rates: list[float]) -> float:
+    return statistics.median(rates)
+
+
+def report(label: str, rates: list[float], note: str = "") -> None:
+    """One line: the median records/s of the rounds, their spread, and a note."""
+    spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
+    print(f"{label:<48}| {median(rates):11,.0f} records/s  ({spread}){note}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--millions", type=float, default=2.0)
@@ -165,125 +192,122 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     records = int(args.millions * 1_000_000)
-    expected = (records, records * args.size)
     with Broker() as broker, tempfile.TemporaryDirectory(prefix="moldau-bench-") as scratch:
         spark = spark_session()
         try:
             header(
                 f"Spark local[2], {records:,} records of {args.size} B, "
-                f"{args.partitions} partitions"
+                f"{args.partitions} partitions; medians of {args.runs} rounds (spread)"
             )
-            sink_rate, parquet_write_rate, discarded_rate = sink(
-                spark, broker, args, records, scratch
+            rates = sink(spark, broker, args, records, scratch)
+            rates |= streaming_sinks(spark, broker, args, records, scratch)
+            report("sink    df.write.format('moldau')", rates["moldau"])
+            report("sink    df.write.format('kafka')", rates["kafka"],
+                   "  (Spark's Kafka sink, the Java producer's defaults)")  # fmt: skip
+            report("sink    df.write.format('kafka'), 1 MB batches", rates["kafka large batches"],
+                   "  (kafka.batch.size 1000000, kafka.linger.ms 20)")  # fmt: skip
+            report("ceiling df.write.parquet", rates["parquet"])
+            report("ceiling discarded Arrow batches", rates["discarded"],
+                   "  (a Python data source writer that only reads them)")  # fmt: skip
+            report("sink    writeStream moldau, exactlyOnce", rates["stream exactly once"],
+                   "  (one micro-batch)")  # fmt: skip
+            report("sink    writeStream moldau, at least once", rates["stream at least once"])
+            report("sink    writeStream kafka (at least once)", rates["stream kafka"])
+            rates |= sources(spark, broker, args, records, scratch)
+            report("source  spark.read.format('moldau')", rates["read moldau"],
+                   "  (sum(length(value)))")  # fmt: skip
+            report("source  spark.read.format('kafka')", rates["read kafka"],
+                   "  (Spark's Kafka source)")  # fmt: skip
+            report(
+                "ceiling spark.read.parquet", rates["read parquet"], "  (same rows, same aggregate)"
             )
-            print(f"sink    df.write.format('moldau')  | {sink_rate:11,.0f} records/s"
-                  f"  (best of {args.runs})")  # fmt: skip
-            print(f"ceiling df.write.parquet           | {parquet_write_rate:11,.0f} records/s")
-            print(f"ceiling discarded Arrow batches    | {discarded_rate:11,.0f} records/s"
-                  f"  (a Python data source writer that only reads them)")  # fmt: skip
-            exactly_once_rate, at_least_once_rate = streaming_sinks(
-                spark, broker, args, records, scratch
-            )
-            print(f"sink    writeStream, exactlyOnce   | {exactly_once_rate:11,.0f} records/s"
-                  f"  (one micro-batch, best of {args.runs})")  # fmt: skip
-            print(f"sink    writeStream, at least once | {at_least_once_rate:11,.0f} records/s")
-            source = (
-                spark.read.format("moldau")
-                .option("kafka.bootstrap.servers", broker.bootstrap)
-                .option("subscribe", "bench")
-                .load()
-            )
-            parquet_dir = os.path.join(scratch, "read-copy")
-            source.write.parquet(parquet_dir)  # the rows Moldau returns, as Parquet
-            parquet = spark.read.parquet(parquet_dir)
-            replayed = (
-                spark.read.format("replayed_arrow")
-                .option("rows", records)
-                .option("partitions", args.partitions)
-                .load()
-            )
-            source_rate = parquet_rate = replayed_rate = 0.0
-            for _ in range(args.runs):
-                counted, elapsed = timed(lambda: value_lengths(replayed))
-                assert counted == expected, f"replayed {counted}, expected {expected}"
-                replayed_rate = max(replayed_rate, records / elapsed)
-                counted, elapsed = timed(lambda: value_lengths(source))
-                assert counted == expected, f"moldau read {counted}, expected {expected}"
-                source_rate = max(source_rate, records / elapsed)
-                counted, elapsed = timed(lambda: value_lengths(parquet))
-                assert counted == expected, f"parquet read {counted}, expected {expected}"
-                parquet_rate = max(parquet_rate, records / elapsed)
-            print(f"source  spark.read.format('moldau') | {source_rate:11,.0f} records/s"
-                  f"  (sum(length(value)), best of {args.runs})")  # fmt: skip
-            print(f"ceiling spark.read.parquet         | {parquet_rate:11,.0f} records/s"
-                  f"  (same rows, same aggregate)")  # fmt: skip
-            print(f"ceiling replayed Arrow batches     | {replayed_rate:11,.0f} records/s"
-                  f"  (a Python data source, no broker, no decoding)")  # fmt: skip
+            report("ceiling replayed Arrow batches", rates["read replayed"],
+                   "  (a Python data source, no broker, no decoding)")  # fmt: skip
         finally:
             spark.stop()
         reader_rate, consumer_rate = drain_one_partition(broker.bootstrap)
         print(f"partition 0 in this process, no Spark: read_range (Arrow) {reader_rate:,.0f} "
               f"records/s, Consumer.consume (Messages) {consumer_rate:,.0f} records/s")  # fmt: skip
-        header("same-run ratios")
-        print(f"source / Parquet read: {source_rate / parquet_rate:.2f}")
-        print(f"source / replayed Arrow (Spark's Python data source ceiling): "
-              f"{source_rate / replayed_rate:.2f}")  # fmt: skip
-        print(f"sink / Parquet write: {sink_rate / parquet_write_rate:.2f}")
-        print(f"sink / discarded Arrow (Spark's Python data source ceiling): "
-              f"{sink_rate / discarded_rate:.2f}")  # fmt: skip
-        print(f"sink records/s / 1 M target: {sink_rate / TARGET_RECORDS_PER_S:.2f}")
-        print(f"exactly-once sink / Parquet write: {exactly_once_rate / parquet_write_rate:.2f}")
-        print(f"exactly-once sink / at-least-once sink: "
-              f"{exactly_once_rate / at_least_once_rate:.2f}")  # fmt: skip
-        print(f"source records/s / 1 M target: {source_rate / TARGET_RECORDS_PER_S:.2f}")
-        print(f"read_range / Consumer.consume: {reader_rate / consumer_rate:.2f}")
+    m = {name: median(values) for name, values in rates.items()}
+    header("same-run ratios (of medians)")
+    print(f"moldau sink / kafka sink: {m['moldau'] / m['kafka']:.2f} (the Java producer's "
+          f"defaults), {m['moldau'] / m['kafka large batches']:.2f} (1 MB batches)")  # fmt: skip
+    print(f"moldau streaming sink (at least once) / kafka streaming sink: "
+          f"{m['stream at least once'] / m['stream kafka']:.2f}")  # fmt: skip
+    print(f"moldau source / kafka source: {m['read moldau'] / m['read kafka']:.2f}")
+    print(f"source / Parquet read: moldau {m['read moldau'] / m['read parquet']:.2f}, "
+          f"kafka {m['read kafka'] / m['read parquet']:.2f}")  # fmt: skip
+    print(f"moldau source / replayed Arrow (Spark's Python data source ceiling): "
+          f"{m['read moldau'] / m['read replayed']:.2f}")  # fmt: skip
+    print(f"sink / Parquet write: moldau {m['moldau'] / m['parquet']:.2f}, "
+          f"kafka {m['kafka'] / m['parquet']:.2f}")  # fmt: skip
+    print(f"moldau sink / discarded Arrow (Spark's Python data source ceiling): "
+          f"{m['moldau'] / m['discarded']:.2f}")  # fmt: skip
+    print(f"moldau sink records/s / 1 M target: {m['moldau'] / TARGET_RECORDS_PER_S:.2f}")
+    print(f"exactly-once sink / at-least-once sink: "
+          f"{m['stream exactly once'] / m['stream at least once']:.2f}")  # fmt: skip
+    print(f"moldau source records/s / 1 M target: {m['read moldau'] / TARGET_RECORDS_PER_S:.2f}")
+    print(f"read_range / Consumer.consume: {reader_rate / consumer_rate:.2f}")
 
 
-def sink(
-    spark: Any, broker: Broker, args: argparse.Namespace, records: int, scratch: str
-) -> tuple[float, float, float]:
-    """Write the generated rows to Moldau (topic `bench` first, then fresh topics), to Parquet
-    and to the discarding data source, interleaved after a warm-up; the best records/s of
-    each."""
+def sink(spark: Any, broker: Broker, args: argparse.Namespace, records: int, scratch: str) -> Rates:
+    """Write the generated rows to Moldau through each format (topic `bench` first, then fresh
+    topics), to Parquet and to the discarding data source, round by round after a warm-up;
+    the records/s of every round of each."""
     rows = generated(spark, records, args.size, args.partitions)
 
-    def to_moldau(topic: str, frame: Any) -> None:
+    def to_topic(data_format: str, topic: str, frame: Any, **options: str) -> None:
         create_topic(broker.bootstrap, topic, args.partitions)
-        (
+        writer = (
             frame.write.mode("append")
-            .format("moldau")
+            .format(data_format)
             .option("kafka.bootstrap.servers", broker.bootstrap)
             .option("topic", topic)
-            .save()
         )
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        writer.save()
 
     def discarded(frame: Any) -> None:
         frame.write.mode("append").format("discarded_arrow").save()
 
     warm_up = generated(spark, min(records // 4, 500_000), args.size, args.partitions)
-    to_moldau("warm-up", warm_up)
+    to_topic("moldau", "warm-up", warm_up)
+    to_topic("kafka", "warm-up-kafka", warm_up)
     warm_up.write.parquet(os.path.join(scratch, "warm-up"))
     discarded(warm_up)
-    sink_rate = parquet_rate = discarded_rate = 0.0
+    rates: Rates = {"moldau": [], "kafka": [], "kafka large batches": [], "parquet": [],
+                    "discarded": []}  # fmt: skip
     for run in range(args.runs):
         topic = "bench" if run == 0 else f"bench-{run}"
-        _, elapsed = timed(lambda topic=topic: to_moldau(topic, rows))  # type: ignore[misc]
-        sink_rate = max(sink_rate, records / elapsed)
+        _, elapsed = timed(lambda topic=topic: to_topic("moldau", topic, rows))  # type: ignore[misc]
+        rates["moldau"].append(records / elapsed)
+        topic = f"bench-kafka-{run}"
+        _, elapsed = timed(lambda topic=topic: to_topic("kafka", topic, rows))  # type: ignore[misc]
+        assert end_offsets(broker.bootstrap, topic, args.partitions) == records
+        rates["kafka"].append(records / elapsed)
+        topic = f"bench-kafka-large-{run}"
+        _, elapsed = timed(
+            lambda topic=topic: to_topic("kafka", topic, rows, **LARGE_BATCHES)  # type: ignore[misc]
+        )
+        assert end_offsets(broker.bootstrap, topic, args.partitions) == records
+        rates["kafka large batches"].append(records / elapsed)
         target = os.path.join(scratch, f"write-ceiling-{run}")
         _, elapsed = timed(lambda target=target: rows.write.parquet(target))  # type: ignore[misc]
-        parquet_rate = max(parquet_rate, records / elapsed)
+        rates["parquet"].append(records / elapsed)
         _, elapsed = timed(lambda: discarded(rows))
-        discarded_rate = max(discarded_rate, records / elapsed)
-    return sink_rate, parquet_rate, discarded_rate
+        rates["discarded"].append(records / elapsed)
+    return rates
 
 
 def streaming_sinks(
     spark: Any, broker: Broker, args: argparse.Namespace, records: int, scratch: str
-) -> tuple[float, float]:
-    """records/s of a streaming query writing one micro-batch of `records` generated rows, with
-    `exactlyOnce` and without; interleaved after a warm-up of each, best of `--runs`."""
+) -> Rates:
+    """records/s of a streaming query writing one micro-batch of `records` generated rows:
+    `format("moldau")` with `exactlyOnce` and without, and `format("kafka")`; round by round
+    after a warm-up of each."""
 
-    def write(topic: str, rows: int, exactly_once: bool) -> float:
+    def write(topic: str, rows: int, data_format: str, exactly_once: bool = False) -> float:
         create_topic(broker.bootstrap, topic, args.partitions)
         query = (
             spark.readStream.format("rate-micro-batch")
@@ -291,13 +315,14 @@ def streaming_sinks(
             .option("numPartitions", args.partitions)
             .load()
             .selectExpr(f"lpad(cast(value as string), {args.size}, '0') as value")
-            .writeStream.format("moldau")
+            .writeStream.format(data_format)
             .option("kafka.bootstrap.servers", broker.bootstrap)
             .option("topic", topic)
-            .option("exactlyOnce", str(exactly_once).lower())
             .option("checkpointLocation", os.path.join(scratch, f"checkpoint-{topic}"))
             .trigger(availableNow=True)
         )
+        if exactly_once:
+            query = query.option("exactlyOnce", "true")
         start = time.perf_counter()
         running = query.start()
         running.awaitTermination()
@@ -309,13 +334,54 @@ def streaming_sinks(
         return rows / elapsed
 
     warm_up = min(records // 4, 500_000)
-    write("stream-warm-up-exactly-once", warm_up, True)
-    write("stream-warm-up", warm_up, False)
-    exactly_once = at_least_once = 0.0
+    write("stream-warm-up-exactly-once", warm_up, "moldau", exactly_once=True)
+    write("stream-warm-up", warm_up, "moldau")
+    write("stream-warm-up-kafka", warm_up, "kafka")
+    rates: Rates = {"stream exactly once": [], "stream at least once": [], "stream kafka": []}
     for run in range(args.runs):
-        exactly_once = max(exactly_once, write(f"stream-exactly-once-{run}", records, True))
-        at_least_once = max(at_least_once, write(f"stream-at-least-once-{run}", records, False))
-    return exactly_once, at_least_once
+        rates["stream exactly once"].append(
+            write(f"stream-exactly-once-{run}", records, "moldau", exactly_once=True)
+        )
+        rates["stream at least once"].append(
+            write(f"stream-at-least-once-{run}", records, "moldau")
+        )
+        rates["stream kafka"].append(write(f"stream-kafka-{run}", records, "kafka"))
+    return rates
+
+
+def sources(
+    spark: Any, broker: Broker, args: argparse.Namespace, records: int, scratch: str
+) -> Rates:
+    """records/s of `sum(length(value))` over topic `bench` through each format, over a Parquet
+    copy of the rows Moldau returns and over replayed Arrow batches, round by round."""
+    expected = (records, records * args.size)
+
+    def topic_source(data_format: str) -> Any:
+        return (
+            spark.read.format(data_format)
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", "bench")
+            .load()
+        )
+
+    contenders = {"read moldau": topic_source("moldau"), "read kafka": topic_source("kafka")}
+    parquet_dir = os.path.join(scratch, "read-copy")
+    contenders["read moldau"].write.parquet(parquet_dir)  # the rows Moldau returns, as Parquet
+    contenders["read parquet"] = spark.read.parquet(parquet_dir)
+    contenders["read replayed"] = (
+        spark.read.format("replayed_arrow")
+        .option("rows", records)
+        .option("partitions", args.partitions)
+        .load()
+    )
+    value_lengths(contenders["read kafka"])  # warm-up: the connector's classes loaded and compiled
+    rates: Rates = {name: [] for name in contenders}
+    for _ in range(args.runs):
+        for name, frame in contenders.items():
+            counted, elapsed = timed(lambda frame=frame: value_lengths(frame))  # type: ignore[misc]
+            assert counted == expected, f"{name}: {counted}, expected {expected}"
+            rates[name].append(records / elapsed)
+    return rates
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:

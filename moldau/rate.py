@@ -1,6 +1,7 @@
 """Kafka's windowed rate, as its quotas measure it (`Rate` over a `SampledStat` of
-org.apache.kafka.common.metrics): client quotas (`moldau.broker.quotas`) and replication
-throttles (`moldau.replication.throttle`).
+org.apache.kafka.common.metrics): client quotas (`moldau.broker.quotas`), replication
+throttles (`moldau.replication.throttle`) and the log-dir move throttle
+(`moldau.storage.log_mover`).
 
 `samples` windows of `window_ms` each, kept in a ring. A window starts with the first value
 recorded after the previous one ended (not on a fixed grid), and one older than all the windows
@@ -12,6 +13,10 @@ oldest window started, counted as at least `samples - 1` whole windows: a new se
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+# A limit this high is no limit (Kafka's Long.MAX_VALUE default of its byte-rate throttles).
+UNLIMITED = 2**63 - 1
 
 
 class SampledRate:
@@ -83,3 +88,43 @@ class SampledRate:
 def kafka_round(value: float) -> int:
     """Java's Math.round (halves up), which Kafka's throttle times use."""
     return math.floor(value + 0.5)
+
+
+class RateQuota:
+    """Bytes per second over a `SampledRate`, against a limit read when asked (a dynamic
+    config: a change applies at once). `now` is in seconds."""
+
+    __slots__ = ("_limit", "_now", "_rate")
+
+    def __init__(
+        self, limit: Callable[[], int], *, now: Callable[[], float], samples: int, window_s: float
+    ) -> None:
+        self._limit = limit
+        self._now = now
+        self._rate = SampledRate(samples=samples, window_ms=max(round(window_s * 1000), 1))
+
+    def record(self, size: int) -> None:
+        self._rate.record(size, self._now_ms())
+
+    def rate(self) -> float:
+        return self._rate.measure(self._now_ms())
+
+    def exceeded(self) -> bool:
+        limit = self._limit()
+        return limit < UNLIMITED and self.rate() > limit
+
+    def delay_s(self) -> float:
+        """How long the rate takes to come back to the limit, 0 when it is not over it: the
+        excess as a share of the limit times the time measured over (Kafka's throttle time)."""
+        limit = self._limit()
+        if limit >= UNLIMITED:
+            return 0.0
+        rate, window_ms = self._rate.measure_over(self._now_ms())
+        if rate <= limit:
+            return 0.0
+        if limit <= 0:
+            return window_ms / 1000.0  # (a limit of 0: nothing passes; look again later)
+        return (rate - limit) / limit * window_ms / 1000.0
+
+    def _now_ms(self) -> int:
+        return int(self._now() * 1000)

@@ -23,6 +23,7 @@ from moldau.config.values import BrokerConfig
 log = logging.getLogger(__name__)
 
 READY_LINE = "Moldau ready: bootstrap.servers={bootstrap}"
+REGISTRY_LINE = "Moldau schema registry: {url}"
 CONTROLLER_READY_LINE = "Moldau ready: bootstrap.controllers={bootstrap}"
 
 
@@ -60,6 +61,8 @@ async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
         return
     try:
         if print_ready:
+            for url in node.schema_registry.urls:
+                print(REGISTRY_LINE.format(url=url), flush=True)
             if node.layout.is_broker:
                 print(READY_LINE.format(bootstrap=node.bootstrap_servers), flush=True)
             else:
@@ -102,7 +105,11 @@ class Server:
         host: str = "127.0.0.1",
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        settings: dict[str, Any] = {"listeners": f"PLAINTEXT://{host}:{port}"}
+        # (no schema registry unless `config` asks for one: embedded nodes take no fixed port)
+        settings: dict[str, Any] = {
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "schema.registry.listeners": "",
+        }
         if log_dirs is not None:
             settings["log.dirs"] = os.fspath(log_dirs)
         settings.update(config or {})

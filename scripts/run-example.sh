@@ -4,7 +4,8 @@
 # Streaming pipeline over it (event generator -> format("moldau") source -> windowed counts ->
 # format("moldau") sink and Parquet -> a consumer of the results), prints the latest windows and
 # a summary, checks the counts and stops everything. Arguments go to
-# examples/page_views/pipeline.py (--seconds, --rate, --master, --nodes).
+# examples/page_views/pipeline.py (--seconds, --rate, --master, --nodes, and --format kafka for
+# Spark's own Kafka connector as the job's source and sink).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -9,11 +9,23 @@
 #   - kafkajs and its codecs under tests/integration/js (from package-lock.json)
 #   - Java 17 and Maven (Debian packages) if missing, and Apache Kafka's JVM clients and tools
 #     (tests/java/pom.xml, exact versions) from Maven Central into tests/java/lib/<version>/
+#   - Spark's Kafka connector for the pinned PySpark (tests/java/spark-kafka/pom.xml) from Maven
+#     Central into tests/java/spark-kafka/lib/
+#   - Kafka Connect with the FileStream and Debezium PostgreSQL connectors (tests/java/connect/
+#     pom.xml) into tests/java/lib/connect/, and PostgreSQL (Debian package) if missing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 log() { printf 'setup: %s\n' "$*"; }
+
+# apt_install PACKAGE...: Debian packages, through sudo unless run as root.
+apt_install() {
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$@"
+}
 
 find_python() {
     for candidate in "${PYTHON:-}" python3.11 python3; do
@@ -51,11 +63,8 @@ fi
 
 # 2. kcat, the command-line Kafka client used by the integration tests.
 if ! command -v kcat >/dev/null 2>&1; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing kcat"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q kcat
+    apt_install kcat
 else
     log "kcat is installed"
 fi
@@ -64,11 +73,8 @@ fi
 #    preload it into each node.
 if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1 \
     && ! command -v clang >/dev/null 2>&1; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing gcc"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q gcc libc6-dev
+    apt_install gcc libc6-dev
 else
     log "a C compiler is installed"
 fi
@@ -93,11 +99,8 @@ fi
 #    for every JVM test, the newest release for the Java client's own tests.
 KAFKA_JVM_VERSIONS="4.1.1 4.4.0"
 if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     log "installing Java 17 and Maven"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q openjdk-17-jdk-headless maven
+    apt_install openjdk-17-jdk-headless maven
 fi
 java_stamp=tests/java/lib/.moldau-install-stamp
 java_wanted=$( (cat tests/java/pom.xml; echo "$KAFKA_JVM_VERSIONS") | sha256sum | cut -d' ' -f1)
@@ -110,6 +113,42 @@ if [ ! -f "$java_stamp" ] || [ "$(cat "$java_stamp")" != "$java_wanted" ]; then
     echo "$java_wanted" >"$java_stamp"
 else
     log "Kafka's JVM clients and tools are resolved"
+fi
+
+# 6. Spark's own Kafka connector (format("kafka"), tests/java/spark-kafka/pom.xml) from Maven
+#    Central, run against Moldau beside format("moldau"). Java and Maven come from step 5.
+spark_kafka=tests/java/spark-kafka
+spark_kafka_stamp=$spark_kafka/lib/.moldau-install-stamp
+spark_kafka_wanted=$(sha256sum "$spark_kafka/pom.xml" | cut -d' ' -f1)
+if [ ! -f "$spark_kafka_stamp" ] || [ "$(cat "$spark_kafka_stamp")" != "$spark_kafka_wanted" ]; then
+    rm -rf "$spark_kafka/lib"
+    log "resolving Spark's Kafka connector (Maven Central)"
+    mvn -B -q -f "$spark_kafka/pom.xml" dependency:copy-dependencies
+    echo "$spark_kafka_wanted" >"$spark_kafka_stamp"
+else
+    log "Spark's Kafka connector is resolved"
+fi
+
+# 7. Kafka Connect 4.1.1 and the connectors its tests run (tests/java/connect/pom.xml: the worker's
+#    classpath and one plugin directory per connector, Debezium's PostgreSQL connector among them)
+#    into tests/java/lib/connect/, and PostgreSQL (Debian package) for Debezium to capture from.
+connect_stamp=tests/java/lib/connect/.moldau-install-stamp
+connect_wanted=$(sha256sum tests/java/connect/pom.xml | cut -d' ' -f1)
+if [ ! -f "$connect_stamp" ] || [ "$(cat "$connect_stamp")" != "$connect_wanted" ]; then
+    rm -rf tests/java/lib/connect
+    for part in worker file debezium-postgres; do
+        log "resolving Kafka Connect: the $part profile of tests/java/connect/pom.xml (Maven Central)"
+        mvn -B -q -f tests/java/connect/pom.xml dependency:copy-dependencies -P "$part"
+    done
+    echo "$connect_wanted" >"$connect_stamp"
+else
+    log "Kafka Connect and its connectors are resolved"
+fi
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    log "installing PostgreSQL"
+    apt_install postgresql
+else
+    log "PostgreSQL is installed"
 fi
 
 log "done ($ROOT)"

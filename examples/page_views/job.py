@@ -3,7 +3,9 @@
 Reads the events topic with `format("moldau")`, parses the JSON, keeps views, counts them per
 page in 10-second event-time windows with a 5-second watermark, and on each micro-batch writes
 the updated counts as JSON records to the results topic (with `format("moldau")`) and as rows to
-Parquet. Run it on a Spark cluster unchanged: only the master URL differs.
+Parquet. Run it on a Spark cluster unchanged: only the master URL differs. With
+`data_format="kafka"` the source and the sink are Spark's own Kafka connector instead, with the
+same options (its jars must be on the session's classpath).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from pyspark.sql.streaming import StreamingQuery
 EVENT_SCHEMA = "event_time timestamp, user string, page string, action string"
 
 
-def page_view_counts(spark: SparkSession, bootstrap: str, events_topic: str) -> DataFrame:
+def page_view_counts(
+    spark: SparkSession, bootstrap: str, events_topic: str, data_format: str = "moldau"
+) -> DataFrame:
     events = (
-        spark.readStream.format("moldau")
+        spark.readStream.format(data_format)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", events_topic)
         .option("startingOffsets", "earliest")
@@ -47,6 +51,7 @@ def start(
     results_topic: str,
     parquet_dir: str,
     checkpoint_dir: str,
+    data_format: str = "moldau",
 ) -> StreamingQuery:
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch = batch.withColumn("batch_id", F.lit(batch_id))
@@ -57,14 +62,14 @@ def start(
                 F.to_json(F.struct("window_start", "window_end", "page", "views")).alias("value"),
             )
             .write.mode("append")
-            .format("moldau")
+            .format(data_format)
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", results_topic)
             .save()
         )
 
     return (
-        page_view_counts(spark, bootstrap, events_topic)
+        page_view_counts(spark, bootstrap, events_topic, data_format)
         .writeStream.outputMode("update")
         .foreachBatch(write_batch)
         .option("checkpointLocation", checkpoint_dir)

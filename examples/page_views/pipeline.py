@@ -1,7 +1,7 @@
 """Page views per page per 10 seconds, end to end on Moldau and local Spark.
 
     python examples/page_views/pipeline.py [--seconds 20] [--rate 500] [--master local[2]]
-                                           [--nodes 3]
+                                           [--nodes 3] [--format kafka]
 
 Starts an embedded Moldau node on a temporary directory (or, with `--nodes N`, a local cluster of
 N nodes through `moldau cluster up`, the pipeline's topics replicated on up to three of them,
@@ -9,6 +9,9 @@ acks=all with min.insync.replicas 2), starts the Spark job of `job.py`, runs
 the generator of `events.py` in real time while a consumer follows the results topic, then waits
 for Spark to catch up, prints the latest windows and a summary, checks every window's count
 against what the generator sent, and stops everything. Exit status 0 means the counts matched.
+With `--format kafka` the job reads and writes through Spark's own Kafka connector
+(`format("kafka")`, the jars `scripts/setup.sh` resolves into tests/java/spark-kafka/lib/)
+instead of `format("moldau")`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # tests.spark_kafka
 
 import events as event_generator
 import job
@@ -40,6 +44,7 @@ from moldau.client import (
     SyncConsumer,
     TopicPartition,
 )
+from tests import spark_kafka
 
 EVENTS_TOPIC = "page-events"
 RESULTS_TOPIC = "page-view-counts"
@@ -69,7 +74,7 @@ class ResultsFollower(threading.Thread):
                     return
 
 
-def spark_session(master: str):
+def spark_session(master: str, data_format: str):
     import pyspark
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -80,6 +85,8 @@ def spark_session(master: str):
 
     from moldau.spark import register
 
+    # format("kafka") needs the connector's jars when the JVM starts (checked in main)
+    jars = (spark_kafka.spark_jars() or "") if data_format == "kafka" else ""
     spark = (
         SparkSession.builder.master(master)
         .appName("moldau-page-views")
@@ -89,6 +96,7 @@ def spark_session(master: str):
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.jars", jars)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -122,9 +130,18 @@ def main() -> int:
     parser.add_argument(
         "--nodes", type=int, default=1, help="Moldau nodes: 1 embedded, or a local cluster of N"
     )
+    parser.add_argument(
+        "--format",
+        dest="data_format",
+        choices=("moldau", "kafka"),
+        default="moldau",
+        help="the job's source and sink: Moldau's data source, or Spark's own Kafka connector",
+    )
     args = parser.parse_args()
     if args.nodes < 1:
         parser.error("--nodes must be at least 1")
+    if args.data_format == "kafka" and (reason := spark_kafka.unavailable()) is not None:
+        parser.error(reason)
 
     with tempfile.TemporaryDirectory(prefix="moldau-page-views-") as temporary:
         work = Path(temporary)
@@ -142,8 +159,11 @@ def main() -> int:
                 f"      ready at {bootstrap}; topics {EVENTS_TOPIC} (3), {RESULTS_TOPIC} (1), "
                 f"replication factor {replication}"
             )
-            print(f"[2/5] starting Spark ({args.master}) and the streaming job")
-            spark = spark_session(args.master)
+            print(
+                f"[2/5] starting Spark ({args.master}) and the streaming job, "
+                f'format("{args.data_format}")'
+            )
+            spark = spark_session(args.master, args.data_format)
             try:
                 return run(spark, bootstrap, work, args)
             finally:
@@ -195,6 +215,7 @@ def run(spark, bootstrap: str, work: Path, args: argparse.Namespace) -> int:
         results_topic=RESULTS_TOPIC,
         parquet_dir=str(work / "parquet"),
         checkpoint_dir=str(work / "checkpoint"),
+        data_format=args.data_format,
     )
     follower = ResultsFollower(bootstrap)
     follower.start()

@@ -34,16 +34,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import crc32c
 
 from moldau.clock import Clock
 from moldau.controller import client_metrics
 from moldau.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from moldau.broker.registry import RequestContext
 
 # Kafka's order of preference: clients compress with the first one they support.
 ACCEPTED_COMPRESSION_TYPES = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy
@@ -273,19 +269,6 @@ class ClientTelemetry:
             candidate = uuid.uuid4()
             if candidate not in self._instances and candidate not in _RESERVED_IDS:
                 return candidate
-
-
-def client_description(ctx: RequestContext) -> dict[str, str]:
-    """The client of a request as client-metrics subscriptions match it (selector -> value):
-    its client id, the software it named in ApiVersions, its address and port."""
-    name, version = ctx.extras.get("client_software", ("", ""))
-    return {  # (Kafka's ClientInformation names what a client did not say "unknown")
-        "client_id": ctx.client_id,
-        "client_software_name": name or "unknown",
-        "client_software_version": version or "unknown",
-        "client_source_address": ctx.client_host,
-        "client_source_port": str(ctx.client_port),
-    }
 
 
 def _subscription_id(

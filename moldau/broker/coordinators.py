@@ -18,8 +18,8 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from moldau.broker.handlers.write_txn_markers import write_markers
 from moldau.broker.internal_topics import InternalTopic
+from moldau.broker.transaction_markers import write_markers
 from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime, LoadedItem
 from moldau.coordinator.transaction_metadata import TransactionCoordinatorConfig
@@ -40,7 +40,7 @@ from moldau.protocol.records import (
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ _TRANSACTION_STATE_TOPIC_CONFIGS = {
 _READ_CHUNK_BYTES = 4 * 1024 * 1024
 
 
-async def start(node: Node) -> None:
+async def start(node: BrokerServices) -> None:
     config = GroupCoordinatorConfig.from_properties(node.config)
     node.internal_topics.register(
         InternalTopic(
@@ -123,7 +123,7 @@ def _deleted_topics(previous: MetadataImage | None, image: MetadataImage) -> set
     }
 
 
-def _led_partitions(node: Node, topic_name: str) -> dict[int, int]:
+def _led_partitions(node: BrokerServices, topic_name: str) -> dict[int, int]:
     """The partitions of `topic_name` this broker leads and hosts, with their leader epochs."""
     topic = node.metadata_image.topics.get(topic_name)
     if topic is None:
@@ -137,7 +137,7 @@ def _led_partitions(node: Node, topic_name: str) -> dict[int, int]:
 
 
 async def _start_transaction_coordinator(
-    node: Node, append: object
+    node: BrokerServices, append: object
 ) -> TransactionCoordinatorRuntime | None:
     config = TransactionCoordinatorConfig.from_properties(node.config)
     node.internal_topics.register(
@@ -174,7 +174,7 @@ async def _start_transaction_coordinator(
 
 
 async def _append(
-    node: Node,
+    node: BrokerServices,
     tp: TopicPartition,
     pairs: list[tuple[bytes | None, bytes | None]],
     *,
@@ -206,18 +206,18 @@ async def _append(
 
 
 def _read_state_records(
-    node: Node, tp: TopicPartition
+    node: BrokerServices, tp: TopicPartition
 ) -> Iterator[tuple[bytes | None, bytes | None]]:
     for item in _read_records(node, tp):
         if isinstance(item, tuple):
             yield item
 
 
-def _read_offsets_records(node: Node, tp: TopicPartition) -> Iterator[LoadedItem]:
+def _read_offsets_records(node: BrokerServices, tp: TopicPartition) -> Iterator[LoadedItem]:
     return _read_records(node, tp)
 
 
-def _read_records(node: Node, tp: TopicPartition) -> Iterator[LoadedItem]:
+def _read_records(node: BrokerServices, tp: TopicPartition) -> Iterator[LoadedItem]:
     """Every record of the partition in offset order: plain records as (key, value), records of
     transactional batches and transaction markers tagged with their producer."""
     partition = node.replica_manager.get_partition(tp)

@@ -39,11 +39,11 @@ from moldau.broker.registry import (
     BROKER,
     HandlerSpec,
     RequestContext,
-    Response,
     Scope,
     handler_for,
     supported_versions,
 )
+from moldau.broker.responses import Response
 from moldau.net.connection import Applying, CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
@@ -60,7 +60,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.produce_response import encode_produce_response
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 _INT32 = struct.Struct(">i")
@@ -69,7 +69,7 @@ _INT32 = struct.Struct(">i")
 class Dispatcher:
     """Serves one kind of listener: the broker's (clients) or the controller's (`scope`)."""
 
-    def __init__(self, node: Node, scope: Scope = BROKER) -> None:
+    def __init__(self, node: BrokerServices, scope: Scope = BROKER) -> None:
         self._node = node
         self.scope = scope
         # Client quotas hold back clients on the broker's listeners only.

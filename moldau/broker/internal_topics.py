@@ -23,7 +23,7 @@ from moldau.controller.placement import internal_topic_replication
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 __all__ = ["BROKERS_WAIT_S", "InternalTopic", "InternalTopics"]
 
@@ -44,7 +44,7 @@ class InternalTopic:
 class InternalTopics:
     """The internal topics a node's coordinators use, each created at most once at a time."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: BrokerServices) -> None:
         self._node = node
         self._topics: dict[str, InternalTopic] = {}
         self._creating: dict[str, asyncio.Task[None]] = {}

@@ -18,12 +18,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 
-def start(node: Node) -> list[asyncio.Task[None]]:
+def start(node: BrokerServices) -> list[asyncio.Task[None]]:
     log_manager = node.log_manager
     assert log_manager is not None
     retention_interval_s = int(node.config.get("log.retention.check.interval.ms")) / 1000.0
@@ -59,7 +59,8 @@ def start(node: Node) -> list[asyncio.Task[None]]:
 
     def recheck() -> None:
         log_manager.recheck_log_dirs()
-        node.controller.restore_metadata_reserve()
+        if node.controller is not None:
+            node.controller.restore_metadata_reserve()
 
     tasks.append(
         asyncio.create_task(

@@ -32,7 +32,7 @@ from moldau.storage.checkpoints import topic_id_text
 from moldau.types import TopicPartition
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ _CREATE, _DELETE = "create", "delete"
 
 
 class MetadataPublisher:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: BrokerServices) -> None:
         self._node = node
         self._previous: MetadataImage | None = None
         self.listeners: list[Any] = []

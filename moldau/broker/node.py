@@ -40,7 +40,9 @@ from moldau.broker.resources import (
     open_segment_files,
     raise_open_files_limit,
 )
+from moldau.broker.schema_registry import HostedRegistry
 from moldau.broker.security import NodeSecurity, connection_quotas
+from moldau.broker.transaction_link import TransactionCoordinatorLink
 from moldau.broker.voter_endpoints import keep_voter_endpoints_current
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
@@ -56,6 +58,8 @@ from moldau.controller.operations import (
     IsrProposal,
     NewTopic,
 )
+from moldau.coordinator.runtime import GroupCoordinatorRuntime
+from moldau.coordinator.transaction_runtime import TransactionCoordinatorRuntime
 from moldau.metadata.acls import AclBinding
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
@@ -63,6 +67,7 @@ from moldau.net.listener import Listener
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.sasl.scram import ScramCredential
+from moldau.rate import RateQuota
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
@@ -92,12 +97,14 @@ class Node:
         self.layout = ClusterLayout.from_config(config)
         # (ConfigError: TLS or SASL cannot be set up)
         self.security = NodeSecurity.of(
-            config, self.layout, scram_credentials=self._scram_credential, clock=clock
+            config, self.layout, scram_credentials=self.scram_credential, clock=clock
         )
         self.connection_quotas = connection_quotas(config, self.layout)  # (ConfigError)
         # (ConfigError: an authorizer Moldau does not have, or malformed super.users)
         self.authorization = NodeAuthorization.of(config, self._acls)
         self.client_quotas = ClientQuotas.of(config, clock)  # (enforced on broker listeners)
+        # (ConfigError: a malformed schema.registry.listeners)
+        self.schema_registry = HostedRegistry.of(config, self.layout)
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -112,8 +119,9 @@ class Node:
         self._broker_connections: dict[int, Any] = {}
         self.log_manager: LogManager | None = None
         self.replica_manager: Any = None
-        self.group_coordinator: Any = None
-        self.transaction_coordinator: Any = None
+        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.transaction_coordinator: TransactionCoordinatorRuntime | None = None
+        self._transaction_link = TransactionCoordinatorLink(self)
         self._publisher: MetadataPublisher | None = None
         # Called with (previous image, image) after the partitions have followed each change.
         self.metadata_listeners: list[Callable[[Any, Any], None]] = []
@@ -150,6 +158,7 @@ class Node:
                 default_config=self.default_log_config(),
                 max_open_files=max_open_files,
                 producer_id_expiration_ms=int(self.config.get("producer.id.expiration.ms")),
+                move_quota=self._log_dir_move_quota(),
             )
             loop = asyncio.get_running_loop()
             self.log_manager.failures.add_listener(
@@ -189,6 +198,7 @@ class Node:
         self.ready = True
         for listener in self.listeners:
             await listener.start_serving()
+        await self.schema_registry.start(self)  # (a client of the listeners above)
 
     async def _bind(self, address: Endpoint, dispatcher: Dispatcher, into: list[Listener]) -> None:
         max_frame = int(self.config.get("socket.request.max.bytes"))
@@ -340,6 +350,17 @@ class Node:
         )
         self.controller_registration.start()
 
+    def _log_dir_move_quota(self) -> RateQuota:
+        """replica.alter.log.dirs.io.max.bytes.per.second over its windows (read by the log
+        dir mover's thread at each chunk it copies, so a change applies at once)."""
+        config = self.config
+        return RateQuota(
+            lambda: int(config.get("replica.alter.log.dirs.io.max.bytes.per.second")),
+            now=time.monotonic,
+            samples=int(config.get("alter.log.dirs.replication.quota.window.num")),
+            window_s=float(config.get("alter.log.dirs.replication.quota.window.size.seconds")),
+        )
+
     def _controller_endpoint(self) -> tuple[str, int] | None:
         """Where this node's controller listener is bound (None for a broker-only node)."""
         for listener in self.controller_listeners:
@@ -391,6 +412,12 @@ class Node:
                 replica_manager.check_isr()
 
         self._background.append(asyncio.get_running_loop().create_task(check_isr()))
+
+    @property
+    def transaction_link(self) -> TransactionCoordinatorLink | None:
+        """How a partition leader reaches transaction coordinators (KIP-890 verification);
+        None while this node runs none."""
+        return self._transaction_link if self.transaction_coordinator is not None else None
 
     async def broker_connection(self, broker_id: int) -> Any:
         """A kept connection to another broker's inter-broker listener (transaction markers)."""
@@ -519,6 +546,7 @@ class Node:
             return
         # Controlled shutdown first, while every listener still serves (as Kafka's broker does):
         # producers write here until their leaderships have moved, followers catch up with it.
+        await self.schema_registry.stop()
         if self.lifecycle is not None:
             await self.lifecycle.stop()  # (bounded; the quorum still answers)
             self.lifecycle = None
@@ -706,7 +734,7 @@ class Node:
 
     # --- metadata ------------------------------------------------------------------------------
 
-    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's SCRAM credential from the metadata image (None before there is one)."""
         if self.controller is None:
             return None

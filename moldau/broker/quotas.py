@@ -40,13 +40,13 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from moldau.broker.handlers.fetch import replica_of
-from moldau.broker.registry import Response
+from moldau.broker.responses import Response
 from moldau.clock import Clock, monotonic_ms
 from moldau.config.values import BrokerConfig
 from moldau.metadata.records import ClientQuotaEntity
 from moldau.protocol.adapter import RequestHeader, response_schema
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.fetch_request import replica_of
 from moldau.protocol.fetch_response import encode_fetch_response
 from moldau.rate import SampledRate, kafka_round
 

@@ -26,14 +26,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from moldau.controller import QuorumController
 from moldau.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType, all_operations
 from moldau.net.connection import ConnectionInfo
 from moldau.protocol.adapter import RequestHeader
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
     from moldau.broker.quotas import ClientQuota
+    from moldau.broker.services import BrokerServices
 
 HandlerResult = Any  # dict | Response | None
 HandlerFunction = Callable[["RequestContext", Any], HandlerResult | Awaitable[HandlerResult]]
@@ -64,13 +65,6 @@ class HandlerSpec:
     in_order: bool = False
 
 
-@dataclass(slots=True)
-class Response:
-    """A response body made of chunks: bytes, and file regions sent with zero copy."""
-
-    chunks: list[Any]
-
-
 def _local_connection() -> ConnectionInfo:
     return ConnectionInfo(
         client_host="127.0.0.1",
@@ -88,7 +82,7 @@ class RequestContext:
     a context is built for every request)."""
 
     header: RequestHeader
-    node: Node
+    node: BrokerServices
     connection: ConnectionInfo = field(default_factory=_local_connection)
     scope: Scope = BROKER  # which kind of listener the request came on
     quota: ClientQuota | None = None  # the client's quotas when one applies to this request
@@ -110,14 +104,26 @@ class RequestContext:
         return self.connection.client_port
 
     @property
-    def controller(self) -> Any:
-        """This node's controller (a `QuorumController`). A node that is stopping has stopped
+    def controller(self) -> QuorumController:
+        """This node's controller. A node that is stopping has stopped
         it before its controller listeners close: a request that arrives then is answered
         NOT_CONTROLLER, and the broker asks the controller the quorum names next."""
         controller = self.node.controller
         if controller is None:
             raise KafkaError(ErrorCode.not_controller, "this node's controller has stopped")
         return controller
+
+    def client_description(self) -> dict[str, str]:
+        """The client as client-metrics subscriptions match it (selector -> value, KIP-714):
+        its client id, the software it named in ApiVersions, its address and port."""
+        name, version = self.extras.get("client_software", ("", ""))
+        return {  # (Kafka's ClientInformation names what a client did not say "unknown")
+            "client_id": self.client_id,
+            "client_software_name": name or "unknown",
+            "client_software_version": version or "unknown",
+            "client_source_address": self.client_host,
+            "client_source_port": str(self.client_port),
+        }
 
     @property
     def principal(self) -> str:

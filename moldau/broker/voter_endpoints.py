@@ -22,7 +22,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC, Endpoint, VoterNode, directory_uuid
 
 if TYPE_CHECKING:
-    from moldau.broker.node import Node
+    from moldau.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ CHECK_INTERVAL_S = 1.0
 UPDATE_TIMEOUT_S = 10.0
 
 
-def local_voter(node: Node) -> VoterNode | None:
+def local_voter(node: BrokerServices) -> VoterNode | None:
     """This node as a voter with its controller listeners now, if the voter set's entry for it
     names other endpoints; None when it is not a voter or nothing changed."""
     controller = node.controller
@@ -50,7 +50,7 @@ def local_voter(node: Node) -> VoterNode | None:
     return VoterNode(node_id=node.node_id, directory_id=raft.directory_id, endpoints=endpoints)
 
 
-async def keep_voter_endpoints_current(node: Node) -> None:
+async def keep_voter_endpoints_current(node: BrokerServices) -> None:
     while True:
         await asyncio.sleep(CHECK_INTERVAL_S)
         voter = local_voter(node)
@@ -62,8 +62,10 @@ async def keep_voter_endpoints_current(node: Node) -> None:
             log.info("updating this voter's endpoints failed (retrying): %s", error)
 
 
-async def _update(node: Node, voter: VoterNode) -> None:
+async def _update(node: BrokerServices, voter: VoterNode) -> None:
     controller = node.controller
+    if controller is None:  # (the node is stopping)
+        return
     leader_id = controller.leader_id
     if leader_id is None:
         return

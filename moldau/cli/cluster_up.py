@@ -8,8 +8,9 @@ a vote first, then the quorum's nodes), then a wait for their clean exits; a sec
 them. The children run in their own process group, so a terminal's Ctrl-C reaches only this
 process, which decides the order.
 
-`<data-dir>/cluster.json` remembers the layout (cluster id, roles, ports): `up` on the same
-directory starts the same cluster again. Each node's output goes to `<data-dir>/logs/node-N.log`.
+`<data-dir>/cluster.json` remembers the layout (cluster id, roles, ports, and with
+`--controller-sasl` the nodes' controller password; the file is readable by its owner only): `up`
+on the same directory starts the same cluster again. Each node's output goes to `<data-dir>/logs/node-N.log`.
 While it runs, a node's exit is reported as it happens and `moldau cluster node stop | kill |
 start | restart N` act on one node (`local_nodes.py`).
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import secrets
 import signal
 import socket
 import sys
@@ -36,6 +39,10 @@ from moldau.config.values import BrokerConfig, ConfigError
 COMBINED = "broker,controller"
 LAYOUT_FILE = "cluster.json"
 CONTROLLER_PORT_OFFSET = 100  # with --base-port alone: node N's controller listener is base+100+N-1
+# With --controller-sasl the nodes authenticate to each other's controller listeners as this user
+# (SASL/PLAIN: the controllers must check it before any metadata, so SCRAM cannot serve there).
+CONTROLLER_USER = "moldau-node"
+_PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,7 @@ class ClusterLayout:
     cluster_id: str
     host: str
     nodes: tuple[NodeLayout, ...]
+    controller_password: str | None = None  # the controller listeners take SASL/PLAIN
 
     def voters(self) -> str:
         return ",".join(
@@ -66,7 +74,22 @@ class ClusterLayout:
             f"listeners={','.join(listeners)}",
             f"controller.quorum.voters={self.voters()}",
             f"log.dirs={data_dir / f'node-{node.node_id}'}",
+            *self._controller_sasl(),
             *overrides,
+        ]
+
+    def _controller_sasl(self) -> list[str]:
+        """Controller listeners that take only the nodes' own SASL/PLAIN login."""
+        password = self.controller_password
+        if password is None:
+            return []
+        return [
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config="
+            f'{_PLAIN} required username="{CONTROLLER_USER}" password="{password}" '
+            f'user_{CONTROLLER_USER}="{password}";',
         ]
 
 
@@ -84,6 +107,7 @@ def plan(
     host: str,
     base_port: int | None,
     controller_base_port: int | None = None,
+    controller_sasl: bool = False,
 ) -> ClusterLayout:
     """Roles and ports: `nodes` combined nodes, or `controllers` + `brokers` separate ones.
     Node N (from 1) listens for clients on `base_port`+N-1 and as a controller on
@@ -115,7 +139,12 @@ def plan(
     too_high = [p for p in taken if p > 65535]
     if too_high:
         raise ValueError(f"port {too_high[0]} is above 65535: choose lower base ports")
-    return ClusterLayout(cluster_id=new_cluster_id(), host=host, nodes=layout)
+    return ClusterLayout(
+        cluster_id=new_cluster_id(),
+        host=host,
+        nodes=layout,
+        controller_password=secrets.token_urlsafe(24) if controller_sasl else None,
+    )
 
 
 def _range(layout: tuple[NodeLayout, ...], field: str) -> str:
@@ -132,13 +161,17 @@ def load_layout(data_dir: Path) -> ClusterLayout | None:
         cluster_id=raw["cluster_id"],
         host=raw["host"],
         nodes=tuple(NodeLayout(**node) for node in raw["nodes"]),
+        controller_password=raw.get("controller_password"),
     )
 
 
 def save_layout(data_dir: Path, layout: ClusterLayout) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     text = json.dumps(asdict(layout), indent=2) + "\n"
-    (data_dir / LAYOUT_FILE).write_text(text, encoding="utf-8")
+    path = data_dir / LAYOUT_FILE
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(text)
 
 
 async def run_cluster(layout: ClusterLayout, data_dir: Path, overrides: list[str]) -> int:
@@ -304,6 +337,15 @@ def up(
     host: Annotated[str, typer.Option("--host", help="The address every node binds.")] = (
         "127.0.0.1"
     ),
+    controller_sasl: Annotated[
+        bool,
+        typer.Option(
+            "--controller-sasl",
+            help="Controller listeners take only the nodes' own SASL/PLAIN login (a password "
+            "made for this cluster, kept in its cluster.json): clients that reach a controller "
+            "port cannot speak to the quorum.",
+        ),
+    ] = False,
     override: Annotated[
         list[str] | None,
         typer.Option("--override", help="A property for every node: key=value (repeatable)."),
@@ -328,9 +370,15 @@ def up(
                 host=host,
                 base_port=base_port,
                 controller_base_port=controller_base_port,
+                controller_sasl=controller_sasl,
             )
         except ValueError as error:
             fail(str(error))
+    elif controller_sasl and layout.controller_password is None:
+        fail(
+            f"{data_dir} holds a cluster whose controller listeners take no login: start it "
+            "without --controller-sasl, or give another --data-dir"
+        )
     elif asked is not None and asked != _shape(layout):
         fail(
             f"{data_dir} holds a cluster of {_describe(layout)}: start it as it is (without "

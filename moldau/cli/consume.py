@@ -4,6 +4,8 @@ Without `-g` it reads the chosen partitions (default: all) from `-o` (default: b
 `-g GROUP` it joins the group and starts from the committed offsets, and `-o beginning | end` say
 where a partition with no committed offset starts (`auto.offset.reset`, as kafka-console-consumer's
 `--from-beginning`). `-e` exits once every partition is read to its end, `-n` after N records.
+`--value-schema`/`--key-schema` decode records in the registry's wire format to JSON
+(`moldau.cli.record_schemas`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from moldau.cli.common import (
 )
 from moldau.cli.formatting import message_data, message_json, parse_format, render
 from moldau.cli.offset_spec import OffsetSpec, SpecKind, parse_offset_spec
+from moldau.cli.registry_options import (
+    KeyReaderOption,
+    RegistryCaOption,
+    RegistryOption,
+    RegistryUserOption,
+    ValueReaderOption,
+    registry_client,
+    with_registry,
+)
 from moldau.client.consumer import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer
 from moldau.types import TopicPartition
 
@@ -88,6 +99,11 @@ def consume_command(
         str,
         typer.Option("--isolation-level", help="read_uncommitted or read_committed."),
     ] = "read_uncommitted",
+    value_schema: ValueReaderOption = None,
+    key_schema: KeyReaderOption = None,
+    registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: Annotated[
@@ -131,9 +147,21 @@ def consume_command(
         defaults["group.id"] = group
     client = client_config(bootstrap, settings, **defaults)
 
+    with_schemas = key_schema is not None or value_schema is not None
+
     async def body() -> None:
         out = sys.stdout.buffer
         seen = 0
+        schemas = None
+        if with_schemas:
+            from moldau.cli.record_schemas import RecordDeserializers
+
+            schemas = await RecordDeserializers.of(
+                registry_client(registry, registry_user, registry_ca),
+                topics=topics,
+                key_schema=key_schema,
+                value_schema=value_schema,
+            )
         async with Consumer(client) as consumer:
             consumer.on_transport_error = lambda error: print(
                 f"warning: fetching failed: {error}; retrying", file=sys.stderr, flush=True
@@ -161,10 +189,14 @@ def consume_command(
                     500 if count is None else min(500, count - seen), 0.5
                 )
                 for message in batch:
+                    decoded = await schemas.decode(message) if schemas is not None else {}
                     if parts is None and output is OutputFormat.yaml:
-                        out.write(b"---\n" + to_yaml(message_data(message)).encode())
+                        data = message_data(message) | decoded
+                        out.write(b"---\n" + to_yaml(data).encode())
                     elif parts is None:
-                        out.write(message_json(message).encode() + b"\n")
+                        out.write(message_json(message, decoded).encode() + b"\n")
+                    elif decoded and schemas is not None:
+                        out.write(render(parts, schemas.with_text(message, decoded)))
                     else:
                         out.write(render(parts, message))
                 seen += len(batch)
@@ -177,7 +209,7 @@ def consume_command(
             if group:
                 await consumer.commit()
 
-    run(body())
+    run(with_registry(body()) if with_schemas else body())
 
 
 def register(root: typer.Typer) -> None:

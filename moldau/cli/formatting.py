@@ -114,6 +114,7 @@ def message_data(message: Message) -> dict[str, Any]:
     }
 
 
-def message_json(message: Message) -> str:
-    """One JSON line (`message_data`)."""
-    return json.dumps(message_data(message), ensure_ascii=False)
+def message_json(message: Message, decoded: dict[str, Any] | None = None) -> str:
+    """One JSON line (`message_data`); `decoded` replaces the key or value with the JSON data
+    it was decoded to."""
+    return json.dumps(message_data(message) | (decoded or {}), ensure_ascii=False)

@@ -65,6 +65,7 @@ _COMMAND_MODULES: Final = {
     "storage": "storage",
     "topic": "topic",
     "produce": "produce",
+    "schema": "schema",
     "consume": "consume",
     "group": "group",
     "cluster": "cluster",
@@ -124,6 +125,11 @@ _PLACEHOLDERS: Final = {
     "override": "KEY=VALUE",
     "pairs": "KEY=VALUE",
     "format_string": "FORMAT",
+    "registry": "URL",
+    "registry_user": "USER:PASSWORD",
+    "registry_ca": "FILE",
+    "value_schema": "SCHEMA",
+    "key_schema": "SCHEMA",
 }
 
 

@@ -4,7 +4,9 @@ One record per line (or per `-D` delimiter, or per file with `-l`); `-K :` split
 key and value at the first delimiter, `-k KEY` gives every record the same key, `-H k=v` adds
 headers, `-p` picks the partition (default: Kafka's murmur2 for keyed records), `-z` compresses.
 A topic that does not exist is created when the cluster allows it (`auto.create.topics.enable`),
-as other producers ask for it (`-X allow.auto.create.topics=false` asks not to).
+as other producers ask for it (`-X allow.auto.create.topics=false` asks not to). With
+`--value-schema`/`--key-schema` each value (key) is a JSON document, encoded with the schema in
+the registry's wire format (`moldau.cli.registry_options`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ from moldau.cli.common import (
     stderr,
 )
 from moldau.cli.formatting import unescape
+from moldau.cli.registry_options import (
+    KeySchemaOption,
+    RegistryCaOption,
+    RegistryOption,
+    RegistryUserOption,
+    ValueSchemaOption,
+    registry_client,
+    with_registry,
+)
 from moldau.client.cluster import Cluster, TopicInfo
 from moldau.client.errors import ErrorCode, KafkaException
 from moldau.client.producer import Producer, RecordMetadata
@@ -108,6 +119,11 @@ def produce_command(
         typer.Option("-z", "--compression", help="none, gzip, snappy, lz4 or zstd."),
     ] = None,
     acks: Annotated[str | None, typer.Option("--acks", help="0, 1 or all.")] = None,
+    value_schema: ValueSchemaOption = None,
+    key_schema: KeySchemaOption = None,
+    registry: RegistryOption = None,
+    registry_user: RegistryUserOption = None,
+    registry_ca: RegistryCaOption = None,
     bootstrap: BootstrapOption = None,
     settings: SettingsOption = None,
     output: FormatOption = OutputFormat.text,
@@ -142,6 +158,8 @@ def produce_command(
                     async for record in split_records(stream, record_delimiter):
                         yield record
 
+    with_schemas = key_schema is not None or value_schema is not None
+
     async def body() -> None:
         summary: dict[int, list[int]] = {}
         failures: list[KafkaException] = []
@@ -156,6 +174,16 @@ def produce_command(
             first_last[1] = max(first_last[1], metadata.offset)
             first_last[2] += 1
 
+        serializers = None
+        if with_schemas:
+            from moldau.cli.record_schemas import RecordSerializers
+
+            serializers = await RecordSerializers.of(
+                registry_client(registry, registry_user, registry_ca),
+                topic=topic,
+                key_schema=key_schema,
+                value_schema=value_schema,
+            )
         async with Producer(client) as producer:
             info = await topic_for_writing(
                 producer.cluster,
@@ -174,6 +202,8 @@ def produce_command(
                 if key_separator is not None:
                     before, found, after = data.partition(key_separator)
                     record_key, value = (before, after) if found else (None, data)
+                if serializers is not None:
+                    record_key, value = serializers.encode(record_key, value, record=count + 1)
                 producer.produce(
                     topic,
                     value,
@@ -203,7 +233,7 @@ def produce_command(
         else:
             emit(data_out, output)
 
-    run(body())
+    run(with_registry(body()) if with_schemas else body())
 
 
 def register(root: typer.Typer) -> None:

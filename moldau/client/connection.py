@@ -38,7 +38,7 @@ _MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 _SCRATCH_BYTES: Final = 256 * 1024
 _CLOSE_WAIT_S: Final = 5.0
 _REAUTHENTICATE_AT: Final = 0.85  # of a SASL session's lifetime
-_PROBE_TIMEOUT_S: Final = 5.0  # asking a listener that closed the connection why
+_SASL_PROBE_TIMEOUT_S: Final = 5.0  # asking a listener that closed us whether it expects SASL
 
 # Highest version this client speaks per API where newer versions change the request's shape
 # beyond what the adapter fills in (topic ids instead of names: Produce v13, Fetch v13,
@@ -256,7 +256,7 @@ class BrokerConnection:
         self._closed_error: Exception | None = None
         self._served = False  # a request other than the version negotiation was answered
         # A client's connection (not a node's own, which knows its listeners) asks a listener
-        # that closed it at its first request whether it expects SASL (`_sasl_expected_error`).
+        # that closed it at its first request whether it expects SASL (`wrong_listener.py`).
         self.asks_why_closed = asks_why_closed
 
     @property
@@ -427,36 +427,6 @@ class BrokerConnection:
         self._served = True
         return response
 
-    async def _sasl_expected_error(self, closed: KafkaException) -> Exception:
-        """After a listener closed the connection of a client without SASL settings at its
-        first request: ILLEGAL_SASL_STATE naming the mechanisms when the listener is a SASL one
-        (a new connection's SaslHandshake for no mechanism is answered with them), else
-        `closed`."""
-        try:
-            probe = await BrokerConnection.open(
-                self.host,
-                self.port,
-                client_id=self.client_id,
-                request_timeout=min(self.request_timeout, _PROBE_TIMEOUT_S),
-                connect_timeout=_PROBE_TIMEOUT_S,
-                ssl_context=self.ssl_context,
-            )
-        except KafkaException:
-            return closed
-        try:
-            answer = await probe.request(ApiKey.SASL_HANDSHAKE, {"mechanism": ""}, version=1)
-        except KafkaException:
-            return closed
-        finally:
-            await probe.close()
-        if answer.error_code != ErrorCode.unsupported_sasl_mechanism or not answer.mechanisms:
-            return closed
-        return KafkaException(
-            ErrorCode.illegal_sasl_state,
-            f"{self.address} is a SASL listener (mechanisms {', '.join(answer.mechanisms)}) "
-            "and closed the connection of a client without SASL settings",
-        )
-
     async def _round_trip(
         self,
         api_key: int,
@@ -521,6 +491,36 @@ class BrokerConnection:
             if not future.done():
                 future.set_exception(error)
         self._in_flight.clear()
+
+    async def _sasl_expected_error(self, closed: KafkaException) -> Exception:
+        """After the listener closed this connection of a client without SASL settings at its
+        first request: ILLEGAL_SASL_STATE naming the mechanisms when the listener is a SASL one
+        (a new connection's SaslHandshake for no mechanism is answered with them), else
+        `closed`."""
+        try:
+            probe = await BrokerConnection.open(
+                self.host,
+                self.port,
+                client_id=self.client_id,
+                request_timeout=min(self.request_timeout, _SASL_PROBE_TIMEOUT_S),
+                connect_timeout=_SASL_PROBE_TIMEOUT_S,
+                ssl_context=self.ssl_context,
+            )
+        except KafkaException:
+            return closed
+        try:
+            answer = await probe.request(ApiKey.SASL_HANDSHAKE, {"mechanism": ""}, version=1)
+        except KafkaException:
+            return closed
+        finally:
+            await probe.close()
+        if answer.error_code != ErrorCode.unsupported_sasl_mechanism or not answer.mechanisms:
+            return closed
+        return KafkaException(
+            ErrorCode.illegal_sasl_state,
+            f"{self.address} is a SASL listener (mechanisms {', '.join(answer.mechanisms)}) "
+            "and closed the connection of a client without SASL settings",
+        )
 
     async def close(self) -> None:
         self._fail_all(KafkaException(ErrorCode.network_exception, "connection closed"))

@@ -1,9 +1,8 @@
 """What a client pointed at the wrong kind of listener is told, instead of a bare refusal or a
 closed connection: a controller listener (which serves the metadata quorum, not clients) names
-the brokers' listeners when it knows them; and, when no bootstrap server can be used, a listener
-that refused says why. It is asked only once something has already failed. (A SASL listener
-reached without SASL settings is named with its mechanisms by the connection itself:
-`BrokerConnection._sasl_expected_error`.)
+the brokers' listeners when it knows them (a SASL listener reached without SASL settings names its
+mechanisms: `BrokerConnection`'s own question). Both are asked only once something has already
+failed.
 """
 
 from __future__ import annotations

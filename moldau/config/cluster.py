@@ -355,6 +355,11 @@ _UNSUPPORTED = {
     "client.quota.callback.class",
 }
 _KERBEROS_PREFIX = "sasl.kerberos."
+# The schema registry's own TLS settings: `schema.registry.ssl.*` over the node's `ssl.*` ones,
+# with Confluent's `ssl.client.authentication` (NONE, REQUESTED, REQUIRED) for `ssl.client.auth`.
+SCHEMA_REGISTRY_PREFIX = "schema.registry."
+REGISTRY_SSL_PREFIX = SCHEMA_REGISTRY_PREFIX + "ssl."
+CONFLUENT_CLIENT_AUTHENTICATION = "ssl.client.authentication"
 _SASL_KEYS = (
     "sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
     "sasl.mechanism.controller.protocol, listener.name.<listener>.<mechanism>.sasl.jaas.config, "
@@ -394,6 +399,13 @@ def check_properties(config: BrokerConfig) -> list[str]:
             raise ConfigError(
                 f"{name} is not a SASL setting Moldau can act on (it reads {_SASL_KEYS}); remove it"
             )
+        if name.startswith(REGISTRY_SSL_PREFIX):
+            setting = name.removeprefix(SCHEMA_REGISTRY_PREFIX)
+            if not _acted_on(setting) and setting != CONFLUENT_CLIENT_AUTHENTICATION:
+                raise ConfigError(
+                    f"{name} is not a TLS setting the schema registry can act on (it reads "
+                    "schema.registry.ssl.<any ssl.* key a listener reads>); remove it"
+                )
         if name.startswith("ssl.") and not _acted_on(name):
             raise ConfigError(
                 f"{name} is not a TLS setting Moldau can act on (it reads ssl.keystore.*, "
@@ -405,7 +417,7 @@ def check_properties(config: BrokerConfig) -> list[str]:
     AuthorizerSettings.of(config)
     warnings = []
     for name in config.unknown_names():
-        if name.startswith(LISTENER_PREFIX):
+        if name.startswith((LISTENER_PREFIX, REGISTRY_SSL_PREFIX)):
             continue  # checked above
         close = difflib.get_close_matches(name, BROKER_KEYS, n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""

@@ -101,12 +101,28 @@ MAX_BROKER_PARTITIONS_DEFAULT = 20_000
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # Every broker property: those Moldau acts on, then Kafka's others (moldau.config.kafka_only).
+# A broker's DescribeConfigs lists the keys of Kafka 4.1's KafkaConfig whether set or not, and
+# the others only once set (`described_unset=False`), as Kafka lists a property it does not
+# define: Moldau's own limits and settings (max.partitions, max.broker.partitions,
+# log.open.files.max, log.dir.recheck.interval.ms, socket.request.timeout.ms,
+# internal.topics.modification.enable, cluster.id for a node that formats itself), keys Kafka
+# keeps internal or has dropped that Moldau still acts on
+# (producer.id.expiration.check.interval.ms, leader.imbalance.per.broker.percentage), the
+# authorizer's (super.users, allow.everyone.if.no.acl.found), the dynamic-only throttles and the
+# schema registry's (schema.registry.listeners, schema.registry.authentication.method).
 BROKER_KEYS: dict[str, ConfigKey] = _by_name(
     [
         _key("node.id", INT, 1, "The node id of this server.", read_only=True),
         _key("broker.id", INT, -1, "Alias of node.id.", read_only=True),
         _key("process.roles", LS, "broker,controller", "Roles of this node.", read_only=True),
-        _key("cluster.id", S, None, "Cluster id; generated at format time.", read_only=True),
+        _key(
+            "cluster.id",
+            S,
+            None,
+            "Cluster id; generated at format time.",
+            read_only=True,
+            described_unset=False,
+        ),
         _key("controller.quorum.voters", LS, "", "id@host:port of each voter.", read_only=True),
         _key(
             "controller.quorum.bootstrap.servers",
@@ -139,6 +155,29 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
         _key("controller.quorum.retry.backoff.ms", INT, 20, read_only=True, minimum=0),
         _key("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
         _key("advertised.listeners", LS, None, read_only=True),
+        _key(
+            "schema.registry.listeners",
+            S,
+            None,
+            "Moldau: where the node serves the schema registry's HTTP API (Confluent's), as "
+            "http[s]://HOST:PORT[,...]. Unset: http://127.0.0.1:8081 on a single node, none in "
+            "a larger cluster; empty: none. https listeners use schema.registry.ssl.* over the "
+            "node's ssl.* settings.",
+            read_only=True,
+            described_unset=False,
+        ),
+        _key(
+            "schema.registry.authentication.method",
+            S,
+            "NONE",
+            "Moldau (Confluent's authentication.method): BASIC asks every request of the schema "
+            "registry for HTTP basic credentials of one of the cluster's SASL users (PLAIN or "
+            "SCRAM) and checks its permission on the subject against the ACLs of the subject's "
+            "topic; NONE lets everyone in.",
+            read_only=True,
+            valid_values=("NONE", "BASIC"),
+            described_unset=False,
+        ),
         _key(
             "listener.security.protocol.map",
             LS,
@@ -181,6 +220,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "The most partitions the cluster may have (KIP-578); CreateTopics and "
             "CreatePartitions above it answer POLICY_VIOLATION.",
             minimum=1,
+            described_unset=False,
         ),
         _key(
             "max.broker.partitions",
@@ -189,6 +229,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "The most partition replicas one broker may host, internal topics included "
             "(KIP-578; Moldau's default is finite); more answer POLICY_VIOLATION.",
             minimum=1,
+            described_unset=False,
         ),
         _key("default.replication.factor", INT, 1),
         _key(
@@ -210,6 +251,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             " __transaction_state), which hold every group's offsets and every transaction's"
             " state. Off by default: only an operator repairing a cluster should set it.",
             read_only=True,
+            described_unset=False,
         ),
         _key("message.max.bytes", INT, 1048588, minimum=0),
         _key("socket.request.max.bytes", INT, 104857600, read_only=True, minimum=1),
@@ -231,6 +273,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "its connection is closed (clients that trickle bytes). -1: no limit.",
             read_only=True,
             minimum=-1,
+            described_unset=False,
         ),
         _key("connections.max.idle.ms", L, 600000, read_only=True),
         _key(
@@ -315,6 +358,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "fsync); once the probe succeeds the directory is online again.",
             read_only=True,
             minimum=1,
+            described_unset=False,
         ),
         _key(
             "log.open.files.max",
@@ -325,6 +369,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "of RLIMIT_NOFILE.",
             read_only=True,
             minimum=-1,
+            described_unset=False,
         ),
         _key("compression.type", S, "producer", valid_values=COMPRESSION_TYPES),
         *_compression_levels(),
@@ -352,6 +397,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "are moved back to it (as Kafka's ZooKeeper controller applied it).",
             read_only=True,
             minimum=0,
+            described_unset=False,
         ),
         _key("replica.lag.time.max.ms", L, 30000),
         _key(
@@ -378,8 +424,27 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
         _key("replica.fetch.backoff.ms", INT, 1000, minimum=0),
         # Replication throttles (KIP-73), in bytes/s; they cover the replicas the topics'
         # `*.replication.throttled.replicas` name (moldau.replication.throttle).
-        _key("leader.replication.throttled.rate", L, LONG_MAX, minimum=0),
-        _key("follower.replication.throttled.rate", L, LONG_MAX, minimum=0),
+        _key("leader.replication.throttled.rate", L, LONG_MAX, minimum=0, described_unset=False),
+        _key("follower.replication.throttled.rate", L, LONG_MAX, minimum=0, described_unset=False),
+        # The throttle of replica moves between a broker's log dirs (AlterReplicaLogDirs,
+        # moldau.storage.log_mover), over its own windows.
+        _key(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            L,
+            LONG_MAX,
+            "The most bytes per second this broker's moves of replicas between its log dirs "
+            "copy, all moves together.",
+            minimum=0,
+            described_unset=False,
+        ),
+        _key("alter.log.dirs.replication.quota.window.num", INT, 11, minimum=1, read_only=True),
+        _key(
+            "alter.log.dirs.replication.quota.window.size.seconds",
+            INT,
+            1,
+            minimum=1,
+            read_only=True,
+        ),
         # Client quotas (moldau.broker.quotas): the rate of each is measured over
         # quota.window.num windows of quota.window.size.seconds, as in Kafka.
         _key(
@@ -439,6 +504,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "How often partitions forget producer ids idle for producer.id.expiration.ms.",
             read_only=True,
             minimum=1,
+            described_unset=False,
         ),
         _key(
             "security.inter.broker.protocol",
@@ -709,6 +775,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             None,
             "Principals (User:name, separated by semicolons) the authorizer allows everything.",
             read_only=True,
+            described_unset=False,
         ),
         _key(
             "allow.everyone.if.no.acl.found",
@@ -716,6 +783,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             False,
             "Whether an action on a resource no ACL names is allowed (otherwise it is denied).",
             read_only=True,
+            described_unset=False,
         ),
         *KAFKA_ONLY_BROKER_KEYS,
     ]

@@ -5,8 +5,10 @@ loads and DescribeConfigs lists what Kafka lists; its description says why it ha
 and it is read-only. Security keys whose setting would change who may connect, or how, are
 refused when set (`moldau.config.cluster.check_properties`): knowing them refuses nothing less.
 
-Facts from Apache Kafka 4.0's generated configuration reference (kafka_config.html and
-topic_config.html, apache/kafka-site `40/generated/`): names, types, defaults and ranges only.
+Facts from Apache Kafka 4.1's configuration reference (kafka_config.html and topic_config.html,
+the ConfigDef of its 4.1.1 jars): names, types, defaults and ranges only. group.share.max.groups,
+a Kafka 4.0 key 4.1 dropped, stays known so a 4.0 server.properties loads, but is listed by
+DescribeConfigs only when set, as Kafka 4.1 lists a key it does not define.
 """
 
 from __future__ import annotations
@@ -126,7 +128,14 @@ _TRANSACTIONS_VERIFY = (
 )
 _DELEGATION_TOKENS = "delegation tokens are not implemented."
 _TIERED_STORAGE = "tiered storage (KIP-405) is not implemented: every log stays on local disk."
-_QUOTA_WINDOWS = "there are no controller mutation quotas nor log-directory move quotas to sample."
+_QUOTA_WINDOWS = "there are no controller mutation quotas to sample."
+_STREAMS_GROUPS = (
+    "streams groups (KIP-1071) are not implemented: StreamsGroupHeartbeat is not served."
+)
+_TWO_PHASE_COMMIT = (
+    "transactions take part in no external two-phase commit (KIP-939): InitProducerId is "
+    "served up to v5, without enable_2pc and keep_prepared_txn."
+)
 _METRICS = "metrics are not exported through Java reporters (JMX or plugins)."
 _TELEMETRY = "client telemetry pushes are capped at a fixed 1 MiB (Kafka's default)."
 _JVM = "Moldau runs no JVM security providers; TLS is Python's ssl module over OpenSSL."
@@ -217,7 +226,17 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_SHARE_GROUPS, "share.coordinator.write.timeout.ms", INT, 5000, minimum=1),
     _na(_SHARE_GROUPS, "group.share.delivery.count.limit", INT, 5, minimum=2, maximum=10),
     _na(_SHARE_GROUPS, "group.share.heartbeat.interval.ms", INT, 5000, minimum=1),
-    _na(_SHARE_GROUPS, "group.share.max.groups", SH, 10, minimum=1, maximum=100),
+    _na(
+        _SHARE_GROUPS,
+        "group.share.max.groups",
+        SH,
+        10,
+        minimum=1,
+        maximum=100,
+        described_unset=False,
+    ),
+    _na(_SHARE_GROUPS, "group.share.assignors", LS, "simple"),
+    _na(_SHARE_GROUPS, "group.share.max.share.sessions", INT, 2000, minimum=1),
     _na(_SHARE_GROUPS, "group.share.max.heartbeat.interval.ms", INT, 15000, minimum=1),
     _na(
         _SHARE_GROUPS,
@@ -243,7 +262,7 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
         _SHARE_GROUPS,
         "group.share.partition.max.record.locks",
         INT,
-        200,
+        2000,
         minimum=100,
         maximum=10000,
     ),
@@ -256,12 +275,22 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
         maximum=3600000,
     ),
     _na(_SHARE_GROUPS, "group.share.session.timeout.ms", INT, 45000, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.append.linger.ms", INT, 10, minimum=0),
+    _na(_SHARE_GROUPS, "share.coordinator.append.linger.ms", INT, 5, minimum=0),
     _na(
         _SHARE_GROUPS, "share.coordinator.snapshot.update.records.per.snapshot", INT, 500, minimum=0
     ),
     _na(_SHARE_GROUPS, "share.coordinator.threads", INT, 1, minimum=1),
     _na(_SHARE_GROUPS, "share.fetch.purgatory.purge.interval.requests", INT, 1000),
+    _na(_STREAMS_GROUPS, "group.streams.heartbeat.interval.ms", INT, 5000, minimum=1),
+    _na(_STREAMS_GROUPS, "group.streams.max.heartbeat.interval.ms", INT, 15000, minimum=1),
+    _na(_STREAMS_GROUPS, "group.streams.max.session.timeout.ms", INT, 60000, minimum=1),
+    _na(_STREAMS_GROUPS, "group.streams.max.size", INT, 2147483647, minimum=1),
+    _na(_STREAMS_GROUPS, "group.streams.max.standby.replicas", INT, 2, minimum=0),
+    _na(_STREAMS_GROUPS, "group.streams.min.heartbeat.interval.ms", INT, 5000, minimum=1),
+    _na(_STREAMS_GROUPS, "group.streams.min.session.timeout.ms", INT, 45000, minimum=1),
+    _na(_STREAMS_GROUPS, "group.streams.num.standby.replicas", INT, 0, minimum=0),
+    _na(_STREAMS_GROUPS, "group.streams.session.timeout.ms", INT, 45000, minimum=1),
+    _na(_TWO_PHASE_COMMIT, "transaction.two.phase.commit.enable", B, False),
     _na(
         _TRANSACTIONS_TIMER,
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -309,8 +338,6 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_TIERED_STORAGE, "remote.log.metadata.custom.metadata.max.bytes", INT, 128, minimum=0),
     _na(_QUOTA_WINDOWS, "controller.quota.window.num", INT, 11, minimum=1),
     _na(_QUOTA_WINDOWS, "controller.quota.window.size.seconds", INT, 1, minimum=1),
-    _na(_QUOTA_WINDOWS, "alter.log.dirs.replication.quota.window.num", INT, 11, minimum=1),
-    _na(_QUOTA_WINDOWS, "alter.log.dirs.replication.quota.window.size.seconds", INT, 1, minimum=1),
     _na(_METRICS, "kafka.metrics.polling.interval.secs", INT, 10, minimum=1),
     _na(_METRICS, "kafka.metrics.reporters", LS, ""),
     _na(_METRICS, "metric.reporters", LS, "org.apache.kafka.common.metrics.JmxReporter"),
@@ -343,6 +370,46 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_REFUSED_SASL, "sasl.login.refresh.window.factor", D, 0.8),
     _na(_REFUSED_SASL, "sasl.login.refresh.window.jitter", D, 0.05),
     _na(_REFUSED_SASL, "sasl.oauthbearer.token.endpoint.url", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.algorithm", S, "RS256"),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.claim.aud", S, None),
+    _na(
+        _REFUSED_SASL,
+        "sasl.oauthbearer.assertion.claim.exp.seconds",
+        INT,
+        300,
+        minimum=0,
+        maximum=86400,
+    ),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.claim.iss", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.claim.jti.include", B, False),
+    _na(
+        _REFUSED_SASL,
+        "sasl.oauthbearer.assertion.claim.nbf.seconds",
+        INT,
+        60,
+        minimum=0,
+        maximum=3600,
+    ),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.claim.sub", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.file", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.private.key.file", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.private.key.passphrase", P, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.assertion.template.file", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.client.credentials.client.id", S, None),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.client.credentials.client.secret", P, None),
+    _na(
+        _REFUSED_SASL,
+        "sasl.oauthbearer.jwt.retriever.class",
+        C,
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever",
+    ),
+    _na(
+        _REFUSED_SASL,
+        "sasl.oauthbearer.jwt.validator.class",
+        C,
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+    ),
+    _na(_REFUSED_SASL, "sasl.oauthbearer.scope", S, None),
     _na(_REFUSED_SASL, "sasl.server.callback.handler.class", C, None),
     _na(_REFUSED_SASL, "sasl.server.max.receive.size", INT, 524288),
     _na(_REFUSED_SASL, "sasl.login.connect.timeout.ms", INT, None),

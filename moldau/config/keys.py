@@ -2,6 +2,8 @@
 
 A key Moldau does not act on carries `not_applicable`, the reason it has no effect here; such a
 key is read-only in DescribeConfigs and its description starts with `NOT_APPLICABLE_PREFIX`.
+A broker key with `described_unset` False is in a broker's DescribeConfigs only when it is set
+(in the node's properties or dynamically), as Kafka lists a key its KafkaConfig does not define.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class ConfigKey:
     also_valid: tuple[int, ...] = ()  # numbers valid outside [minimum, maximum] (a -1 default)
     range_reason: str | None = None  # why Moldau's range is narrower than Kafka's, if it is
     not_applicable: str | None = None  # why the key has no effect in Moldau
+    described_unset: bool = True  # a broker's DescribeConfigs lists it when it is not set
 
     @property
     def applies(self) -> bool:
@@ -60,6 +63,7 @@ def config_key(
     also_valid: tuple[int, ...] = (),
     range_reason: str | None = None,
     not_applicable: str | None = None,
+    described_unset: bool = True,
 ) -> ConfigKey:
     """A key; one `not_applicable` is read-only and documented by its reason."""
     if not_applicable is not None:
@@ -78,4 +82,5 @@ def config_key(
         also_valid=also_valid,
         range_reason=range_reason,
         not_applicable=not_applicable,
+        described_unset=described_unset,
     )

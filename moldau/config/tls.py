@@ -17,7 +17,7 @@ import contextlib
 import os
 import ssl
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +114,11 @@ def tls_settings(config: BrokerConfig, listener_name: str) -> TlsSettings:
     def value(name: str) -> Any:
         return listener_value(config, listener_name, name)
 
-    where = f" (listener {listener_name})"
+    return tls_settings_from(value, where=f" (listener {listener_name})")
+
+
+def tls_settings_from(value: Callable[[str], Any], *, where: str) -> TlsSettings:
+    """TLS settings from `value(ssl.* name)`; `where` ends each error message."""
     try:
         return TlsSettings(
             keystore=keystore_material(value),

@@ -174,6 +174,10 @@ class ConfigEntry:
         return format_value(self.key, self.value)
 
 
+# broker.id and node.id name one number: set either, and both report it (Kafka's KRaft mode).
+_ALIASES = {"broker.id": "node.id", "node.id": "broker.id"}
+
+
 class BrokerConfig:
     """The effective broker properties: static (file, env, overrides) plus dynamic ones."""
 
@@ -234,6 +238,9 @@ class BrokerConfig:
             )
         if name in self._static:
             return ConfigEntry(name, self._static[name], ConfigSource.STATIC_BROKER_CONFIG, key)
+        alias = _ALIASES.get(name)
+        if alias in self._static:  # as Kafka's KafkaConfig.populateSynonyms
+            return ConfigEntry(name, self._static[alias], ConfigSource.STATIC_BROKER_CONFIG, key)
         if key is None:
             return ConfigEntry(name, self._unknown.get(name), ConfigSource.UNKNOWN, None)
         return ConfigEntry(name, self._derived_default(name, key), ConfigSource.DEFAULT_CONFIG, key)
@@ -269,8 +276,8 @@ class BrokerConfig:
             return int(self.get("log.roll.jitter.hours")) * 3_600_000
         if name == "log.flush.interval.ms":
             return self.get("log.flush.scheduler.interval.ms")
-        if name == "node.id" and self.is_set("broker.id"):
-            return self.get("broker.id")
+        if name == "broker.id":
+            return self.get("node.id")
         if name == "log.dirs" and self.is_set("log.dir"):
             return [self.get("log.dir")]
         if name == "advertised.listeners":

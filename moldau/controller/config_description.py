@@ -7,17 +7,18 @@ synonyms, the layers it could come from in order of precedence:
 
     topic:  DYNAMIC_TOPIC_CONFIG > DYNAMIC_BROKER_CONFIG > DYNAMIC_DEFAULT_BROKER_CONFIG
             > STATIC_BROKER_CONFIG > DEFAULT_CONFIG
-    broker: the same without the topic layer
+    broker: the same without the topic layer; Kafka 4.1's broker keys always, the others
+            (`ConfigKey.described_unset` False) only once set, as Kafka lists those
 
 Dynamic layers come from the metadata image (broker resource "<node id>" and the cluster
 default ""); static ones from the node's `BrokerConfig`. A client-metrics subscription reports the
-configs set on it (CLIENT_METRICS_CONFIG), and nothing for a name that has none, as Kafka does.
+configs set on it (CLIENT_METRICS_CONFIG) and the others' defaults, as Kafka 4.1 does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS, TOPIC_SYNONYMS, ConfigKey, ConfigType
@@ -153,9 +154,9 @@ def describe_broker_configs(
     keys: Collection[str] | None = None,
 ) -> list[DescribedConfig]:
     names = sorted(BROKER_KEYS) if keys is None else sorted(k for k in keys if k in BROKER_KEYS)
+    defaults = image.broker_configs.get("", {})
     if resource_name == "":
         # The cluster-wide default resource shows only what is set there.
-        defaults = image.broker_configs.get("", {})
         return [
             _described(
                 name,
@@ -178,6 +179,7 @@ def describe_broker_configs(
             f"Unexpected broker id, expected {node_id} or empty string, but received "
             f"{resource_name}",
         )
+    own = image.broker_configs.get(str(node_id), {})
     return [
         _described(
             name,
@@ -186,27 +188,37 @@ def describe_broker_configs(
             read_only=BROKER_KEYS[name].read_only,
         )
         for name in names
+        if BROKER_KEYS[name].described_unset
+        or config.is_set(name)
+        or name in own
+        or name in defaults
     ]
 
 
 def describe_client_metrics(
     image: MetadataImage, subscription: str, *, keys: Collection[str] | None = None
 ) -> list[DescribedConfig]:
+    """Every config of a subscription, as Kafka 4.1 reports them: those set on it
+    (CLIENT_METRICS_CONFIG), the others at their defaults (DEFAULT_CONFIG, no synonyms), for
+    any name: a subscription exists only through its configs."""
     if not subscription:
         raise KafkaError(
             ErrorCode.invalid_request, "Client metrics subscription name must not be empty"
         )
     configs = image.client_metrics.get(subscription, {})
-    return [
-        _described(
-            name,
-            client_metrics.KEYS[name],
-            [ConfigSynonym(name=name, value=value, source=ConfigSource.CLIENT_METRICS_CONFIG)],
-            read_only=False,
-        )
-        for name, value in sorted(configs.items())
-        if (keys is None or name in keys) and name in client_metrics.KEYS
-    ]
+    described = []
+    for name, key in sorted(client_metrics.KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        if name in configs:
+            synonym = ConfigSynonym(
+                name=name, value=configs[name], source=ConfigSource.CLIENT_METRICS_CONFIG
+            )
+            described.append(_described(name, key, [synonym], read_only=False))
+        else:
+            default = format_value(key, parse_value(key, key.default))
+            described.append(replace(_described(name, key, [], read_only=False), value=default))
+    return described
 
 
 def _broker_layers(

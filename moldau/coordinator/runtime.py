@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.coordinator._wire import RecordFormatError
@@ -273,9 +274,11 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
 
     # -------------------------------------------------------------------------- operations
 
-    async def _parked(
+    async def _park(
         self, group_id: str, operation: Callable[[Responder], CoordinatorResult]
-    ) -> Response:
+    ) -> Response | asyncio.Future[Response]:
+        """Apply `operation` and make what it wrote durable; then its response, or a future of
+        the response when the member waits for others (a rebalance, the leader's assignment)."""
         partition = self._partition(group_id)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
 
@@ -285,21 +288,35 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
 
         result = operation(respond)
         partition.parked.add(future)
+        future.add_done_callback(partition.parked.discard)
         try:
             immediate = await self._complete(partition, result)
-            if immediate is not None:
-                return immediate
-            return await future
-        finally:
+        except BaseException:
             partition.parked.discard(future)
+            raise
+        if immediate is not None:
+            partition.parked.discard(future)
+            return immediate
+        return future
 
     async def join_group(self, request: JoinGroupRequest) -> Response:
+        return await _answer_of(await self.apply_join_group(request))
+
+    async def apply_join_group(
+        self, request: JoinGroupRequest
+    ) -> Response | asyncio.Future[Response]:
+        """`join_group` that does not wait for the rebalance: a waiting member's answer is a
+        future (its connection serves its next requests meanwhile)."""
         coordinator = self.coordinator_for(request.group_id)
-        return await self._parked(
+        return await self._park(
             request.group_id, lambda respond: coordinator.join_group(request, respond)
         )
 
-    async def sync_group(
+    async def sync_group(self, **request: Any) -> Response:
+        """`apply_sync_group`, waiting for the answer."""
+        return await _answer_of(await self.apply_sync_group(**request))
+
+    async def apply_sync_group(
         self,
         *,
         group_id: str,
@@ -309,9 +326,11 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
-    ) -> Response:
+    ) -> Response | asyncio.Future[Response]:
+        """SyncGroup; a follower's answer, which waits for the leader's assignment, is a
+        future."""
         coordinator = self.coordinator_for(group_id)
-        return await self._parked(
+        return await self._park(
             group_id,
             lambda respond: coordinator.sync_group(
                 group_id=group_id,
@@ -485,3 +504,9 @@ def _readable(index: int, key: bytes | None, value: bytes | None) -> Coordinator
     except RecordFormatError as error:
         logger.warning("skipping an unreadable record in %s-%d: %s", OFFSETS_TOPIC, index, error)
         return None
+
+
+async def _answer_of(outcome: Response | asyncio.Future[Response]) -> Response:
+    if isinstance(outcome, asyncio.Future):
+        return await outcome
+    return outcome

@@ -11,6 +11,7 @@ wins; later ones are ignored.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -59,3 +60,25 @@ class Deferred:
             on_value(self._outcome)
         elif self._state == _FAILED and on_error is not None:
             on_error(self._outcome)
+
+
+def settled_by(future: asyncio.Future[Any], convert: Callable[[Any], Any]) -> Deferred:
+    """A Deferred of `convert(value)` for the value `future` completes with (or its error): for a
+    handler whose work is applied and whose answer waits on a future made elsewhere."""
+    deferred = Deferred()
+
+    def done(future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            deferred.fail(asyncio.CancelledError())
+        elif (error := future.exception()) is not None:
+            deferred.fail(error)
+        else:
+            try:
+                value = convert(future.result())
+            except Exception as failure:  # (a conversion that fails is the request's failure)
+                deferred.fail(failure)
+                return
+            deferred.resolve(value)
+
+    future.add_done_callback(done)
+    return deferred

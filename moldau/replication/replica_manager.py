@@ -2,8 +2,9 @@
 
 It turns metadata changes into partition roles (`apply_metadata`), appends produced batches to
 leaders (`append_records`), answers acks=all once the batch is durable (`when_durable`: group
-commit — one fsync covers every append before it), and parks fetches in the purgatory until
-`min_bytes` are ready or `max_wait_ms` passes (`watch_for_data`).
+commit — one fsync covers every append before it), reads consumers' fetches within their bounds
+and parks them in the purgatory until `min_bytes` are ready or `max_wait_ms` passes (`fetch`,
+`consumer_fetch.py`).
 
 A partition this broker should host but cannot (its log could not be created, or its log dir
 failed) is offline, Kafka's `HostedPartition.Offline`: every request for it answers
@@ -15,18 +16,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 from moldau.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.fetch_response import FetchPartitionData
+from moldau.replication import consumer_fetch, delayed_produce
+from moldau.replication.consumer_fetch import ConsumerFetchParams, PartitionFetch
 from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.replica_tracker import IsrChange
 from moldau.replication.throttle import ReplicationThrottle
-from moldau.storage import DecodeBudget, LogConfig, LogManager, PartitionLog, delete_records
+from moldau.storage import (
+    AppendOrigin,
+    AppendResult,
+    DecodeBudget,
+    LogConfig,
+    LogManager,
+    PartitionLog,
+    delete_records,
+)
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -221,13 +233,20 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
-    def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+    def hosted_partition(self, tp: TopicPartition) -> Partition:
+        """The replica of `tp` on this broker, leader or follower (Kafka's
+        `getPartitionOrError`): KAFKA_STORAGE_ERROR when it is offline, UNKNOWN_TOPIC_OR_PARTITION
+        when this broker has none."""
         partition = self.partitions.get(tp)
         if partition is None:
             reason = self.offline_partitions.get(tp)
             if reason is not None:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{tp} is offline: {reason}")
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        return partition
+
+    def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+        partition = self.hosted_partition(tp)
         partition.check_leader(current_leader_epoch)
         return partition
 
@@ -274,30 +293,37 @@ class ReplicaManager:
         records: bytes,
         *,
         required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         decode_budget: DecodeBudget | None = None,
-    ) -> Any:
-        """Append to the leader's log; returns the storage's AppendResult. Sync: no awaits.
-        `decode_budget` is shared by the partitions of one produce request."""
+    ) -> AppendResult:
+        """Append to the leader's log: the one way a leader's log is written (a client's
+        batches, or a coordinator's: transaction markers); returns the storage's AppendResult.
+        Sync: no awaits. `decode_budget` is shared by the partitions of one produce request."""
         partition = self.leader_partition(tp)
         if required_acks == -1:
             min_isr = partition.log.config.min_insync_replicas
             if len(partition.isr) < min_isr:
                 raise KafkaError(ErrorCode.not_enough_replicas)
         result = partition.log.append_as_leader(
-            records, leader_epoch=partition.leader_epoch, decode_budget=decode_budget
+            records, leader_epoch=partition.leader_epoch, origin=origin, decode_budget=decode_budget
         )
         if partition.maybe_advance_high_watermark():
             self._high_watermark_moved(tp, partition)
         self.fetch_purgatory.wake(tp)
         return result
 
-    # --- replication ---------------------------------------------------------------------------
+    def when_acknowledged(
+        self,
+        appended: Sequence[tuple[TopicPartition, int]],
+        timeout_s: float,
+        on_done: Callable[[list[int]], None],
+    ) -> None:
+        """acks=all (`delayed_produce.when_acknowledged`): `on_done(codes)`, one per partition
+        of `appended` (tp, last offset), once each is replicated and durable or `timeout_s`
+        has passed."""
+        delayed_produce.when_acknowledged(self, appended, timeout_s, on_done)
 
-    def appended(self, tp: TopicPartition, partition: Partition) -> None:
-        """Something was appended to a leader outside `append_records` (a transaction marker)."""
-        if partition.maybe_advance_high_watermark():
-            self._high_watermark_moved(tp, partition)
-        self.fetch_purgatory.wake(tp)
+    # --- replication ---------------------------------------------------------------------------
 
     def wait_replicated(
         self, tp: TopicPartition, offset: int, *, min_insync: int = 1
@@ -666,10 +692,15 @@ class ReplicaManager:
 
     # --- fetch ---------------------------------------------------------------------------------
 
-    def fetch_upper_bound(self, partition: Partition, isolation_level: int) -> int:
-        if isolation_level == 1:
-            return partition.log.last_stable_offset
-        return partition.log.high_watermark
+    def fetch(
+        self,
+        fetches: Sequence[PartitionFetch],
+        params: ConsumerFetchParams,
+        on_complete: Callable[[list[FetchPartitionData]], None],
+    ) -> list[FetchPartitionData] | None:
+        """A consumer's fetch (`consumer_fetch.fetch`): each partition's answer now, or None
+        and `on_complete(answers)` once `min_bytes` are ready or `max_wait_ms` has passed."""
+        return consumer_fetch.fetch(self, fetches, params, on_complete)
 
     def watch_for_data(
         self,

@@ -10,7 +10,7 @@ stalls acks=all: a leader answers an out-of-sync follower no records while the q
 exceeded, and such a follower leaves the partition out of its fetches; the bytes of every
 throttled replica count.
 
-The rate is Kafka's (`moldau.rate.SampledRate`): bytes over `samples` windows of `window_s`
+The rate is Kafka's (`moldau.rate.RateQuota` over a `SampledRate`): bytes over `samples` windows of `window_s`
 seconds, divided by the time the windows span, at least `(samples - 1) * window_s` (so a fresh
 quota lets that many seconds' worth through at once). Pure: the clock is passed in.
 """
@@ -20,9 +20,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from moldau.config.definitions import LONG_MAX
 from moldau.config.values import ConfigError, parse_throttled_replicas
-from moldau.rate import SampledRate
+from moldau.rate import RateQuota
 from moldau.types import TopicPartition
 
 SAMPLES = 11  # replication.quota.window.num (a broker property, as the next)
@@ -30,35 +29,6 @@ WINDOW_S = 1.0  # replication.quota.window.size.seconds
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-
-
-class ReplicationQuota:
-    """Bytes per second over a sliding window, against a limit read when asked."""
-
-    def __init__(
-        self,
-        limit: Callable[[], int],
-        *,
-        now: Callable[[], float],
-        samples: int = SAMPLES,
-        window_s: float = WINDOW_S,
-    ) -> None:
-        self._limit = limit
-        self._now = now
-        self._rate = SampledRate(samples=samples, window_ms=max(round(window_s * 1000), 1))
-
-    def record(self, size: int) -> None:
-        self._rate.record(size, self._now_ms())
-
-    def rate(self) -> float:
-        return self._rate.measure(self._now_ms())
-
-    def exceeded(self) -> bool:
-        limit = self._limit()
-        return limit < LONG_MAX and self.rate() > limit
-
-    def _now_ms(self) -> int:
-        return int(self._now() * 1000)
 
 
 class ReplicationThrottle:
@@ -77,8 +47,8 @@ class ReplicationThrottle:
         window_s: float = WINDOW_S,
     ) -> None:
         self.node_id = node_id
-        self.leader = ReplicationQuota(leader_rate, now=now, samples=samples, window_s=window_s)
-        self.follower = ReplicationQuota(follower_rate, now=now, samples=samples, window_s=window_s)
+        self.leader = RateQuota(leader_rate, now=now, samples=samples, window_s=window_s)
+        self.follower = RateQuota(follower_rate, now=now, samples=samples, window_s=window_s)
         self._topic_config = topic_config
 
     def leader_throttled(self, tp: TopicPartition) -> bool:

@@ -149,7 +149,8 @@ def _skip_headers(data: bytes, position: int) -> int:
 
 def headers_column(segments: Sequence[tuple[bytes, BatchSpans]]) -> pa.Array:
     """`headers` as Arrow `list<struct<key: string, value: binary>>`, in a walk of its own (only
-    when asked for)."""
+    when asked for). A record without headers has null there, not an empty list, as in Spark's
+    Kafka source (`KafkaRecordToRowConverter`)."""
     list_offsets = [0]
     keys: list[pa.Array] = []
     values: list[pa.Array] = []
@@ -167,7 +168,9 @@ def headers_column(segments: Sequence[tuple[bytes, BatchSpans]]) -> pa.Array:
         [_concat(keys, pa.string()), _concat(values, pa.binary())],
         fields=[pa.field(name, kind) for name, kind in _HEADER_FIELDS],
     )
-    return pa.ListArray.from_arrays(pa.array(list_offsets, type=pa.int32()), structs)
+    offsets = pa.array(list_offsets, type=pa.int32())
+    counts = pc.subtract(offsets[1:], offsets[:-1])
+    return pa.ListArray.from_arrays(offsets, structs, mask=pc.equal(counts, 0))
 
 
 def _concat(parts: list[pa.Array], kind: pa.DataType) -> pa.Array:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.rate import RateQuota
 from moldau.storage.cleaner import LogCleaner
 from moldau.storage.filesystem import FileHandle, FileSystem
 from moldau.storage.log_dir_failures import LogDirFailureChannel, LogDirState
@@ -81,7 +82,10 @@ class LogDirMoves:
         cleaner: LogCleaner,
         registry: LogRegistry,
         checkpoint_all: Callable[[], None],
+        move_quota: RateQuota | None = None,
     ) -> None:
+        """`move_quota`: replica.alter.log.dirs.io.max.bytes.per.second, the byte rate all
+        moves together copy at, at most (None: no limit)."""
         self.log_dirs = log_dirs
         self.filesystem = filesystem
         self.clock = clock
@@ -89,6 +93,7 @@ class LogDirMoves:
         self.cleaner = cleaner
         self.registry = registry
         self.checkpoint_all = checkpoint_all
+        self.move_quota = move_quota
         # under the registry's lock, as the logs the moves work on
         self._moves: dict[TopicPartition, _ReplicaMove] = {}
         self.committing: dict[TopicPartition, str] = {}  # moves at their swap -> target dir
@@ -180,7 +185,9 @@ class LogDirMoves:
         self.cleaner.pause(tp)
         try:
             for attempt in range(MOVE_ATTEMPTS):
-                progress = LogMove(log, future, cancelled=lambda: move.cancelled)
+                progress = LogMove(
+                    log, future, cancelled=lambda: move.cancelled, quota=self.move_quota
+                )
                 move.progress = progress
                 try:
                     progress.copy()

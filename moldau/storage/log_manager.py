@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.rate import RateQuota
 from moldau.storage.caching_filesystem import CachingFileSystem
 from moldau.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -78,11 +79,12 @@ class LogManager:
         recovery_threads: int = 4,
         max_open_files: int | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        move_quota: RateQuota | None = None,
     ) -> None:
         """`max_open_files`: keep at most that many segment files open (`CachingFileSystem`).
         `producer_id_expiration_ms`: idle producers are forgotten after it (a log opened drops
         those already expired, as Kafka's snapshot load does; `remove_expired_producers` the
-        rest)."""
+        rest). `move_quota`: the byte rate replica moves between log dirs copy at, at most."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         self.log_dirs = [d.rstrip("/") or "/" for d in log_dirs]
@@ -109,6 +111,7 @@ class LogManager:
             cleaner=self.cleaner,
             registry=self.registry,
             checkpoint_all=self.checkpoint_all,
+            move_quota=move_quota,
         )
         self.started = False
 

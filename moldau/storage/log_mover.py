@@ -19,6 +19,10 @@ future log and `ReplicaAlterLogDirsThread` (KIP-113), done as a copy of the part
    one small fsync (at most SWAP_TAIL_MAX_BYTES, the size of an inline group commit) plus two
    renames.
 
+With a quota (`replica.alter.log.dirs.io.max.bytes.per.second`, Kafka's alter-log-dirs throttle)
+the copy's rounds wait in their worker thread, holding no lock, after each chunk that takes the
+node's moves over the rate; the swap's tail is never held back (the log's lock is held then).
+
 A truncation by replication during the copy starts it over (`MoveRestart`); retention may delete
 segments meanwhile (their copies are dropped at the next round); the caller pauses compaction.
 The recovery rule after a crash is `LogManager.startup`'s: a `-future` directory whose partition
@@ -29,10 +33,12 @@ renamed into place (the old directory had been renamed away: the move had commit
 from __future__ import annotations
 
 import posixpath
+import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from moldau.rate import RateQuota
 from moldau.storage.checkpoints import PARTITION_METADATA
 from moldau.storage.filesystem import FileHandle
 from moldau.storage.index import encode_offset_entries, encode_time_entries
@@ -56,6 +62,8 @@ SWAP_TAIL_MAX_BYTES = 256 * 1024
 # Rounds before the swap takes whatever is left: a log appended to faster than it is copied
 # still moves, holding its lock a little longer once.
 MAX_COPY_ROUNDS = 20
+# The longest single wait for the quota: a cancelled move or a closed log is noticed this soon.
+QUOTA_WAIT_MAX_S = 0.5
 
 
 class MoveRestart(Exception):
@@ -100,11 +108,17 @@ class LogMove:
         future_directory: str,
         *,
         cancelled: Callable[[], bool] = lambda: False,
+        quota: RateQuota | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`quota`: the node's log-dir move throttle, shared by its moves; `sleep` waits for it
+        (in the worker thread)."""
         self.log = log
         self.future_directory = future_directory
         self.filesystem = log.local.filesystem
         self._cancelled = cancelled
+        self._quota = quota
+        self._sleep = sleep
         self._copies: dict[int, _SegmentCopy] = {}
         self._truncations = log.local.truncations
         self.copied_bytes = 0  # .log bytes in the future directory
@@ -121,7 +135,7 @@ class LogMove:
                 work = self._plan()
             if sum(item.log_end - item.copy.log_bytes for item in work) < SWAP_TAIL_MAX_BYTES:
                 return
-            self._copy(work)
+            self._copy(work, throttled=True)
             self._copy_small_files()
 
     # -- step 2 --
@@ -182,12 +196,23 @@ class LogMove:
         self._copies = live
         return work
 
-    def _copy(self, work: list[_Work]) -> None:
+    def _copy(self, work: list[_Work], *, throttled: bool = False) -> None:
         for item in work:
-            self._copy_segment(item)
+            self._copy_segment(item, throttled=throttled)
             self.copied_offset = max(self.copied_offset, item.next_offset)
 
-    def _copy_segment(self, item: _Work) -> None:
+    def _hold_back(self, size: int) -> None:
+        """Count `size` copied bytes against the quota and wait while the moves are over it."""
+        quota = self._quota
+        if quota is None:
+            return
+        quota.record(size)
+        while (delay := quota.delay_s()) > 0:
+            if self.log.closed or self._cancelled():
+                raise MoveCancelled(str(self.log.topic_partition))
+            self._sleep(min(delay, QUOTA_WAIT_MAX_S))
+
+    def _copy_segment(self, item: _Work, *, throttled: bool) -> None:
         copy, segment, filesystem = item.copy, item.copy.segment, self.filesystem
         files = [
             filesystem.open(self._future_path(segment.base_offset, suffix))
@@ -207,6 +232,8 @@ class LogMove:
                 position += size
                 copy.log_bytes = position
                 self.copied_bytes += size
+                if throttled:
+                    self._hold_back(size)
             if item.offsets:
                 index_file.pwrite(
                     encode_offset_entries(item.offsets, item.positions), copy.offset_entries * 8

@@ -42,7 +42,7 @@ from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.node import Node
 from moldau.broker.registry import BROKER, HandlerSpec, load_handlers
 from moldau.config.values import BrokerConfig
-from moldau.net.connection import CloseConnection, ConnectionInfo
+from moldau.net.connection import Applying, CloseConnection, ConnectionInfo
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
     _skip_tagged_fields,
@@ -203,6 +203,8 @@ class FuzzNode:
         return self._answer(frame, future)
 
     def _future_of(self, outcome: Any) -> asyncio.Future[Any]:
+        if isinstance(outcome, Applying):
+            return asyncio.ensure_future(self._applied(outcome))
         if isinstance(outcome, Deferred):
             future: asyncio.Future[Any] = self.loop.create_future()
             outcome.then(
@@ -211,6 +213,14 @@ class FuzzNode:
             )
             return future
         return asyncio.ensure_future(outcome)
+
+    async def _applied(self, outcome: Applying) -> Any:
+        """The answer of a request applied in order: what `pending` gives, or the value of the
+        `Deferred` it gives when what is left is a wait."""
+        value = await outcome.pending
+        if isinstance(value, Deferred):
+            return await self._future_of(value)
+        return value
 
     def _answer(self, frame: bytes, future: asyncio.Future[Any]) -> bytes | None:
         error = future.exception()

@@ -86,6 +86,9 @@ class MoldauServer:
             settings = {
                 "listeners": "PLAINTEXT://127.0.0.1:0",
                 "log.dirs": str(self.data_dir),
+                # (the registry's default port 8081 is one for the whole machine: off unless
+                # a test asks for it)
+                "schema.registry.listeners": "",
                 **settings,
             }
         for key, value in settings.items():

@@ -31,6 +31,7 @@ from kafka.admin import (
 from kafka.admin import ResourceType as KafkaPythonResourceType
 
 from moldau.protocol.errors import ErrorCode
+from moldau.raft.voter_set import directory_uuid
 
 from . import rdkafka
 from .support import DEADLINE_S, unique_topic
@@ -366,8 +367,13 @@ def test_describe_quorum_high_watermark_follows_metadata_changes(wire, server):
     [voter] = after.current_voters
     assert voter.replica_id == after.leader_id
     assert voter.log_end_offset == after.high_watermark
-    # Static voters have no directory id: the all-zero Uuid, which kio decodes as None.
-    assert describe(2).current_voters[0].replica_directory_id is None
+    # The leader describes itself with its own directory id, as its followers are described
+    # with the ids of their fetches (the all-zero Uuid, decoded as None, would read as unknown).
+    meta = (server.data_dir / "meta.properties").read_text()
+    [directory_id] = [
+        x.split("=", 1)[1] for x in meta.splitlines() if x.startswith("directory.id=")
+    ]
+    assert describe(2).current_voters[0].replica_directory_id == directory_uuid(directory_id)
 
 
 def test_describe_quorum_of_another_partition_is_unknown(wire):

@@ -1,5 +1,6 @@
 """AlterReplicaLogDirs on a real server with two log dirs: a replica moves while a real client
-keeps producing, DescribeLogDirs follows it, and every record is read back once, in order."""
+keeps producing, DescribeLogDirs follows it, and every record is read back once, in order; a
+move survives a SIGKILL whole; replica.alter.log.dirs.io.max.bytes.per.second holds a move back."""
 
 from __future__ import annotations
 
@@ -174,3 +175,64 @@ def test_a_server_killed_during_a_move_restarts_with_one_whole_replica(start_ser
         assert_same_records(acknowledged, consumed)
         more = rdkafka.produce(server.bootstrap_servers, topic, records(f"after{delay}", 50))
         acknowledged += more
+
+
+def set_move_throttle(connection: Connection, value: str | None) -> None:
+    """IncrementalAlterConfigs v1 of broker 1's replica.alter.log.dirs.io.max.bytes.per.second
+    (None: deleted), as kafka-reassign-partitions sets and clears it."""
+    response = connection.request(
+        44,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 4,
+                    "resource_name": "1",
+                    "configs": [
+                        {
+                            "name": "replica.alter.log.dirs.io.max.bytes.per.second",
+                            "config_operation": 0 if value is not None else 1,
+                            "value": value,
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert response.responses[0].error_code == ErrorCode.none, response
+
+
+def test_the_move_throttle_holds_a_move_back_until_it_is_lifted(start_server, tmp_path):
+    """replica.alter.log.dirs.io.max.bytes.per.second: 2 MB moving at 100 kB/s (windows of 1 s,
+    two of them: a fresh quota lets 100 kB through at once) take some 20 s, where they take a
+    fraction of a second unthrottled; deleting the throttle lets the move finish."""
+    first, second = tmp_path / "disk-a", tmp_path / "disk-b"
+    server = start_server(
+        log_dirs=f"{first},{second}", alter_log_dirs_replication_quota_window_num="2"
+    )
+    topic = unique_topic("move-throttled")
+    rdkafka.create_topic(server.bootstrap_servers, topic, partitions=1)
+    rdkafka.produce(server.bootstrap_servers, topic, records("before", 2000))
+    with Connection(server.host, server.port) as connection:
+        set_move_throttle(connection, "100000")
+        [(source, _future)] = placement(connection, topic)
+        target = str(second) if source == str(first) else str(first)
+        assert alter_replica_log_dirs(connection, [(target, topic, [0])]) == [
+            (topic, 0, ErrorCode.none)
+        ]
+        copying = {(source, False), (target, True)}
+        wait_until(lambda: placement(connection, topic) == copying, message="the move started")
+        started = time.monotonic()
+        seen: list[set[tuple[str, bool]]] = []
+
+        def held_for_two_seconds() -> bool:
+            seen.append(placement(connection, topic))
+            return time.monotonic() - started > 2
+
+        wait_until(held_for_two_seconds, message="two seconds of the move")
+        assert all(found == copying for found in seen), f"not held back: {seen[-1]}"
+        set_move_throttle(connection, None)
+        wait_until(
+            lambda: placement(connection, topic) == {(target, False)},
+            message="the move finished once the throttle was deleted",
+        )

@@ -16,6 +16,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.protocol.adapter import encode_request
+
 from .test_cli_support import _command, _environment, moldau
 
 pytestmark = pytest.mark.timeout(180)
@@ -227,3 +229,46 @@ def test_controller_ports_that_clash_with_client_ports_are_refused(tmp_path: Pat
         "error: port 41002 would serve two listeners: move --controller-base-port (controllers "
         "take 41002-41004, clients 41000-41002)\n"
     )
+
+
+def test_controller_listeners_take_only_the_nodes_own_login(tmp_path: Path) -> None:
+    """`--controller-sasl`: the quorum runs over SASL/PLAIN with a password made for the cluster;
+    clients work through the brokers, and an anonymous quorum message to a controller port (the
+    forged BeginQuorumEpoch of a hostile-input probe) closes its connection unanswered."""
+    data_dir = tmp_path / "cluster"
+    up = ClusterUp("--nodes", "3", "--controller-sasl", "--data-dir", str(data_dir))
+    try:
+        bootstrap = up.wait_ready()
+        layout = data_dir / "cluster.json"
+        assert layout.stat().st_mode & 0o777 == 0o600
+        info = moldau("cluster", "info", "--format", "json", bootstrap=bootstrap).json()
+        assert sorted(c["node_id"] for c in info["controllers"]) == [1, 2, 3]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("behind-sasl", 1, 3)])["behind-sasl"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        producer.produce("behind-sasl", value=b"replicated")
+        assert producer.flush(30) == 0
+        controller = re.search(r"CONTROLLER://([^:\s]+):(\d+)", up.output)
+        assert controller is not None, up.output
+        forged = encode_request(
+            53,
+            0,
+            1,
+            "probe",
+            {
+                "cluster_id": None,
+                "topics": [
+                    {
+                        "topic_name": "__cluster_metadata",
+                        "partitions": [{"partition_index": 0, "leader_id": 2, "leader_epoch": 1}],
+                    }
+                ],
+            },
+        )
+        with socket.create_connection((controller[1], int(controller[2])), timeout=10) as sock:
+            sock.sendall(forged)
+            assert sock.recv(1) == b""  # closed, unanswered: only SASL before authentication
+    finally:
+        code, leftovers = up.interrupt(data_dir)
+    assert code == 0, up.output
+    assert leftovers == []

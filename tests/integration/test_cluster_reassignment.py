@@ -276,9 +276,12 @@ def test_a_reassignment_that_cannot_finish_is_listed_and_cancelled(
 
 
 def _set_broker_config(admin: KafkaAdminClient, broker_id: int, configs: dict) -> None:
-    """IncrementalAlterConfigs of one broker's dynamic configs (("DELETE", None) removes)."""
+    """IncrementalAlterConfigs of one broker's dynamic configs (("DELETE", None) removes). The
+    throttle rates are listed by DescribeConfigs only once set (as Kafka's brokers list them),
+    so kafka-python's check of the names against that list is skipped."""
     result = admin.alter_configs(
-        [ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=configs)]
+        [ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=configs)],
+        raise_on_unknown=False,
     )
     print("alter_configs", result)
     assert all(

@@ -272,3 +272,71 @@ def test_java_producer_survives_the_leader_being_killed(
     values = _read_committed(survivors, topic, 3000)
     assert values == [producer.acked[(0, offset)] for offset in range(3000)]
     assert values == [str(n) for n in range(3000)]  # once each, in the order sent
+
+
+def test_java_exactly_once_copy_while_the_output_leader_is_killed(
+    start_server, tmp_path: Path, kafka_jvm: KafkaJvm
+) -> None:
+    """The exactly-once copy on three nodes (replication factor 3, transaction version 2): the
+    leader of the output partition is SIGKILLed mid-copy; the copier's transactions carry on
+    through the new leader and the output still holds each input record exactly once."""
+    cluster = build_cluster(start_server, tmp_path, roles=[COMBINED] * 3)
+    source, sink = unique_topic("java-eos-in"), unique_topic("java-eos-out")
+    _create_topic(cluster.bootstrap, source, 1, replicas=3)
+    _create_topic(cluster.bootstrap, sink, 1, replicas=3)
+    acked = _produce(kafka_jvm, cluster.bootstrap, source, 2000, tmp_path)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    victim = admin.list_topics(sink, timeout=10).topics[sink].partitions[0].leader
+    copier = kafka_jvm.start(
+        "org.apache.kafka.tools.TransactionalMessageCopier",
+        [
+            "--broker-list",
+            cluster.bootstrap,
+            "--input-topic",
+            source,
+            "--input-partition",
+            "0",
+            "--output-topic",
+            sink,
+            "--transactional-id",
+            f"{source}-copier",
+            "--consumer-group",
+            f"{source}-copier",
+            "--transaction-size",
+            "50",
+            "--max-messages",
+            "2000",
+            "--use-group-metadata",
+        ],
+        log_path=tmp_path / "copier.log",
+    )
+    progress: list[dict[str, Any]] = []
+
+    def follow() -> None:
+        assert copier.stdout is not None
+        progress.extend(_events_of(copier.stdout))
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    try:
+        wait_until(
+            lambda: any(event.get("consumed", 0) >= 500 for event in progress),
+            timeout=90,
+            message="500 records copied",
+        )
+        cluster.kill(victim)
+        assert copier.wait(timeout=180) == 0, (tmp_path / "copier.log").read_text()[-3000:]
+        reader.join(10)
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait()
+    assert progress[-1]["remaining"] == 0, progress[-3:]
+    survivors = cluster.bootstrap_without(victim)
+    assert _read_committed(survivors, sink, 2000) == [acked[(0, o)] for o in range(2000)]
+
+
+def _events_of(lines: Any) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        if line.startswith("{"):
+            yield json.loads(line)

@@ -10,7 +10,7 @@ from typing import Any
 
 from moldau.client import NewTopic, SyncAdminClient
 
-from .cluster import COMBINED, build_cluster, wait_for
+from .cluster import COMBINED, Cluster, build_cluster, wait_for
 from .support import unique_topic
 from .test_spark_exactly_once import values
 from .test_spark_support import produce, spark
@@ -28,25 +28,34 @@ FAST = {
 }
 
 
+def replicated_cluster(
+    start_server: Any, base: Path, topics: dict[str, int]
+) -> tuple[Cluster, int]:
+    """Three combined nodes (FAST) with `topics` (name: partitions) on three replicas each, once
+    every partition has an ISR of three; and the leader of the first topic's partition 0."""
+    cluster = build_cluster(start_server, base, roles=[COMBINED] * 3, extra=FAST)
+    with SyncAdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        admin.create_topics([NewTopic(name, count) for name, count in topics.items()])
+
+        def first_leader() -> int | None:
+            for name, count in topics.items():
+                partitions = admin.describe_topic(name).partitions
+                for partition in map(partitions.get, range(count)):
+                    if partition is None or partition.leader < 0 or len(partition.isr) < 3:
+                        return None
+            return int(admin.describe_topic(next(iter(topics))).partitions[0].leader)
+
+        leader = wait_for(first_leader, timeout_s=30, what="an ISR of three everywhere")
+    assert isinstance(leader, int)
+    return cluster, leader
+
+
 def test_an_exactly_once_query_survives_its_input_leaders_death(
     spark: Any, start_server: Any, tmp_path: Path
 ) -> None:
-    cluster = build_cluster(start_server, tmp_path / "cluster", roles=[COMBINED] * 3, extra=FAST)
-    bootstrap = cluster.bootstrap
     source, target = unique_topic("failover-in"), unique_topic("failover-out")
-    with SyncAdminClient({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics(
-            [NewTopic(source, num_partitions=1), NewTopic(target, num_partitions=2)]
-        )
-
-        def source_leader() -> int | None:
-            info = admin.describe_topic(source)
-            partition = info.partitions.get(0)
-            if partition is None or partition.leader < 0 or len(partition.isr) < 3:
-                return None
-            return int(partition.leader)
-
-        leader = wait_for(source_leader, timeout_s=30, what="the input partition's ISR of three")
+    cluster, leader = replicated_cluster(start_server, tmp_path / "cluster", {source: 1, target: 2})
+    bootstrap = cluster.bootstrap
     written = [b"v%05d" % i for i in range(RECORDS)]
     produce(bootstrap, source, [(0, b"k%d" % i, v) for i, v in enumerate(written)])
 

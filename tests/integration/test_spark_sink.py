@@ -22,7 +22,7 @@ from moldau.protocol.records import BatchHeader, iter_batches
 
 from .conftest import MoldauServer
 from .support import unique_topic
-from .test_spark_support import consume_all, create_topic, produce, spark
+from .test_spark_support import consume_all, create_topic, produce, spark, start_copy
 
 __all__ = ["spark"]
 
@@ -182,19 +182,15 @@ def test_streaming_write_copies_a_topic(
     create_topic(bootstrap, source, partitions=2)
     create_topic(bootstrap, target, partitions=2)
     produce(bootstrap, source, [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(40)])
-    query = (
-        spark.readStream.format("moldau")  # type: ignore[attr-defined]
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .load()
-        .selectExpr("key", "value", "partition")
-        .writeStream.format("moldau")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", target)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    query = start_copy(
+        spark,
+        bootstrap,
+        data_format="moldau",
+        source_options={"subscribe": source, "startingOffsets": "earliest"},
+        columns=("key", "value", "partition"),
+        target=target,
+        checkpoint=tmp_path / "checkpoint",
+        availableNow=True,
     )
     query.awaitTermination(120)
     assert query.exception() is None

@@ -2,15 +2,19 @@
 that create topics, produce known records and read topics back with Moldau's own client.
 
 The session runs `local[2]` with Python workers on this interpreter; it is created once (every
-module's `spark` fixture gets the same one) and stopped when the test run ends.
+module's `spark` fixture gets the same one) and stopped when the test run ends. It has Spark's
+own Kafka connector on its classpath when `scripts/setup.sh` resolved it (`tests/spark_kafka.py`):
+the tests of `format("kafka")` against Moldau take it as `spark_kafka`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +26,9 @@ from moldau.client import (
     SyncProducer,
     TopicPartition,
 )
+from tests.spark_kafka import spark_jars, unavailable
+
+from .kafka_jvm import _missing
 
 pyspark = pytest.importorskip(
     "pyspark", reason="pyspark is not installed (pip install -e '.[spark]')"
@@ -54,6 +61,7 @@ def spark() -> Iterator[object]:
         .config("spark.sql.streaming.stopTimeout", "20s")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.jars", spark_jars() or "")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -62,6 +70,16 @@ def spark() -> Iterator[object]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_kafka(spark: object) -> object:
+    """The shared session, for tests of Spark's own `format("kafka")`: skipped without the
+    connector (failed under CI=true)."""
+    reason = unavailable()
+    if reason is not None:
+        _missing(reason)
+    return spark
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
@@ -136,9 +154,39 @@ def consume_all(
     return sorted(found)
 
 
-def source(spark: object, bootstrap: str, **options: str) -> object:
-    """`spark.read.format("moldau")` with the bootstrap servers and `options` set."""
-    reader = spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)  # type: ignore[attr-defined]
+def source(spark: object, bootstrap: str, *, data_format: str = "moldau", **options: str) -> Any:
+    """`spark.read.format(data_format)` ("moldau", or "kafka": Spark's own connector) with the
+    bootstrap servers and `options` set."""
+    reader = spark.read.format(data_format).option("kafka.bootstrap.servers", bootstrap)  # type: ignore[attr-defined]
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def start_copy(
+    spark: Any,
+    bootstrap: str,
+    *,
+    data_format: str,
+    source_options: Mapping[str, str],
+    columns: Sequence[str],
+    target: str,
+    checkpoint: Path,
+    **trigger: Any,
+) -> Any:
+    """Start a streaming query that copies topics into `target`: `readStream.format(data_format)`
+    with `source_options`, the `columns` selected, `writeStream.format(data_format)` checkpointed
+    in `checkpoint`, triggered as `trigger` says (`availableNow=True`, ...)."""
+    reader = spark.readStream.format(data_format).option("kafka.bootstrap.servers", bootstrap)
+    for key, value in source_options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
+        .selectExpr(*columns)
+        .writeStream.format(data_format)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger)
+        .start()
+    )

@@ -17,12 +17,19 @@ A producer sends batches of unique values with acks=all to the broker it believe
 acknowledges a batch once it is below the high watermark and fsynced there (Moldau's acks=all),
 and the acknowledgement can be lost on its way back.
 
-`ReplicationChecker`, after every step:
+A transactional producer writes beside it and a read_committed consumer reads through the
+broker's own consumer read path (`ReplicaManager.fetch`), from leaders and followers
+(transactions.py).
+
+Checked after every step:
 - one leader epoch never has two brokers appending as leader;
 - a leader's high watermark never goes down while it leads in one epoch;
+- read_committed returns nothing at or past the last stable offset, in offset order, once;
 and once every fault heals and the replicas caught up:
 - every acknowledged value is in the log, once, at the offset it was acknowledged with;
-- the replicas are byte for byte identical.
+- the replicas are byte for byte identical;
+- everything read_committed returned was committed, and a read from the start returns exactly
+  the committed transactions and every acknowledged record.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ from moldau.replication.replica_manager import PartitionState, ReplicaManager
 from moldau.storage import LogConfig, LogManager
 from moldau.storage.memory_filesystem import MemoryFileSystem
 from moldau.types import TopicPartition
+from tests.simulation.transactions import (
+    CommittedReader,
+    InvariantViolation,
+    TransactionalWriter,
+)
 
 TP = TopicPartition("events", 0)
 TOPIC_ID = uuid.UUID(int=7)
@@ -54,10 +66,6 @@ HEAL_STEPS = 400
 # Small segments and indexes: rolls happen, and a run holds kilobytes, not preallocated megabytes.
 CONFIG = LogConfig(min_insync_replicas=MIN_INSYNC, segment_bytes=4096, segment_index_bytes=4096)
 DATA_DIR = "/data"
-
-
-class InvariantViolation(AssertionError):
-    pass
 
 
 @dataclass
@@ -194,6 +202,8 @@ class ReplicationSimulation:
         self.events: deque[str] = deque(maxlen=40)
         self.faults = 0
         self.elections = 0
+        self.writer = TransactionalWriter(self, TP)
+        self.reader = CommittedReader(self, TP)
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -240,6 +250,9 @@ class ReplicationSimulation:
             self.produce()
         else:
             self.expire_requests()
+        self.writer.step(begin=faults)
+        if self.rng.random() < 0.3:
+            self.reader.step()
         self.check_step()
 
     def inject_fault(self) -> None:
@@ -574,7 +587,7 @@ class ReplicationSimulation:
             broker.down_until = 0
         for _ in range(HEAL_STEPS):
             self.step(faults=False)
-            if self.converged():
+            if self.converged() and self.writer.current is None:
                 break
         else:
             raise InvariantViolation(f"the replicas did not converge: {self.describe()}")
@@ -625,6 +638,7 @@ class ReplicationSimulation:
                     f"acknowledged {value!r} at offset {offset}, the log has it at "
                     f"{found.get(value, [])}"
                 )
+        self.reader.check_final(self.writer, self.acked)
 
 
 @dataclass(frozen=True)
@@ -632,6 +646,8 @@ class RunSummary:
     acknowledged: int
     faults: int
     elections: int
+    transactions: int
+    read_committed: int  # records read at read_committed
 
 
 def run_replication(seed: int, steps: int) -> RunSummary:
@@ -641,4 +657,10 @@ def run_replication(seed: int, steps: int) -> RunSummary:
     except Exception as error:
         trace = "\n".join(simulation.events)
         raise InvariantViolation(f"{error}\nlast events:\n{trace}") from error
-    return RunSummary(len(simulation.acked), simulation.faults, simulation.elections)
+    return RunSummary(
+        len(simulation.acked),
+        simulation.faults,
+        simulation.elections,
+        simulation.writer.transactions,
+        len(simulation.reader.read),
+    )

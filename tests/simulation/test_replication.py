@@ -24,6 +24,9 @@ def test_acknowledged_records_survive_and_replicas_converge():
     assert sum(r.acknowledged for r in results) > 50 * len(results)
     assert sum(r.faults for r in results) > 3 * len(results)
     assert sum(r.elections for r in results) > len(results)
+    # Transactions committed and aborted, read at read_committed from leaders and followers.
+    assert sum(r.transactions for r in results) > 5 * len(results)
+    assert sum(r.read_committed for r in results) > 50 * len(results)
 
 
 # --- the checker can fail: planted bugs are caught within a few seeds ------------------------
@@ -62,3 +65,19 @@ def test_a_follower_ignoring_divergence_is_caught(monkeypatch):
     found = _caught(monkeypatch, PartitionLog, "truncate_to", keep_everything)
     assert original is not keep_everything
     assert "differ" in found or "acknowledged" in found or "converge" in found
+
+
+def test_read_committed_past_open_transactions_is_caught(monkeypatch):
+    """A last stable offset that ignores open transactions: read_committed returns records of
+    a transaction that is later aborted."""
+    found = _caught(
+        monkeypatch, PartitionLog, "last_stable_offset", property(lambda self: self.high_watermark)
+    )
+    assert "aborted" in found or "never committed" in found
+
+
+def test_read_committed_without_the_aborted_transactions_is_caught(monkeypatch):
+    """Fetches that leave out the aborted transactions of the range: the consumer keeps an
+    aborted transaction's records."""
+    found = _caught(monkeypatch, PartitionLog, "aborted_transactions", lambda self, s, e: [])
+    assert "aborted" in found

@@ -1,9 +1,10 @@
 """Kafka's windowed rate (`moldau.rate.SampledRate`): windows that start with a record, the
-span of at least all but one window, and windows emptied once they are too old."""
+span of at least all but one window, and windows emptied once they are too old; a quota over it
+(`RateQuota`): exceeded above its limit, and the delay that brings the rate back to it."""
 
 import pytest
 
-from moldau.rate import SampledRate, kafka_round
+from moldau.rate import UNLIMITED, RateQuota, SampledRate, kafka_round
 
 T = 1_000_000  # any start: windows begin with their first record, not on a grid
 
@@ -74,3 +75,55 @@ def test_kafka_rounds_halves_up() -> None:
 def test_a_rate_needs_a_window() -> None:
     with pytest.raises(ValueError):
         SampledRate(samples=0, window_ms=1000)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_quota_rate_spans_at_least_all_but_one_window_then_the_windows_recorded():
+    clock = Clock()
+    quota = RateQuota(lambda: 1000, now=clock, samples=11, window_s=1.0)
+    quota.record(9_000)
+    assert quota.rate() == 900.0  # 9000 bytes over the 10 s minimum span
+    assert not quota.exceeded()
+    quota.record(2_000)
+    assert quota.exceeded()
+    clock.now += 5.5  # 5 whole windows since the first began: 5 more counted (Kafka's Rate)
+    assert quota.rate() == pytest.approx(11_000 / 10.5)
+    clock.now += 20  # every window expired
+    assert quota.rate() == 0.0 and not quota.exceeded()
+
+
+def test_a_quota_at_the_default_rate_is_never_exceeded():
+    clock = Clock()
+    quota = RateQuota(lambda: UNLIMITED, now=clock, samples=11, window_s=1.0)
+    quota.record(10**15)
+    assert not quota.exceeded()
+
+
+def test_a_quota_limit_is_read_when_asked():
+    clock = Clock()
+    limit = [10**9]
+    quota = RateQuota(lambda: limit[0], now=clock, samples=2, window_s=1.0)
+    quota.record(5_000)
+    assert not quota.exceeded()
+    limit[0] = 1_000
+    assert quota.exceeded()
+
+
+def test_a_quota_delay_brings_the_rate_back_to_its_limit() -> None:
+    clock = Clock()
+    quota = RateQuota(lambda: 1000, now=clock, samples=11, window_s=1.0)
+    assert quota.delay_s() == 0.0
+    quota.record(15_000)  # 1500 B/s over the 10 s span: half as much again as the limit
+    assert quota.delay_s() == pytest.approx(5.0)
+    clock.now += 10.5  # the window spans 10.5 s: 15000 bytes are 4.5 s worth too many
+    assert quota.delay_s() == pytest.approx(4.5)
+    clock.now += 4.5  # (the windows have expired)
+    assert quota.delay_s() == 0.0
+    assert RateQuota(lambda: UNLIMITED, now=clock, samples=2, window_s=1.0).delay_s() == 0.0

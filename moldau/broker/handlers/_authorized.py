@@ -17,6 +17,19 @@ if TYPE_CHECKING:
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
+# Kafka's text for each authorization error (its `Errors` enum), the message Kafka's brokers
+# answer with where they give the error's own (`new ApiError(TOPIC_AUTHORIZATION_FAILED)`).
+_DENIAL_MESSAGES = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+}
+
+
+def denial_message(code: ErrorCode) -> str:
+    """Kafka's message for an authorization error code (`config_resource_denial`'s)."""
+    return _DENIAL_MESSAGES[code]
+
 
 async def for_authorized(
     items: Sequence[Item],

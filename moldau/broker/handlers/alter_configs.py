@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from moldau.broker.handlers._authorized import config_resource_denial, for_authorized
+from moldau.broker.handlers._authorized import (
+    config_resource_denial,
+    denial_message,
+    for_authorized,
+)
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import AlterConfigsResource, ConfigResource, ConfigResult
 from moldau.metadata.acls import AclOperation
@@ -52,7 +56,7 @@ def refusal(ctx: RequestContext, resource: ConfigResource) -> ConfigResult | Non
     )
     if denial is None:
         return None
-    return ConfigResult(resource=resource, error_code=denial, error_message="Authorization failed.")
+    return ConfigResult(resource=resource, error_code=denial, error_message=denial_message(denial))
 
 
 def config_results_response(results: Sequence[ConfigResult]) -> dict[str, Any]:

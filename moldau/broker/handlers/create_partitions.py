@@ -46,10 +46,9 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[st
         )
 
     def refused(increase: PartitionsIncrease) -> CreatePartitionsResult:
+        # No message, as Kafka's: clients show the error's own ("Topic authorization failed.").
         return CreatePartitionsResult(
-            name=increase.name,
-            error_code=ErrorCode.topic_authorization_failed,
-            error_message="Authorization failed.",
+            name=increase.name, error_code=ErrorCode.topic_authorization_failed
         )
 
     results = await for_authorized(increases, allowed, grow, refused)

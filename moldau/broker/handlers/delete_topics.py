@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from moldau.broker.handlers._authorized import for_authorized
+from moldau.broker.handlers._authorized import denial_message, for_authorized
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.operations import DeleteTopicResult
 from moldau.metadata.acls import AclOperation, ResourceType
@@ -53,7 +53,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> dict[str, A
             name=name,
             topic_id=reference if isinstance(reference, uuid.UUID) else _ZERO_UUID,
             error_code=ErrorCode.topic_authorization_failed,
-            error_message="Authorization failed.",
+            error_message=denial_message(ErrorCode.topic_authorization_failed),
         )
 
     async def delete(permitted: list[str | uuid.UUID]) -> list[DeleteTopicResult]:

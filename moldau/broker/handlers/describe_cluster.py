@@ -43,7 +43,7 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]
         return refusal
     if served == CONTROLLER_ENDPOINTS:
         brokers = _controllers(node, ctx.listener_name)
-        leader_id = node.controller.leader_id
+        leader_id = ctx.controller.leader_id
         controller_id = leader_id if leader_id is not None else -1
     else:
         brokers = _brokers(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.handlers._authorized import config_resource_denial
+from moldau.broker.handlers._authorized import config_resource_denial, denial_message
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.config_description import DescribedConfig, describe_configs
 from moldau.metadata.acls import AclOperation
@@ -40,7 +40,7 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]
         )
         if denial is not None:
             result["error_code"] = denial
-            result["error_message"] = "Authorization failed."
+            result["error_message"] = denial_message(denial)
             results.append(result)
             continue
         try:

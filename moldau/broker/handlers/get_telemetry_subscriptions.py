@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.client_telemetry import client_description
 from moldau.broker.registry import RequestContext, handler
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -19,7 +18,7 @@ from moldau.protocol.errors import ErrorCode
 @handler(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, advertised=False)
 def handle_get_telemetry_subscriptions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     subscription = ctx.node.client_telemetry.get_subscriptions(
-        request.client_instance_id, client_description(ctx)
+        request.client_instance_id, ctx.client_description()
     )
     return {
         "throttle_time": 0,

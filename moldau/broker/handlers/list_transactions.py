@@ -32,6 +32,7 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any
     names = list(request.state_filters)
     unknown = [name for name in names if name not in _BY_NAME]
     states = {_BY_NAME[name] for name in names if name in _BY_NAME}
+    listed: list[dict[str, Any]]
     if names and not states:
         code, listed = ErrorCode.none, []
     else:

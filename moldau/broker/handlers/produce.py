@@ -23,6 +23,11 @@ so the connection's later requests wait until that coroutine has appended: pipel
 one producer reach the log in the order they were sent, as Kafka's one-request-at-a-time
 channels guarantee.
 
+What the leader does with the batches is replication's: `ReplicaManager.append_records`, the
+KIP-890 verification (`replication.transaction_verification`, through the node's link to the
+transaction coordinator) and the acks=all wait (`ReplicaManager.when_acknowledged`, Kafka's
+DelayedProduce); this module decodes, authorizes, calls them and encodes.
+
 Topics that make the broker read records (compacted ones, a `compression.type` to recompress to)
 share one `DecodeBudget` per request: its batches together read at most 16 times what its bytes
 hold uncompressed, plus one batch, so no request costs the event loop much more than it carried.
@@ -30,13 +35,12 @@ hold uncompressed, plus one batch, so no request costs the event loop much more 
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from moldau.broker.handlers._redirects import node_endpoints
 from moldau.broker.registry import RequestContext, handler
 from moldau.controller.topic_names import (
     INTERNAL_TOPICS,
@@ -47,17 +51,12 @@ from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.batch_layout import HEADER_SIZE
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import BatchHeader
+from moldau.replication import transaction_verification as verification
 from moldau.storage import DecodeBudget
 from moldau.types import TopicPartition
 
 _ZERO_UUID = uuid.UUID(int=0)
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-VERIFICATION_TIMEOUT_S = 30.0
-
-log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.PRODUCE, 3, 13, advertised_min_version=0, in_order=True)
@@ -81,7 +80,9 @@ def handle_produce(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
     ):
         code = ErrorCode.transactional_id_authorization_failed
-    unverified: list[_Unverified] = []  # waiting for a coordinator on another broker
+    link = node.transaction_link
+    add = ctx.api_version >= 12
+    unverified: list[_Unverified] = []  # waiting for the transaction coordinator
     for topic in request.topic_data:
         name = getattr(topic, "name", None)
         topic_id = getattr(topic, "topic_id", None)
@@ -124,11 +125,16 @@ def handle_produce(
                         name, "append to", ErrorCode.invalid_topic_exception
                     )
                 if transactional_id is not None:
-                    producer = _verify_transaction(
-                        node, tp, records, transactional_id, add=ctx.api_version >= 12
+                    pending = verification.check(
+                        link,
+                        replica_manager.get_partition(tp),
+                        tp,
+                        records,
+                        transactional_id,
+                        add=add,
                     )
-                    if producer is not None:
-                        unverified.append(_Unverified(response, tp, records, *producer))
+                    if pending is not None:
+                        unverified.append(_Unverified(response, records, pending))
                         continue
             except KafkaError as exc:
                 _refused(image, tp, response, exc, redirects)
@@ -142,9 +148,9 @@ def handle_produce(
             {"name": name or "", "topic_id": topic_id, "partition_responses": partition_responses}
         )
     if unverified:
-        assert transactional_id is not None
-        return _verify_remotely_then_append(
-            ctx, request, transactional_id, unverified, responses, durable_waits, redirects
+        assert transactional_id is not None and link is not None
+        return _verify_then_append(
+            ctx, request, link, transactional_id, unverified, responses, durable_waits, redirects
         )
     return _answer(ctx, request, responses, durable_waits, redirects)
 
@@ -161,10 +167,22 @@ def _answer(
     body: dict[str, Any] = {"responses": responses, "throttle_time": 0}
     if redirects:
         body["node_endpoints"] = node_endpoints(ctx, redirects)
-    if durable_waits:
-        timeout_s = max(millis(request.timeout), 0) / 1000.0
-        return _when_durable(ctx.node.replica_manager, durable_waits, timeout_s, body)
-    return body
+    if not durable_waits:
+        return body
+    answer = Deferred()
+
+    def acknowledged(codes: list[int]) -> None:
+        for (response, _tp, _offset), code in zip(durable_waits, codes, strict=True):
+            if code:
+                response["error_code"] = code
+        answer.resolve(body)
+
+    ctx.node.replica_manager.when_acknowledged(
+        [(tp, offset) for _response, tp, offset in durable_waits],
+        max(millis(request.timeout), 0) / 1000.0,
+        acknowledged,
+    )
+    return answer
 
 
 def _append(
@@ -228,131 +246,49 @@ def _point_to_leader(
     redirects.add(partition.leader)
 
 
-def node_endpoints(ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
-    """Each broker of `node_ids` with its endpoint on the request's listener (KIP-951)."""
-    return [
-        broker
-        for broker in ctx.node.broker_endpoints(ctx.listener_name)
-        if broker["node_id"] in node_ids
-    ]
-
-
-# Verification errors a producer is told to retry (Kafka: NOT_ENOUGH_REPLICAS, retriable for
-# every client version) rather than a coordinator error a Produce answer cannot carry.
-_RETRY_VERIFICATION = frozenset(
-    {
-        ErrorCode.network_exception,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.not_coordinator,
-        ErrorCode.concurrent_transactions,
-        ErrorCode.request_timed_out,
-    }
-)
-
-
-def _verification_error(code: int) -> ErrorCode:
-    if code == ErrorCode.producer_fenced:
-        return ErrorCode.invalid_producer_epoch
-    if code in _RETRY_VERIFICATION:
-        return ErrorCode.not_enough_replicas
-    return ErrorCode(code)
-
-
-def _verify_transaction(
-    node: Any, tp: TopicPartition, records: Any, transactional_id: str, *, add: bool
-) -> tuple[int, int] | None:
-    """KIP-890 part 1: the first transactional batch of a producer on a partition is accepted
-    only if the partition was added to the producer's ongoing transaction (no hanging
-    transactions from late or zombie writes). Checked here when this node coordinates the id
-    (KafkaError if refused); otherwise (producer id, epoch) to ask the coordinator's broker.
-    With `add` (part 2), (producer id, epoch) to add the partition to the transaction, which
-    writes to the coordinator's log wherever it is."""
-    runtime = node.transaction_coordinator
-    if runtime is None or len(records) < HEADER_SIZE:
-        return None
-    header = BatchHeader.parse(records)
-    if not header.is_transactional:
-        return None
-    producer_id, producer_epoch = header.producer_id, header.producer_epoch
-    partition = node.replica_manager.get_partition(tp)
-    if partition is None or not partition.is_leader:
-        return None  # (the append answers NOT_LEADER_OR_FOLLOWER)
-    entry = partition.log.producer_state.producers.get(producer_id)
-    if (
-        entry is not None
-        and entry.current_txn_first_offset >= 0
-        and entry.producer_epoch == producer_epoch
-    ):
-        return None
-    if add or not runtime.is_coordinator_for(transactional_id):
-        return producer_id, producer_epoch
-    code = _verification_error(
-        runtime.verify_partition(
-            transactional_id=transactional_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            tp=tp,
-        )
-    )
-    if code != ErrorCode.none:
-        raise KafkaError(code, f"{tp} is not in the ongoing transaction of {transactional_id!r}")
-    return None
-
-
 @dataclass(slots=True)
 class _Unverified:
-    """A partition's batches held back until the transaction coordinator confirms them."""
+    """A partition's batches held back until the transaction coordinator answers for them."""
 
     response: dict[str, Any]
-    tp: TopicPartition
     records: Any
-    producer_id: int
-    producer_epoch: int
+    pending: verification.PendingVerification
 
 
-async def _verify_remotely_then_append(
+async def _verify_then_append(
     ctx: RequestContext,
     request: Any,
+    link: verification.CoordinatorLink,
     transactional_id: str,
     unverified: list[_Unverified],
     responses: list[dict[str, Any]],
     durable_waits: list[tuple[dict[str, Any], TopicPartition, int]],
     redirects: set[int],
 ) -> dict[str, Any] | Deferred | None:
-    """KIP-890 across brokers: ask the broker coordinating `transactional_id` to verify that
-    the held-back partitions are in the producer's ongoing transaction (part 1) or to add them
-    (part 2, Produce v12+), append those that are, then answer as usual. The produce is applied
-    in order (`in_order`): the connection's next requests wait until these appends are done,
-    not for an acks=all answer's flush (a `Deferred`)."""
+    """KIP-890: ask the transaction coordinator to verify that the held-back partitions are in
+    the producer's ongoing transaction (part 1) or to add them (part 2, Produce v12+), append
+    those that are, then answer as usual. The produce is applied in order (`in_order`): the
+    connection's next requests wait until these appends are done, not for an acks=all answer's
+    flush (a `Deferred`)."""
     node = ctx.node
-    add = ctx.api_version >= 12
-    by_producer: dict[tuple[int, int], list[_Unverified]] = {}
-    for item in unverified:
-        by_producer.setdefault((item.producer_id, item.producer_epoch), []).append(item)
-    outcomes = await asyncio.gather(
-        *(
-            add_or_verify(node, transactional_id, pid, epoch, [i.tp for i in items], add=add)
-            for (pid, epoch), items in by_producer.items()
-        )
+    codes = await verification.verify(
+        link, transactional_id, [item.pending for item in unverified], add=ctx.api_version >= 12
     )
-    codes: dict[TopicPartition, ErrorCode] = {}
-    for outcome in outcomes:
-        codes.update(outcome)
     image = node.metadata_image
     decode_budget = DecodeBudget()
     for item in unverified:
-        code = codes.get(item.tp, ErrorCode.invalid_txn_state)
+        tp = item.pending.tp
+        code = codes.get(tp, ErrorCode.invalid_txn_state)
         if code != ErrorCode.none:
             item.response["error_code"] = code
             item.response["error_message"] = (
-                f"{item.tp} is not verified in the ongoing transaction of {transactional_id!r}"
+                f"{tp} is not verified in the ongoing transaction of {transactional_id!r}"
             )
             continue
         last_offset = _append(
             node.replica_manager,
             image,
-            item.tp,
+            tp,
             item.records,
             request.acks,
             decode_budget,
@@ -360,159 +296,5 @@ async def _verify_remotely_then_append(
             redirects,
         )
         if request.acks == -1 and last_offset is not None:
-            durable_waits.append((item.response, item.tp, last_offset))
+            durable_waits.append((item.response, tp, last_offset))
     return _answer(ctx, request, responses, durable_waits, redirects)
-
-
-async def add_or_verify(
-    node: Any,
-    transactional_id: str,
-    producer_id: int,
-    producer_epoch: int,
-    partitions: list[TopicPartition],
-    *,
-    add: bool,
-    error_of: Callable[[int], ErrorCode] = _verification_error,
-) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's error (NONE: it is in the producer's ongoing transaction, added there
-    first with `add`), from this node's transaction coordinator when it coordinates
-    `transactional_id`, else from the broker that does; `error_of` turns the coordinator's
-    answer into the caller's error (produce's by default)."""
-    runtime = node.transaction_coordinator
-    if not runtime.is_coordinator_for(transactional_id):
-        return await ask_transaction_coordinator(
-            node,
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            partitions,
-            verify_only=not add,
-            error_of=error_of,
-        )
-    if not add:
-        return {
-            tp: error_of(
-                runtime.verify_partition(
-                    transactional_id=transactional_id,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    tp=tp,
-                )
-            )
-            for tp in partitions
-        }
-    try:
-        answer = await runtime.add_partitions(
-            transactional_id=transactional_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            partitions=partitions,
-        )
-    except KafkaError as error:
-        return dict.fromkeys(partitions, error_of(error.code))
-    return {tp: error_of(answer["partitions"].get(tp, answer["error_code"])) for tp in partitions}
-
-
-async def ask_transaction_coordinator(
-    node: Any,
-    transactional_id: str,
-    producer_id: int,
-    producer_epoch: int,
-    partitions: list[TopicPartition],
-    *,
-    verify_only: bool = True,
-    error_of: Callable[[int], ErrorCode] = _verification_error,
-) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's error (NONE if it is in the ongoing transaction), asked of the broker
-    coordinating `transactional_id` (AddPartitionsToTxn v4) to verify (`verify_only`) or to add
-    the partitions; `error_of` turns the coordinator's answer into the caller's error (produce's
-    by default)."""
-    runtime = node.transaction_coordinator
-    state = node.metadata_image.topics.get(TRANSACTION_STATE_TOPIC)
-    index = runtime.partition_for(transactional_id)
-    known = state.partitions.get(index) if state is not None else None
-    if known is None or known.leader < 0:
-        return dict.fromkeys(partitions, error_of(ErrorCode.coordinator_not_available))
-    topics: dict[str, list[int]] = {}
-    for tp in partitions:
-        topics.setdefault(tp.topic, []).append(tp.partition)
-    try:
-        connection = await node.broker_connection(known.leader)
-        response = await connection.request(
-            ApiKey.ADD_PARTITIONS_TO_TXN,
-            {
-                "transactions": [
-                    {
-                        "transactional_id": transactional_id,
-                        "producer_id": producer_id,
-                        "producer_epoch": producer_epoch,
-                        "verify_only": verify_only,
-                        "topics": [
-                            {"name": name, "partitions": indexes}
-                            for name, indexes in topics.items()
-                        ],
-                    }
-                ]
-            },
-            version=4,
-            timeout=VERIFICATION_TIMEOUT_S,
-        )
-    except Exception as error:  # the coordinator's broker is away: the producer retries
-        node.forget_broker_connection(known.leader)
-        log.info("verifying %r with broker %d failed: %r", transactional_id, known.leader, error)
-        return dict.fromkeys(partitions, error_of(ErrorCode.network_exception))
-    if response.error_code:
-        return dict.fromkeys(partitions, error_of(response.error_code))
-    codes = dict.fromkeys(partitions, ErrorCode.invalid_txn_state)
-    for result in response.results_by_transaction:
-        for topic in result.topic_results:
-            for answer in topic.results_by_partition:
-                tp = TopicPartition(topic.name, int(answer.partition_index))
-                if tp in codes:
-                    codes[tp] = error_of(answer.partition_error_code)
-    return codes
-
-
-def _when_durable(
-    replica_manager: Any,
-    waits: list[tuple[dict[str, Any], TopicPartition, int]],
-    timeout_s: float,
-    body: dict[str, Any],
-) -> Deferred:
-    """`body`, resolved once every partition in `waits` is replicated and durable or the timeout
-    passes.
-
-    Partitions still waiting at the timeout answer REQUEST_TIMED_OUT (their records stay in the
-    log, as in Kafka); a failed flush answers its error code.
-    """
-    answer = Deferred()
-    pending = set(range(len(waits)))
-    timer: asyncio.TimerHandle | None = None
-
-    def settled(index: int, error: BaseException | None) -> None:
-        if answer.resolved:  # timed out before this partition was durable
-            return
-        if error is not None:
-            waits[index][0]["error_code"] = (
-                error.code if isinstance(error, KafkaError) else ErrorCode.kafka_storage_error
-            )
-        pending.discard(index)
-        if not pending:
-            if timer is not None:
-                timer.cancel()
-            answer.resolve(body)
-
-    def timed_out() -> None:
-        for index in pending:
-            waits[index][0]["error_code"] = ErrorCode.request_timed_out
-        answer.resolve(body)
-
-    if timeout_s > 0:
-        timer = asyncio.get_running_loop().call_later(timeout_s, timed_out)
-    for index, (_, tp, last_offset) in enumerate(waits):
-        partition = replica_manager.get_partition(tp)
-        min_insync = partition.log.config.min_insync_replicas if partition is not None else 1
-        replica_manager.when_replicated(
-            tp, last_offset, lambda e, i=index: settled(i, e), min_insync=min_insync
-        )
-    return answer

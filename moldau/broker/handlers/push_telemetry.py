@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.client_telemetry import client_description
 from moldau.broker.registry import RequestContext, handler
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -23,6 +22,6 @@ def handle_push_telemetry(ctx: RequestContext, request: Any) -> dict[str, Any]:
         terminating=bool(request.terminating),
         compression_type=int(request.compression_type),
         metrics=request.metrics or b"",
-        client=client_description(ctx),
+        client=ctx.client_description(),
     )
     return {"throttle_time": 0, "error_code": ErrorCode.none}

@@ -25,7 +25,8 @@ async def _answer(ctx: RequestContext, request: Any) -> dict[str, Any]:
     transport = ctx.node.quorum_transport
     if transport is None:
         raise KafkaError(ErrorCode.invalid_request, "this node takes no part in a quorum")
-    return await transport.handle(ctx.header.api_key, request)
+    answer: dict[str, Any] = await transport.handle(ctx.header.api_key, request)
+    return answer
 
 
 @handler(ApiKey.VOTE, 0, 2, scopes=(CONTROLLER,))

@@ -9,16 +9,18 @@ The principal needs READ on the group (GROUP_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
 from moldau.metadata.acls import AclOperation, ResourceType
+from moldau.net.deferred import Deferred, settled_by
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
 @handler(ApiKey.SYNC_GROUP, 0, 5)
-async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferred:
     ctx.require(
         AclOperation.READ,
         ResourceType.GROUP,
@@ -28,7 +30,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]
     runtime = ctx.node.group_coordinator
     if runtime is None:
         raise KafkaError(ErrorCode.coordinator_not_available)
-    response = await runtime.sync_group(
+    outcome = await runtime.apply_sync_group(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
@@ -37,4 +39,10 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]
         protocol_name=getattr(request, "protocol_name", None),
         assignments={entry.member_id: entry.assignment for entry in request.assignments},
     )
+    if isinstance(outcome, asyncio.Future):  # a follower waits for the leader's assignment
+        return settled_by(outcome, _answer)
+    return _answer(outcome)
+
+
+def _answer(response: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time": 0, **response}

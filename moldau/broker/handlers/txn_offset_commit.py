@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.broker.handlers.add_partitions_to_txn import fenced_code
-from moldau.broker.handlers.produce import add_or_verify
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.offsets import PartitionCommit
 from moldau.coordinator.runtime import OFFSETS_TOPIC
@@ -124,21 +123,19 @@ async def _check_transaction(ctx: RequestContext, request: Any) -> int:
     arrives late (its transaction already ended) or without AddOffsetsToTxn would otherwise stay
     pending for good, no marker ever coming for it, and every read_committed consumer's
     OffsetFetch of the group (require_stable) would answer UNSTABLE_OFFSET_COMMIT from then on."""
-    transactions = ctx.node.transaction_coordinator
+    link = ctx.node.transaction_link
     groups = ctx.node.group_coordinator
-    if transactions is None or groups is None:
+    if link is None or groups is None:
         return int(ErrorCode.none)
     tp = TopicPartition(OFFSETS_TOPIC, groups.partition_for(request.group_id))
-    codes = await add_or_verify(
-        ctx.node,
+    codes = await link.add_or_verify(
         request.transactional_id,
         request.producer_id,
         request.producer_epoch,
         [tp],
         add=ctx.api_version >= 5,
-        error_of=_offsets_error,
     )
-    return int(codes[tp])
+    return int(_offsets_error(codes[tp]))
 
 
 _RETRIABLE_VERIFICATION = frozenset(

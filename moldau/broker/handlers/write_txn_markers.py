@@ -1,13 +1,8 @@
 """WriteTxnMarkers (key 27), v1-2: write COMMIT or ABORT markers of a transaction to partitions.
 
 v1 is the first flexible version (Kafka 4 removed v0); v2 adds transaction_version (KIP-890).
-The transaction coordinator calls `write_markers`: markers of partitions this broker leads are
-appended here, the others are sent with this API to each partition's leader (which appends only
-what it leads). A marker is a control batch appended with `AppendOrigin.COORDINATOR` (fenced by
-producer epoch and coordinator epoch in storage) and counts once it is replicated to the ISR, as
-an acks=all write. A marker for `__consumer_offsets` goes through the group coordinator, which
-makes the transaction's pending offsets take effect (or drops them) and writes the marker after
-its earlier writes.
+What a broker does with markers is `moldau.broker.transaction_markers`: it appends those of the
+partitions it leads and refuses the others (a coordinator sends each partition's to its leader).
 
 The principal needs CLUSTER_ACTION on the cluster (a broker's), or ALTER (an admin aborting a
 hanging transaction), as in Kafka: else every partition answers CLUSTER_AUTHORIZATION_FAILED.
@@ -15,138 +10,15 @@ hanging transaction), as in Kafka: else every partition answers CLUSTER_AUTHORIZ
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moldau.broker.registry import RequestContext, handler
-from moldau.coordinator.runtime import OFFSETS_TOPIC
+from moldau.broker.transaction_markers import write_markers
 from moldau.coordinator.transaction_metadata import MarkerRequest
 from moldau.metadata.acls import AclOperation
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.records import ControlRecordType, build_control_batch
-from moldau.storage import AppendOrigin
+from moldau.protocol.errors import ErrorCode
 from moldau.types import TopicPartition
-
-if TYPE_CHECKING:
-    from moldau.broker.node import Node
-
-
-def _append_marker(node: Node, tp: TopicPartition, batch: bytes) -> int:
-    """Append now (no await); returns the marker's offset."""
-    replica_manager = node.replica_manager
-    partition = replica_manager.leader_partition(tp)
-    result = partition.log.append_as_leader(
-        batch, leader_epoch=partition.leader_epoch, origin=AppendOrigin.COORDINATOR
-    )
-    replica_manager.appended(tp, partition)
-    return int(result.last_offset)
-
-
-async def _replicated(node: Node, tp: TopicPartition, offset: int) -> None:
-    await node.replica_manager.wait_replicated(tp, offset)
-
-
-async def _write_one(node: Node, tp: TopicPartition, markers: MarkerRequest, epoch: int) -> int:
-    batch = build_control_batch(
-        ControlRecordType.COMMIT if markers.committed else ControlRecordType.ABORT,
-        producer_id=markers.producer_id,
-        producer_epoch=markers.producer_epoch,
-        coordinator_epoch=epoch,
-        timestamp=node.clock.now_ms(),
-    )
-    try:
-        if tp.topic == OFFSETS_TOPIC and node.group_coordinator is not None:
-
-            async def write_marker() -> None:
-                offset = _append_marker(node, tp, batch)
-                await _replicated(node, tp, offset)
-
-            await node.group_coordinator.complete_transaction(
-                tp.partition,
-                producer_id=markers.producer_id,
-                committed=markers.committed,
-                write_marker=write_marker,
-            )
-        else:
-            offset = _append_marker(node, tp, batch)
-            await _replicated(node, tp, offset)
-    except KafkaError as error:
-        return int(error.code)
-    return int(ErrorCode.none)
-
-
-async def write_markers(
-    node: Node, markers: MarkerRequest, coordinator_epoch: int, *, forward: bool = True
-) -> dict[TopicPartition, int]:
-    """Write the markers of one transaction to each of its partitions; error code per partition.
-    With `forward`, partitions another broker leads get theirs through that broker."""
-    local: list[TopicPartition] = []
-    remote: dict[int, list[TopicPartition]] = {}
-    image = node.metadata_image
-    for tp in markers.partitions:
-        topic = image.topics.get(tp.topic)
-        partition = topic.partitions.get(tp.partition) if topic is not None else None
-        leader = partition.leader if partition is not None else -1
-        if not forward or leader in (node.node_id, -1) or partition is None:
-            local.append(tp)
-        else:
-            remote.setdefault(leader, []).append(tp)
-    jobs: list[Any] = [_write_one(node, tp, markers, coordinator_epoch) for tp in local]
-    jobs.extend(
-        _send_to_leader(node, leader, markers, partitions, coordinator_epoch)
-        for leader, partitions in remote.items()
-    )
-    results = await asyncio.gather(*jobs)
-    codes: dict[TopicPartition, int] = dict(zip(local, results[: len(local)], strict=True))
-    for answer in results[len(local) :]:
-        codes.update(answer)
-    return codes
-
-
-async def _send_to_leader(
-    node: Node,
-    leader: int,
-    markers: MarkerRequest,
-    partitions: list[TopicPartition],
-    coordinator_epoch: int,
-) -> dict[TopicPartition, int]:
-    """WriteTxnMarkers to the broker leading `partitions`; its error code for each."""
-    topics: dict[str, list[int]] = {}
-    for tp in partitions:
-        topics.setdefault(tp.topic, []).append(tp.partition)
-    try:
-        connection = await node.broker_connection(leader)
-        response = await connection.request(
-            ApiKey.WRITE_TXN_MARKERS,
-            {
-                "markers": [
-                    {
-                        "producer_id": markers.producer_id,
-                        "producer_epoch": markers.producer_epoch,
-                        "transaction_result": markers.committed,
-                        "topics": [
-                            {"name": name, "partition_indexes": indexes}
-                            for name, indexes in topics.items()
-                        ],
-                        "coordinator_epoch": coordinator_epoch,
-                        "transaction_version": markers.transaction_version,
-                    }
-                ]
-            },
-        )
-    except Exception as error:  # the runtime retries: the leader may be moving
-        node.forget_broker_connection(leader)
-        code = error.code if isinstance(error, KafkaError) else ErrorCode.not_leader_or_follower
-        return dict.fromkeys(partitions, int(code))
-    codes = dict.fromkeys(partitions, int(ErrorCode.not_leader_or_follower))
-    for marker in response.markers:
-        for topic in marker.topics:
-            for answer in topic.partitions:
-                codes[TopicPartition(topic.name, int(answer.partition_index))] = int(
-                    answer.error_code
-                )
-    return codes
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS, 1, 2)

@@ -95,6 +95,15 @@ def credential_from_salted_password(
     )
 
 
+def password_matches(mechanism: str, credential: ScramCredential, password: str) -> bool:
+    """Whether `password` is the one `credential` was made from (one PBKDF2 of its cost)."""
+    salted = salted_password(mechanism, password.encode(), credential.salt, credential.iterations)
+    made = credential_from_salted_password(
+        mechanism, salted, credential.salt, credential.iterations
+    )
+    return hmac.compare_digest(made.stored_key, credential.stored_key)
+
+
 def make_credential(
     mechanism: str, password: str, *, iterations: int = MIN_ITERATIONS, salt: bytes | None = None
 ) -> ScramCredential:

@@ -17,7 +17,7 @@ from moldau.broker.quotas import (
     throttle_time_ms,
     user_of,
 )
-from moldau.broker.registry import Response
+from moldau.broker.responses import Response
 from moldau.clock import ManualClock
 from moldau.protocol.adapter import RequestHeader
 from moldau.protocol.api_keys import ApiKey

@@ -25,6 +25,15 @@ def test_defaults_start_a_single_node_on_localhost_9092() -> None:
     assert config.entry("num.partitions").source is ConfigSource.DEFAULT_CONFIG
 
 
+def test_broker_id_and_node_id_report_the_same_number_from_the_layer_that_set_either() -> None:
+    entry = BrokerConfig({"node.id": "7"}).entry("broker.id")
+    assert (entry.value, entry.source) == (7, ConfigSource.STATIC_BROKER_CONFIG)
+    entry = BrokerConfig({"broker.id": "4"}).entry("node.id")
+    assert (entry.value, entry.source) == (4, ConfigSource.STATIC_BROKER_CONFIG)
+    entry = BrokerConfig({}).entry("broker.id")  # neither: Moldau's default node id
+    assert (entry.value, entry.source) == (1, ConfigSource.DEFAULT_CONFIG)
+
+
 def test_file_then_environment_then_overrides(tmp_path: Path) -> None:
     properties = tmp_path / "server.properties"
     properties.write_text(

@@ -9,7 +9,7 @@ import pytest
 
 from moldau.config.values import BrokerConfig, ConfigSource
 from moldau.controller import client_metrics
-from moldau.controller.config_description import describe_configs
+from moldau.controller.config_description import DescribedConfig, describe_configs
 from moldau.controller.operations import (
     AlterableConfig,
     AlterConfigOp,
@@ -158,28 +158,31 @@ def test_setting_configs_creates_a_subscription_and_deleting_them_all_removes_it
     assert _change(core, "", ("metrics", SET, "*")) == [ErrorCode.invalid_request]
     assert _change(core, "s", ("colour", SET, "red")) == [ErrorCode.invalid_request]
 
-    described = describe_configs(
-        core.image,
-        BrokerConfig({}),
-        resource_type=ConfigResourceType.CLIENT_METRICS,
-        resource_name="s",
-        node_id=1,
-    )
-    assert [(c.name, c.value, c.source, c.config_type) for c in described] == [
-        ("interval.ms", "1000", ConfigSource.CLIENT_METRICS_CONFIG, 3),
-        ("metrics", "b.", ConfigSource.CLIENT_METRICS_CONFIG, 7),
-    ]
-    assert _change(core, "s", ("metrics", DELETE, None), ("interval.ms", DELETE, None)) == [
-        ErrorCode.none
-    ]
-    assert "s" not in core.image.client_metrics
-    assert (
-        describe_configs(
+    def describe() -> list[DescribedConfig]:
+        return describe_configs(
             core.image,
             BrokerConfig({}),
             resource_type=ConfigResourceType.CLIENT_METRICS,
             resource_name="s",
             node_id=1,
         )
-        == []
-    )
+
+    described = describe()
+    # Every config, as Kafka 4.1 answers: `match` unset is its default (kafka-client-metrics
+    # --describe prints `match=`), with no synonym.
+    assert [(c.name, c.value, c.source, c.config_type, c.synonyms) for c in described] == [
+        ("interval.ms", "1000", ConfigSource.CLIENT_METRICS_CONFIG, 3, described[0].synonyms),
+        ("match", "", ConfigSource.DEFAULT_CONFIG, 7, ()),
+        ("metrics", "b.", ConfigSource.CLIENT_METRICS_CONFIG, 7, described[2].synonyms),
+    ]
+    assert len(described[0].synonyms) == 1
+    # ("match" was never set: deleting it too is what kafka-client-metrics --delete sends)
+    deleted = (("metrics", DELETE, None), ("interval.ms", DELETE, None), ("match", DELETE, None))
+    assert _change(core, "s", *deleted) == [ErrorCode.none]
+    assert "s" not in core.image.client_metrics
+    described = describe()
+    assert [(c.name, c.value, c.source) for c in described] == [
+        ("interval.ms", "300000", ConfigSource.DEFAULT_CONFIG),
+        ("match", "", ConfigSource.DEFAULT_CONFIG),
+        ("metrics", "", ConfigSource.DEFAULT_CONFIG),
+    ]

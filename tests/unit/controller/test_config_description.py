@@ -151,6 +151,49 @@ def test_broker_configs_show_sources_read_only_and_hide_sensitive_values():
     assert entries["log.roll.ms"].source == ConfigSource.DEFAULT_CONFIG
 
 
+def test_keys_kafka_does_not_define_are_described_only_once_set():
+    """Kafka 4.1 lists its KafkaConfig's keys whether set or not, others only when set."""
+    unset_image, unset_config = image_with()
+    unset = by_name(
+        describe_configs(
+            unset_image, unset_config, resource_type=BROKER, resource_name="1", node_id=1
+        )
+    )
+    moldau_only = ("max.partitions", "super.users", "leader.replication.throttled.rate")
+    assert not set(moldau_only) & set(unset)
+    assert "transaction.two.phase.commit.enable" in unset  # Kafka 4.1's, inert here
+    image, config = image_with(
+        static={"max.partitions": "100", "super.users": "User:admin"},
+        broker_configs=[
+            ("1", "leader.replication.throttled.rate", "1000"),
+            ("", "replica.alter.log.dirs.io.max.bytes.per.second", "2000"),
+        ],
+    )
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    assert [
+        (entries[n].value, entries[n].source)
+        for n in (*moldau_only, "replica.alter.log.dirs.io.max.bytes.per.second")
+    ] == [
+        ("100", ConfigSource.STATIC_BROKER_CONFIG),
+        ("User:admin", ConfigSource.STATIC_BROKER_CONFIG),
+        ("1000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ]
+
+
+def test_broker_id_is_the_node_id():
+    image, config = image_with(static={"node.id": "1"})
+    entries = by_name(
+        describe_configs(image, config, resource_type=BROKER, resource_name="1", node_id=1)
+    )
+    assert (entries["broker.id"].value, entries["broker.id"].source) == (
+        "1",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+
+
 def test_topic_values_use_derived_broker_defaults():
     image, config = image_with(static={"log.retention.hours": "2"})
     entries = by_name(

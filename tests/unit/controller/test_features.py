@@ -49,7 +49,8 @@ OLD_CLUSTER = image_with(metadata_version=25)  # formatted before the other feat
         (FeatureUpdate(feature="kraft.version", max_version_level=1), "has not registered"),
         (FeatureUpdate(feature="kraft.version", max_version_level=2), "only supports"),
         (FeatureUpdate(feature="metadata.version", max_version_level=26), "only supports"),
-        (FeatureUpdate(feature="share.version", max_version_level=1), "does not support this"),
+        (FeatureUpdate(feature="share.version", max_version_level=1), "only supports versions 0-0"),
+        (FeatureUpdate(feature="streams.version", max_version_level=1), "does not support this"),
         (FeatureUpdate(feature="group.version", max_version_level=-1), "cannot be less than 0"),
         (
             FeatureUpdate(feature="group.version", max_version_level=1, upgrade_type=9),
@@ -198,6 +199,9 @@ def test_api_versions_carries_supported_and_finalized_features(old_cluster):
         "kraft.version": (0, 1),
         "transaction.version": (0, 2),
         "group.version": (0, 1),
+        # Kafka 4.1 lists these too; Moldau has neither behaviour, so only level 0
+        "eligible.leader.replicas.version": (0, 0),
+        "share.version": (0, 0),
     }
     assert [(f.name, f.min_version_level, f.max_version_level) for f in v4.finalized_features] == [
         ("metadata.version", 25, 25)

@@ -16,6 +16,7 @@ from moldau.broker.registry import RequestContext, handler_for, load_handlers
 from moldau.clock import ManualClock
 from moldau.coordinator.config import GroupCoordinatorConfig
 from moldau.coordinator.runtime import GroupCoordinatorRuntime
+from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import (
     RequestHeader,
     build_entity,
@@ -76,6 +77,10 @@ async def call(node: FakeNode, api_key: ApiKey, version: int, body: dict[str, An
     result = spec.function(RequestContext(header=header, node=node), request)  # type: ignore[arg-type]
     if inspect.isawaitable(result):
         result = await result
+    if isinstance(result, Deferred):  # applied; the answer waits for the rebalance
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        result.then(answer.set_result, answer.set_exception)
+        result = await answer
     frame = encode_response(int(api_key), version, 1, result)
     _, response = decode_response(int(api_key), version, frame[4:])
     return response

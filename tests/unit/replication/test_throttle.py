@@ -1,11 +1,10 @@
-"""Replication throttles (KIP-73): the quota's rate over its windows, which replicas a topic's
-`*.replication.throttled.replicas` names, and the format those configs must have."""
+"""Replication throttles (KIP-73): which replicas a topic's `*.replication.throttled.replicas`
+names, and the format those configs must have (the quotas' rates: tests/unit/test_rate.py)."""
 
 import pytest
 
-from moldau.config.definitions import LONG_MAX
 from moldau.config.values import ConfigError, validate_topic_configs
-from moldau.replication.throttle import ReplicationQuota, ReplicationThrottle
+from moldau.replication.throttle import ReplicationThrottle
 from moldau.types import TopicPartition
 
 
@@ -15,37 +14,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def test_the_rate_spans_at_least_all_but_one_window_then_the_windows_recorded():
-    clock = Clock()
-    quota = ReplicationQuota(lambda: 1000, now=clock, samples=11, window_s=1.0)
-    quota.record(9_000)
-    assert quota.rate() == 900.0  # 9000 bytes over the 10 s minimum span
-    assert not quota.exceeded()
-    quota.record(2_000)
-    assert quota.exceeded()
-    clock.now += 5.5  # 5 whole windows since the first began: 5 more counted (Kafka's Rate)
-    assert quota.rate() == pytest.approx(11_000 / 10.5)
-    clock.now += 20  # every window expired
-    assert quota.rate() == 0.0 and not quota.exceeded()
-
-
-def test_a_quota_at_the_default_rate_is_never_exceeded():
-    clock = Clock()
-    quota = ReplicationQuota(lambda: LONG_MAX, now=clock)
-    quota.record(10**15)
-    assert not quota.exceeded()
-
-
-def test_the_limit_is_read_when_asked():
-    clock = Clock()
-    limit = [10**9]
-    quota = ReplicationQuota(lambda: limit[0], now=clock, samples=2, window_s=1.0)
-    quota.record(5_000)
-    assert not quota.exceeded()
-    limit[0] = 1_000
-    assert quota.exceeded()
 
 
 def throttle(configs):

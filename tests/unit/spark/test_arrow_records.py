@@ -73,7 +73,8 @@ def _expected(
             "offset": m.offset(),
             "timestamp": EPOCH + datetime.timedelta(milliseconds=m.timestamp()[1]),
             "timestampType": m.timestamp()[0] - 1,
-            "headers": [{"key": k, "value": v} for k, v in m.headers()],
+            # Spark's Kafka source: null, not an empty list, for a record without headers
+            "headers": [{"key": k, "value": v} for k, v in m.headers()] or None,
         }
         for m in fetched.messages
         if m.offset() < end_offset
@@ -129,6 +130,7 @@ def test_null_and_empty_keys_values_and_headers() -> None:
         (None, None),
     ]
     assert rows[1]["headers"] == [{"key": "a", "value": b"1"}, {"key": "b", "value": None}]
+    assert rows[0]["headers"] is None  # no headers: null, as in Spark's Kafka source
 
 
 def test_nulls_and_headers_across_compressed_and_plain_batches() -> None:

@@ -9,8 +9,10 @@ import pytest
 
 from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.rate import RateQuota
 from moldau.storage import log_mover
 from moldau.storage.config import LogConfig
+from moldau.storage.log_loader import load_partition_log
 from moldau.storage.log_manager import LogManager
 from moldau.storage.log_mover import LogMove
 from moldau.storage.memory_filesystem import MemoryFileSystem
@@ -84,17 +86,28 @@ def test_a_moved_replica_has_the_same_bytes_offsets_and_epochs(
     again.shutdown()
 
 
-def test_appends_during_the_copy_are_all_in_the_moved_log_once(
-    filesystem: MemoryFileSystem, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(log_mover, "COPY_CHUNK_BYTES", 256)
+def log_of_60(
+    filesystem: MemoryFileSystem,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    chunk_bytes: int,
+) -> PartitionLog:
+    """A log of 60 batches in /d1 (and an empty /d2), copied `chunk_bytes` at a time, the swap
+    taking the last 64 bytes."""
+    monkeypatch.setattr(log_mover, "COPY_CHUNK_BYTES", chunk_bytes)
     monkeypatch.setattr(log_mover, "SWAP_TAIL_MAX_BYTES", 64)
     filesystem.makedirs("/d1")
     filesystem.makedirs("/d2")
-    from moldau.storage.log_loader import load_partition_log
-
     log = load_partition_log(filesystem, "/d1/moving-0", TP, CONFIG, clock=clock)
     fill(log, 60)
+    return log
+
+
+def test_appends_during_the_copy_are_all_in_the_moved_log_once(
+    filesystem: MemoryFileSystem, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = log_of_60(filesystem, clock, monkeypatch, chunk_bytes=256)
     appended = [0]
 
     def append_meanwhile() -> bool:  # called between chunks, as the loop would append
@@ -132,6 +145,45 @@ def test_appends_during_the_copy_are_all_in_the_moved_log_once(
     assert len(values_from(reopened)) == len(values) + 1
 
 
+def test_a_quota_holds_the_copy_to_its_rate_and_a_cancel_stops_the_wait(
+    filesystem: MemoryFileSystem, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second: the copy's rounds wait (a sleep the
+    test's clock makes instant) until the bytes copied are back under the rate."""
+    log = log_of_60(filesystem, clock, monkeypatch, chunk_bytes=100)
+    total = sum(segment.size for segment in log.segments)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(max(1, round(seconds * 1000)))
+
+    limit = 1000  # bytes/s, over 2 windows of 1 s: a fresh quota lets 1000 through at once
+    quota = RateQuota(lambda: limit, now=clock.monotonic, samples=2, window_s=1.0)
+    LogMove(log, "/d2/moving-0.a-future", quota=quota, sleep=sleep).copy()
+    assert max(slept) <= log_mover.QUOTA_WAIT_MAX_S
+    # all but the first second's worth and the swap's tail went at the rate, not faster
+    unthrottled = limit + log_mover.SWAP_TAIL_MAX_BYTES
+    assert (total - unthrottled) / limit <= sum(slept) <= total / limit
+
+    cancelled = [False]
+
+    def cancel_while_waiting(seconds: float) -> None:
+        cancelled[0] = True
+
+    quota = RateQuota(lambda: limit, now=clock.monotonic, samples=2, window_s=1.0)
+    move = LogMove(
+        log,
+        "/d2/moving-0.b-future",
+        quota=quota,
+        sleep=cancel_while_waiting,
+        cancelled=lambda: cancelled[0],
+    )
+    with pytest.raises(log_mover.MoveCancelled):
+        move.copy()
+    log.close()
+
+
 def test_a_truncation_under_the_copy_starts_it_over(
     filesystem: MemoryFileSystem, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,12 +194,12 @@ def test_a_truncation_under_the_copy_starts_it_over(
     truncate = [True]
     original = LogMove._copy_segment
 
-    def copy_segment(self: LogMove, item: object) -> None:
+    def copy_segment(self: LogMove, item: object, *, throttled: bool) -> None:
         if truncate[0]:
             truncate[0] = False
             log.truncate_to(40)
             fill(log, 5, b"new")
-        original(self, item)  # type: ignore[arg-type]
+        original(self, item, throttled=throttled)  # type: ignore[arg-type]
 
     monkeypatch.setattr(LogMove, "_copy_segment", copy_segment)
     source = logs.log_dir_of(TP)

@@ -1,0 +1,263 @@
+"""The running registry: its HTTP listeners (uvicorn on the caller's event loop, https ones with
+the given `ssl_context`), the log (`SchemaLog`), the writer election, the one place commands are
+applied or forwarded, and the permission checks of an `Authority` (`security.py`), when given.
+
+    async with RegistryService(client_config={"bootstrap.servers": ...},
+                               listeners=parse_listeners("http://127.0.0.1:8081")) as registry:
+        print(registry.urls)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import h11
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp
+
+from moldau.registry.app import build_app, respond
+from moldau.registry.election import WriterElection
+from moldau.registry.errors import RegistryError
+from moldau.registry.http_client import http_request
+from moldau.registry.listeners import RegistryListener
+from moldau.registry.operations import Change, Operations
+from moldau.registry.security import Access, Authority, BasicAuthentication, user_of
+from moldau.registry.store import BROKERS_WAIT_S, SCHEMAS_TOPIC, SchemaLog
+
+__all__ = ["RegistryService", "start_http_server"]
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 30.0  # how long a request waits for the registry to have read `_schemas`
+WRITE_TIMEOUT_S = 30.0  # how long a command waits for a writer, its records and their replay
+_FORWARDED_HEADER = "x-forwarded-by"
+
+
+class RegistryService:
+    def __init__(
+        self,
+        *,
+        client_config: Mapping[str, Any],
+        listeners: Sequence[RegistryListener],
+        topic: str = SCHEMAS_TOPIC,
+        brokers_wait_s: float = BROKERS_WAIT_S,
+        ssl_context: ssl.SSLContext | None = None,
+        forwarding_ssl_context: ssl.SSLContext | None = None,
+        authority: Authority | None = None,
+    ) -> None:
+        """`brokers_wait_s`: how long the first instance waits for brokers to replicate a new
+        `_schemas` on (`SchemaLog`); 0 on a single-node cluster, which has no others.
+        `ssl_context`: the https listeners' (required when there is one);
+        `forwarding_ssl_context`: how a write reaches an https writer (default: the system's
+        authorities). `authority`: who may do what (None: everyone everything)."""
+        if ssl_context is None and any(listener.is_tls for listener in listeners):
+            raise ValueError("an https listener needs an ssl_context")
+        self.client_config = {"client.id": "moldau-schema-registry", **client_config}
+        self.listeners = list(listeners)
+        self.ssl_context = ssl_context
+        self.forwarding_ssl_context = forwarding_ssl_context
+        self.authority = authority
+        self.log = SchemaLog(self.client_config, topic=topic, brokers_wait_s=brokers_wait_s)
+        self.operations = Operations(self.log.state)
+        self.state = self.log.state
+        self.election: WriterElection | None = None
+        self.urls: list[str] = []
+        self._servers: list[uvicorn.Server] = []
+        self._sockets: list[socket.socket] = []
+        self._ticks: list[asyncio.Task[None]] = []
+        self._write_lock = asyncio.Lock()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind every listener (OSError when one cannot be bound), then serve; reading
+        `_schemas` and the election go on in the background."""
+        app: ASGIApp = build_app(self)
+        if self.authority is not None:
+            app = BasicAuthentication(app, authority=self.authority)
+        for listener in self.listeners:
+            sock = _bind(listener)
+            self._sockets.append(sock)
+            host, port = sock.getsockname()[:2]
+            shown = listener.host if host in ("0.0.0.0", "::") else host
+            self.urls.append(RegistryListener(shown, port, listener.scheme).url)
+        for listener, sock in zip(self.listeners, self._sockets, strict=True):
+            server = await start_http_server(
+                app, sock, ssl_context=self.ssl_context if listener.is_tls else None
+            )
+            self._servers.append(server)
+            self._ticks.append(asyncio.create_task(server.main_loop(), name="schema-registry-http"))
+        await self.log.start()
+        self.election = WriterElection(self.client_config, url=self.urls[0])
+        self.election.start()
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.should_exit = True
+        for task in self._ticks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.shutdown()
+        self._servers.clear()
+        self._ticks.clear()
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+        if self.election is not None:
+            await self.election.stop()
+            self.election = None
+        await self.log.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # --- requests ------------------------------------------------------------------------
+
+    async def until_ready(self) -> None:
+        if self.log.ready.is_set():
+            return
+        try:
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                await self.log.ready.wait()
+        except TimeoutError:
+            raise RegistryError.timeout(f"the registry has not read {self.log.topic} yet") from None
+
+    async def write(
+        self, request: Request, body: bytes, command: Callable[[Operations], Change]
+    ) -> Response:
+        """Apply `command` here if this instance is the writer, else forward the request to
+        the writer (once: a forwarded request is never forwarded again)."""
+        await self.until_ready()
+        election = self.election
+        assert election is not None
+        try:
+            async with asyncio.timeout(WRITE_TIMEOUT_S):
+                await election.elected.wait()
+        except TimeoutError:
+            raise RegistryError.forwarding_error("no writer has been elected") from None
+        if election.is_writer:
+            return respond(await self._apply(command))
+        if request.headers.get(_FORWARDED_HEADER):
+            # Sent here as to the writer, which this node no longer is (or a client's own
+            # header): only the writer applies a write, so a retry finds the new one.
+            raise RegistryError.forwarding_error("this node is not the writer; retry")
+        writer_url = election.writer_url
+        assert writer_url is not None
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        try:
+            answer = await http_request(
+                writer_url,
+                method=request.method,
+                target=target,
+                body=body,
+                headers=[
+                    (_FORWARDED_HEADER, "moldau-schema-registry"),
+                    *(
+                        ("Authorization", value)
+                        for value in request.headers.getlist("authorization")
+                    ),
+                ],
+                ssl_context=self.forwarding_ssl_context,
+                timeout=WRITE_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError, h11.ProtocolError) as error:
+            raise RegistryError.forwarding_error(
+                f"{writer_url}: {error or type(error).__name__}"
+            ) from None
+        if answer.status < 300:
+            with contextlib.suppress(TimeoutError, Exception):
+                await self.log.catch_up(WRITE_TIMEOUT_S)  # read-your-writes on this node
+        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
+
+    async def _apply(self, command: Callable[[Operations], Change]) -> Any:
+        async with self._write_lock:
+            try:
+                await self.log.catch_up(WRITE_TIMEOUT_S)
+            except TimeoutError:
+                raise RegistryError.timeout(f"reading {self.log.topic} to its end") from None
+            except Exception as error:
+                raise RegistryError.store_error(str(error)) from None
+            change = command(self.operations)  # (RegistryError: refused)
+            if not change.records:
+                return change.result
+            try:
+                offset = await self.log.write(change.records, WRITE_TIMEOUT_S)
+                await self.log.wait_applied(offset, WRITE_TIMEOUT_S)
+            except TimeoutError:
+                raise RegistryError.timeout(f"writing to {self.log.topic}") from None
+            except Exception as error:
+                raise RegistryError.store_error(str(error)) from None
+            return change.result
+
+    # --- permissions -----------------------------------------------------------------------
+
+    def allowed(self, request: Request, access: Access, subject: str | None) -> bool:
+        user = user_of(request)
+        if self.authority is None or user is None:
+            return True
+        host = request.client.host if request.client is not None else ""
+        return self.authority.allowed(user, host, access, subject)
+
+    def require(self, request: Request, access: Access, subject: str | None) -> None:
+        """RegistryError 40301 unless the request's user may do `access` to `subject`."""
+        if not self.allowed(request, access, subject):
+            raise RegistryError.forbidden(user_of(request) or "", access.value, subject)
+
+    def log_unexpected(self, request: Request, error: Exception) -> None:
+        log.error("schema registry: %s %s failed", request.method, request.url.path, exc_info=error)
+
+
+async def start_http_server(
+    app: ASGIApp, sock: socket.socket, *, ssl_context: ssl.SSLContext | None = None
+) -> uvicorn.Server:
+    """uvicorn serving `app` on a bound, listening socket (TLS with `ssl_context`), on the
+    running loop; the caller runs its `main_loop()` and shuts it down."""
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=3,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    config.load()
+    config.ssl = ssl_context  # (an SSLContext built in memory: uvicorn would read files)
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    return server
+
+
+def _bind(listener: RegistryListener) -> socket.socket:
+    family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listener.host, listener.port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
