@@ -335,7 +335,11 @@ def test_thirty_connections_pipelining_costly_requests_unread_do_not_delay_other
         waits = _probes_s(server, 5.0, rss)
     finally:
         attack.close()
-    assert statistics.quantiles(waits, n=100)[98] < 0.5, f"a healthy client's waits: {waits}"
+    # A probe waits behind at most one Metadata of each flooding connection (the first, sent as
+    # the flood's backlog is taken, about 0.3 s here); without the bound a probe waited behind
+    # the backlog itself: a median of 1.0-1.3 s and waits up to 2.9 s.
+    assert statistics.median(waits) < 0.25, f"a healthy client's waits: {waits}"
+    assert max(waits) < 1.5, f"a healthy client's waits: {waits}"
     _no_tracebacks(server)
 
 
