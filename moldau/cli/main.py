@@ -76,6 +76,7 @@ _COMMAND_MODULES: Final = {
     "user": "user",
     "quota": "quota",
     "acl": "acl",
+    "console": "console",
 }
 _registered: set[str] = set()
 
