@@ -222,17 +222,15 @@ def build_app(
 ) -> Starlette:
     templates = Jinja2Templates(env=environment())
 
-    def render(
+    def respond(
         request: Request,
-        template: str,
+        name: str,
         *,
         status: int = 200,
         problem: Problem | None = None,
         form: Mapping[str, str] | None = None,
         **context: Any,
     ) -> Response:
-        live = request.headers.get("hx-request") == "true"
-        name = template.replace(".html", "_live.html") if live else template
         notice = _NOTICES.get(request.query_params.get("notice", ""))
         query = request.url.query
         return templates.TemplateResponse(
@@ -251,11 +249,17 @@ def build_app(
             status_code=status,
         )
 
+    def render(request: Request, template: str, **arguments: Any) -> Response:
+        """The page, or only its live part when htmx asks for it."""
+        if request.headers.get("hx-request") == "true":
+            template = template.replace(".html", "_live.html")
+        return respond(request, template, **arguments)
+
     def failure(request: Request, problem: Problem) -> Response:
         if request.headers.get("hx-request") == "true":
             # (htmx swaps only 2xx answers: the live part says what went wrong and polls on)
-            return render(request, "live_error.html", problem=problem)
-        return render(request, "error.html", status=problem.status, problem=problem)
+            return respond(request, "live_error.html", problem=problem)
+        return respond(request, "error.html", status=problem.status, problem=problem)
 
     def guarded(handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
@@ -263,7 +267,7 @@ def build_app(
                 return await handler(request)
             except Refused as refused:
                 problem = Problem(ProblemKind.input, "Refused", refused.message, refused.status)
-                return render(request, "error.html", status=refused.status, problem=problem)
+                return respond(request, "error.html", status=refused.status, problem=problem)
             except (InvalidInput, KafkaException, TimeoutError) as error:
                 return failure(request, problem_of(error))
             except Exception as error:
@@ -434,7 +438,7 @@ def build_app(
 
     async def not_found(request: Request) -> Response:
         problem = Problem(ProblemKind.input, "Not found", "there is no such page", 404)
-        return render(request, "error.html", status=404, problem=problem)
+        return respond(request, "error.html", status=404, problem=problem)
 
     routes = [
         Route("/", guarded(overview), name="overview"),
@@ -455,7 +459,7 @@ def build_app(
         if status == 404:
             return await not_found(request)
         problem = Problem(ProblemKind.input, "Refused", str(getattr(exc, "detail", "")), status)
-        return render(request, "error.html", status=status, problem=problem)
+        return respond(request, "error.html", status=status, problem=problem)
 
     return Starlette(
         routes=routes,

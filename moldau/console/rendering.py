@@ -1,7 +1,7 @@
 """How the message browser shows a key, a value or a header: as text, JSON or hex.
 
-`auto` picks JSON for bytes that parse as a JSON object or array, text for other UTF-8, hex for
-the rest. A view asked for that does not fit the bytes (text of bytes that are not UTF-8, JSON
+`auto` picks JSON for bytes that parse as a JSON object or array, text for other UTF-8 without
+control characters (tab and line breaks aside), hex for the rest. A view asked for that does not fit the bytes (text of bytes that are not UTF-8, JSON
 of bytes that do not parse) falls back to hex and says why in `note`. Long data is cut at
 `MAX_SHOWN_BYTES` (the note says how much there was).
 """
@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass
 from typing import Final
 
 __all__ = ["MAX_SHOWN_BYTES", "RecordFormat", "Rendered", "render_bytes"]
 
 MAX_SHOWN_BYTES: Final = 16 * 1024
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class RecordFormat(enum.StrEnum):
@@ -45,7 +47,7 @@ def render_bytes(data: bytes | None, wanted: RecordFormat = RecordFormat.auto) -
     if wanted is RecordFormat.auto:
         if decoded is not None and cut is None and _is_json_document(decoded):
             return _as_json(decoded, size)
-        if decoded is not None:
+        if decoded is not None and not _CONTROL.search(decoded):
             return Rendered(decoded, RecordFormat.text, size, cut)
         return Rendered(_hex(shown), RecordFormat.hex, size, cut)
     if wanted is RecordFormat.json:
