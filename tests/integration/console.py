@@ -123,7 +123,7 @@ class ConsoleHttp:
 
     def get(self, path: str) -> Answer:
         answer = self._send(urllib.request.Request(self.url + path))
-        found = re.search(r'name="csrf_token" value="([^"]+)"', answer.text)
+        found = re.search(r'<meta name="csrf-token" content="([^"]+)"', answer.text)
         if found:
             self.token = found[1]
         return answer
