@@ -43,10 +43,18 @@ CHROMIUM_ARGUMENTS = [
 class ConsoleProcess:
     """One `python -m moldau console` child; `url` once it printed its ready line."""
 
-    def __init__(self, bootstrap: str, arguments: Sequence[str] = ()) -> None:
-        command = [sys.executable, "-m", "moldau", "console", "-b", bootstrap]
+    def __init__(
+        self, bootstrap: str, arguments: Sequence[str] = (), program: Sequence[str] = ()
+    ) -> None:
+        """`program`: the command that runs `moldau` (an installed console script), instead of
+        this interpreter's `-m moldau`."""
+        command = [*(program or [sys.executable, "-m", "moldau"]), "console", "-b", bootstrap]
         command += ["--listen", "127.0.0.1:0", "--refresh", "0.5", *arguments]
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("MOLDAU_")}
+        environment = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("MOLDAU_") and not (program and k in ("PYTHONPATH", "VIRTUAL_ENV"))
+        }
         self.process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -93,8 +101,10 @@ class ConsoleProcess:
 
 
 @contextmanager
-def running_console(bootstrap: str, arguments: Sequence[str] = ()) -> Iterator[ConsoleProcess]:
-    console = ConsoleProcess(bootstrap, arguments)
+def running_console(
+    bootstrap: str, arguments: Sequence[str] = (), program: Sequence[str] = ()
+) -> Iterator[ConsoleProcess]:
+    console = ConsoleProcess(bootstrap, arguments, program)
     try:
         yield console
     finally:
