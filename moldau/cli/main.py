@@ -131,6 +131,9 @@ _PLACEHOLDERS: Final = {
     "registry_ca": "FILE",
     "value_schema": "SCHEMA",
     "key_schema": "SCHEMA",
+    "command_config": "FILE",
+    "listen": "HOST:PORT",
+    "refresh": "SECONDS",
 }
 
 
