@@ -65,6 +65,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Listener
 from moldau.net.memory_pool import RequestMemoryPool
+from moldau.net.turns import TurnScheduler
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.sasl.scram import ScramCredential
 from moldau.rate import RateQuota
@@ -109,6 +110,8 @@ class Node:
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
         self._memory_pool = RequestMemoryPool(pool_bytes if pool_bytes >= 0 else None)
+        # Client listeners share one budget of the loop per round; controller listeners do not.
+        self._client_turns = TurnScheduler()
         self.controller: Any = None
         self.quorum_transport: QuorumTransport | None = None
         self.quorum_addresses: QuorumAddresses | None = None
@@ -146,7 +149,9 @@ class Node:
         await self.security.start()  # (OAUTHBEARER key sets: fetched in the background)
         if layout.is_broker:
             for address in layout.client_listeners:
-                await self._bind(address, Dispatcher(self, BROKER), self.listeners)
+                await self._bind(
+                    address, Dispatcher(self, BROKER), self.listeners, turns=self._client_turns
+                )
         if layout.is_controller:
             for address in layout.controller_listeners:
                 await self._bind(address, Dispatcher(self, CONTROLLER), self.controller_listeners)
@@ -200,7 +205,14 @@ class Node:
             await listener.start_serving()
         await self.schema_registry.start(self)  # (a client of the listeners above)
 
-    async def _bind(self, address: Endpoint, dispatcher: Dispatcher, into: list[Listener]) -> None:
+    async def _bind(
+        self,
+        address: Endpoint,
+        dispatcher: Dispatcher,
+        into: list[Listener],
+        *,
+        turns: TurnScheduler | None = None,
+    ) -> None:
         max_frame = int(self.config.get("socket.request.max.bytes"))
         idle_ms = int(self.config.get("connections.max.idle.ms"))
         request_timeout_ms = int(self.config.get("socket.request.timeout.ms"))
@@ -215,6 +227,7 @@ class Node:
             tls=self.security.listeners.get(address.name),
             require_authentication=address.name in self.security.sasl,
             quotas=self.connection_quotas,
+            turns=turns,
         )
         await listener.start()
         into.append(listener)
