@@ -46,6 +46,7 @@ from moldau.coordinator.records import (
     to_topic_partitions,
 )
 from moldau.coordinator.result import CoordinatorResult, Response
+from moldau.coordinator.share_group import ShareGroup
 from moldau.coordinator.store import GroupStore
 from moldau.protocol.errors import ErrorCode
 
@@ -128,6 +129,10 @@ class ConsumerGroupProtocol:
             return _error(ErrorCode.unsupported_assignor, request.server_assignor)
         result = CoordinatorResult()
         existing = self._store.groups.get(group_id)
+        if isinstance(existing, ShareGroup):
+            return _error(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+            )
         if isinstance(existing, ClassicGroup):
             if existing.members or not existing.is_in(ClassicGroupState.EMPTY):
                 return _error(ErrorCode.group_id_not_found, f"{group_id} is not a consumer group.")
