@@ -24,7 +24,11 @@ from dataclasses import dataclass
 
 from moldau.clock import Clock, monotonic_ms
 from moldau.coordinator.assignors import TopicMetadata
-from moldau.coordinator.consumer_group import Assignment, MemberState
+from moldau.coordinator.consumer_group import (
+    MemberState,
+    described_assignment,
+    wire_assignment,
+)
 from moldau.coordinator.reconcile import normalized
 from moldau.coordinator.records import (
     CoordinatorRecord,
@@ -180,7 +184,7 @@ class ShareGroupProtocol:
             "member_id": member.member_id,
             "member_epoch": member.member_epoch,
             "heartbeat_interval": request.heartbeat_interval_ms,
-            "assignment": _wire_assignment(member.assigned) if send_assignment else None,
+            "assignment": wire_assignment(member.assigned) if send_assignment else None,
         }
         return result
 
@@ -198,27 +202,21 @@ class ShareGroupProtocol:
             if request.subscribed_topic_names is not None
             else member.subscribed_topic_names
         )
-        updated = ShareMemberMetadata(
+        stored = ShareGroupMemberMetadataValue(
+            rack_id=member.rack_id,
+            client_id=member.client_id,
+            client_host=member.client_host,
+            subscribed_topic_names=member.subscribed_topic_names,
+        )
+        updated = ShareGroupMemberMetadataValue(
             rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
             client_id=request.client_id or member.client_id,
             client_host=request.client_host or member.client_host,
             subscribed_topic_names=subscribed,
         )
-        if is_new or updated != ShareMemberMetadata.of(member):
-            self._emit(
-                result,
-                CoordinatorRecord(
-                    ShareGroupMemberMetadataKey(
-                        group_id=group.group_id, member_id=member.member_id
-                    ),
-                    ShareGroupMemberMetadataValue(
-                        rack_id=updated.rack_id,
-                        client_id=updated.client_id,
-                        client_host=updated.client_host,
-                        subscribed_topic_names=updated.subscribed_topic_names,
-                    ),
-                ),
-            )
+        if is_new or updated != stored:
+            key = ShareGroupMemberMetadataKey(group_id=group.group_id, member_id=member.member_id)
+            self._emit(result, CoordinatorRecord(key, updated))
         return is_new or subscribed != member.subscribed_topic_names
 
     def _subscription_metadata_changed(
@@ -365,48 +363,8 @@ class ShareGroupProtocol:
                     "client_id": member.client_id,
                     "client_host": member.client_host,
                     "subscribed_topic_names": list(member.subscribed_topic_names),
-                    "assignment": {
-                        "topic_partitions": [
-                            {
-                                "topic_id": topic_id,
-                                "topic_name": topic_names.get(topic_id, ""),
-                                "partitions": sorted(partitions),
-                            }
-                            for topic_id, partitions in sorted(
-                                member.assigned.items(), key=lambda item: item[0].bytes
-                            )
-                        ]
-                    },
+                    "assignment": described_assignment(member.assigned, topic_names),
                 }
                 for member in group.members.values()
             ],
         }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareMemberMetadata:
-    """What ShareGroupMemberMetadata stores of a member."""
-
-    rack_id: str | None
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-
-    @classmethod
-    def of(cls, member: ShareMember) -> ShareMemberMetadata:
-        return cls(
-            rack_id=member.rack_id,
-            client_id=member.client_id,
-            client_host=member.client_host,
-            subscribed_topic_names=member.subscribed_topic_names,
-        )
-
-
-def _wire_assignment(assignment: Assignment) -> Response:
-    return {
-        "topic_partitions": [
-            {"topic_id": topic_id, "partitions": sorted(partitions)}
-            for topic_id, partitions in sorted(assignment.items(), key=lambda i: i[0].bytes)
-            if partitions
-        ]
-    }

@@ -29,6 +29,18 @@ def share_groups_enabled(ctx: RequestContext) -> bool:
     return ctx.node.metadata_image.features.get(SHARE_VERSION, 0) >= 1
 
 
+def refusal(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None] | None:
+    """Why a ShareFetch or ShareAcknowledge is refused as a whole, or None: share groups off,
+    no group or member id, or no READ on the group."""
+    if not share_groups_enabled(ctx) or ctx.node.share_partitions is None:
+        return ErrorCode.unsupported_version, DISABLED
+    if not request.group_id or not request.member_id:
+        return ErrorCode.invalid_request, "GroupId and MemberId must be set"
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed, None
+    return None
+
+
 def group_settings(ctx: RequestContext, group_id: str) -> ShareGroupSettings:
     node = ctx.node
     configs = node.metadata_image.group_configs.get(group_id, {})

@@ -16,15 +16,13 @@ import uuid
 from typing import Any
 
 from moldau.broker.handlers._share import (
-    DISABLED,
     endpoints_of,
-    share_groups_enabled,
+    refusal,
     share_partition,
     wire_leader,
 )
 from moldau.broker.handlers.share_fetch import acknowledgement_batches
 from moldau.broker.registry import RequestContext, handler
-from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.share.sessions import FINAL_EPOCH
@@ -42,15 +40,12 @@ def _refused(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
 
 @handler(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
 def handle_share_acknowledge(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    refused = refusal(ctx, request)
+    if refused is not None:
+        return _refused(*refused)
     manager = ctx.node.share_partitions
-    if not share_groups_enabled(ctx) or manager is None:
-        return _refused(ErrorCode.unsupported_version, DISABLED)
-    group_id = request.group_id or ""
-    member_id = request.member_id or ""
-    if not group_id or not member_id:
-        return _refused(ErrorCode.invalid_request, "GroupId and MemberId must be set")
-    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, group_id):
-        return _refused(ErrorCode.group_authorization_failed)
+    assert manager is not None
+    group_id, member_id = request.group_id, request.member_id
     epoch = request.share_session_epoch
     try:
         manager.sessions.acknowledged(group_id, member_id, epoch)

@@ -28,16 +28,14 @@ import uuid
 from typing import Any
 
 from moldau.broker.handlers._share import (
-    DISABLED,
     connection_token,
     endpoints_of,
     group_settings,
-    share_groups_enabled,
+    refusal,
     share_partition,
     wire_leader,
 )
 from moldau.broker.registry import RequestContext, handler
-from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.net.deferred import Deferred
 from moldau.protocol.adapter import millis
 from moldau.protocol.api_keys import ApiKey
@@ -71,15 +69,12 @@ def acknowledgement_batches(partition: Any) -> list[AcknowledgementBatch]:
 
 @handler(ApiKey.SHARE_FETCH, 1, 1)
 def handle_share_fetch(ctx: RequestContext, request: Any) -> dict[str, Any] | Deferred:
+    refused = refusal(ctx, request)
+    if refused is not None:
+        return _refused(*refused)
     manager = ctx.node.share_partitions
-    if not share_groups_enabled(ctx) or manager is None:
-        return _refused(ErrorCode.unsupported_version, DISABLED)
-    group_id = request.group_id or ""
-    member_id = request.member_id or ""
-    if not group_id or not member_id:
-        return _refused(ErrorCode.invalid_request, "GroupId and MemberId must be set")
-    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, group_id):
-        return _refused(ErrorCode.group_authorization_failed)
+    assert manager is not None
+    group_id, member_id = request.group_id, request.member_id
     epoch = request.share_session_epoch
     named: dict[PartitionId, list[AcknowledgementBatch]] = {
         (topic.topic_id, partition.partition_index): acknowledgement_batches(partition)

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.handlers._share import DISABLED, group_settings, share_groups_enabled
+from moldau.broker.handlers._authorized import undescribable_topics
+from moldau.broker.handlers._share import (
+    DISABLED,
+    group_settings,
+    share_groups_enabled,
+)
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.assignors import TopicMetadata
 from moldau.coordinator.share import ShareGroupHeartbeatRequest, share_heartbeat_error
@@ -34,11 +39,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> dic
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _error(ErrorCode.group_authorization_failed)
     subscribed = request.subscribed_topic_names
-    hidden = sorted(
-        name
-        for name in set(subscribed or ())
-        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
-    )
+    hidden = undescribable_topics(ctx, subscribed or ())
     if hidden:
         message = f"Not authorized to describe the subscribed topics {', '.join(hidden)}"
         return _error(ErrorCode.topic_authorization_failed, message)
