@@ -200,10 +200,7 @@ class SharePartitionManager:
         fetch, at once) and acquire for the member, within `max_records` overall."""
         answers: list[SharePartitionAnswer] = []
         reads: list[tuple[_Hosted, SharePartitionAnswer, PartitionFetch]] = []
-        session = params.session
-        current = (
-            session is None or self.sessions.get(session.group_id, session.member_id) is session
-        )
+        current = self._session_current(params)
         for partition in partitions:
             hosted, refused = self._prepare(params, partition)
             if hosted is None:
@@ -235,6 +232,8 @@ class SharePartitionManager:
         budget = max(params.max_records, 1)
         deadline = monotonic_ms(self._clock) + params.settings.record_lock_duration_ms
         for (hosted, answer, _), data in zip(reads, fetched, strict=True):
+            if data.error_code == ErrorCode.offset_out_of_range:
+                continue  # (the log start passed the read meanwhile: the next fetch moves on)
             if data.error_code:
                 answer.error_code = data.error_code
                 answer.current_leader = data.current_leader
