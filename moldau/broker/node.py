@@ -48,6 +48,7 @@ from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.cluster import ListenerAddress as Endpoint
 from moldau.config.definitions import RACK_AWARE_SELECTOR
+from moldau.config.share_groups import ShareGroupConfig
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.feature_control import SUPPORTED_FEATURES
@@ -72,6 +73,7 @@ from moldau.rate import RateQuota
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
+from moldau.share.manager import SharePartitionManager
 from moldau.storage import LogConfig, LogManager, fault_injection
 from moldau.storage.filesystem import OsFileSystem
 from moldau.storage.log_dir_failures import LogDirState
@@ -124,6 +126,8 @@ class Node:
         self.replica_manager: Any = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
         self.transaction_coordinator: TransactionCoordinatorRuntime | None = None
+        self.share_partitions: SharePartitionManager | None = None
+        self.share_group_config = ShareGroupConfig.from_properties(config)
         self._transaction_link = TransactionCoordinatorLink(self)
         self._publisher: MetadataPublisher | None = None
         # Called with (previous image, image) after the partitions have followed each change.
@@ -544,9 +548,10 @@ class Node:
         return self.controller_channel is not None and not self.controller.is_active
 
     async def _start_coordinators(self) -> None:
-        from moldau.broker import coordinators
+        from moldau.broker import coordinators, share_groups
 
         await coordinators.start(self)
+        share_groups.start(self)
 
     def _start_background_jobs(self) -> None:
         from moldau.broker import jobs

@@ -51,7 +51,7 @@ import os
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from moldau.net.connection_quotas import ConnectionQuotas
@@ -104,15 +104,16 @@ class CloseConnection(Exception):
 @dataclass(slots=True)
 class ConnectionInfo:
     """What the handlers know of a connection. `principal` is who the peer is (from its TLS
-    certificate on SSL listeners, from SASL on SASL listeners; `User:ANONYMOUS` otherwise);
-    `authenticated` is False only while a listener that requires authentication (SASL) waits
-    for it: `set_authenticated(principal)` records it and lifts the small frame cap.
+        certificate on SSL listeners, from SASL on SASL listeners; `User:ANONYMOUS` otherwise);
+        `authenticated` is False only while a listener that requires authentication (SASL) waits
+        for it: `set_authenticated(principal)` records it and lifts the small frame cap.
 
-    `closing`: the processor wants the connection closed once the answers taken so far have
-    been written (a failed authentication); no further frame is dispatched. `authentication`
-    is the SASL session the broker keeps for the connection, and `session_expires_at` its
-    end (time.monotonic(), KIP-368) when the listener limits sessions. `mute(seconds)` takes
-    no further frame from the connection for that long (a throttled client, KIP-219)."""
+        `closing`: the processor wants the connection closed once the answers taken so far have
+        been written (a failed authentication); no further frame is dispatched. `authentication`
+        is the SASL session the broker keeps for the connection, and `session_expires_at` its
+        end (time.monotonic(), KIP-368) when the listener limits sessions. `mute(seconds)` takes
+        no further frame from the connection for that long (a throttled client, KIP-219). `on_close`
+    callbacks run once the connection has closed."""
 
     client_host: str
     client_port: int
@@ -128,6 +129,9 @@ class ConnectionInfo:
     session_expires_at: float | None = None
     set_authenticated: Callable[[str], None] | None = None
     mute: Callable[[float], None] | None = None
+    # Called once the connection has closed (what a request left behind that lives only as
+    # long as its connection: a share session).
+    on_close: list[Callable[[], None]] = field(default_factory=list)
 
 
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
@@ -439,6 +443,13 @@ class KafkaConnection(asyncio.Protocol):
         if self._mute_timer is not None:
             self._mute_timer.cancel()
             self._mute_timer = None
+        if self.info is not None:
+            for callback in self.info.on_close:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("a connection-close callback failed")
+            self.info.on_close.clear()
         if self._on_close is not None:
             self._on_close(self)
 
