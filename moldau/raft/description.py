@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moldau.raft.node_state import Role
+from moldau.raft.epoch_states import Role
 from moldau.raft.voter_set import VoterNode
 
 

@@ -1,6 +1,8 @@
-"""What a leader tracks in its epoch (Kafka's LeaderState): each replica's durable log end from
-its fetches, the high watermark they support, which voters acknowledged the epoch, the
-check-quorum window, and the fetches it holds until there is something to answer.
+"""What a leader tracks in its epoch (Kafka's LeaderState, the leader's epoch state): each
+replica's durable log end from its fetches, the high watermark they support, which voters
+acknowledged the epoch, the check-quorum window, and the fetches it holds until there is
+something to answer; and the state of a leader that resigned (Kafka's ResignedState), which
+keeps the epoch's `LeaderState` to go on committing what its own flushes allow.
 
 Invariants: a replica's offset is recorded only from a fetch whose offset and epoch match the
 leader's log, so it is a prefix of the leader's log durable on that replica; the high watermark
@@ -11,10 +13,20 @@ one of this epoch (Raft's rule).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
+from moldau.raft.epoch_states import EpochState, Role
 from moldau.raft.messages import FetchRequest
 from moldau.raft.voter_set import VoterSet
+
+__all__ = [
+    "OBSERVER_SESSION_TIMEOUT",
+    "LeaderState",
+    "ParkedFetch",
+    "ReplicaProgress",
+    "ResignedState",
+]
 
 OBSERVER_SESSION_TIMEOUT = 300.0  # seconds without a fetch before an observer is forgotten
 
@@ -38,10 +50,14 @@ class ParkedFetch:
     deadline: float
 
 
-class LeaderState:
+class LeaderState(EpochState):
+    role: ClassVar[Role] = Role.LEADER
+
     def __init__(
         self,
         *,
+        epoch: int,
+        voted_id: int | None,
         local_id: int,
         voters: VoterSet,
         epoch_start_offset: int,
@@ -49,6 +65,7 @@ class LeaderState:
         check_quorum_timeout: float,
         local_directory_id: str | None = None,
     ) -> None:
+        super().__init__(epoch=epoch, leader_id=local_id, voted_id=voted_id)
         self.local_id = local_id
         self.voters = voters
         self.epoch_start_offset = epoch_start_offset
@@ -157,3 +174,16 @@ class LeaderState:
             last = progress.last_fetch_time
             if last is not None and now - last >= OBSERVER_SESSION_TIMEOUT:
                 del self.observer_progress[observer_id]
+
+
+@dataclass(kw_only=True, eq=False)
+class ResignedState(EpochState):
+    """A leader that stepped down, or that led the epoch before a restart (`leader` is then
+    None): it tells the other voters (EndQuorumEpoch, `successors` first in line) and stands
+    no more in the epoch; past `election_deadline` it moves to the next."""
+
+    role: ClassVar[Role] = Role.RESIGNED
+    election_deadline: float
+    successors: tuple[int, ...] = ()
+    unacknowledged: set[int] = field(default_factory=set)
+    leader: LeaderState | None = None

@@ -35,13 +35,27 @@ Invariants:
   log end, and a follower never truncates below it; `CommitUpTo(o)` means every offset below o
   is committed.
 
-Elections are in `voting.py`, fetching in `replication.py`, the shared state and transitions in
-`node_state.py`; this module steps events, runs the timers and sends what each role sends.
+The node is composed of parts: its `QuorumState` (`quorum.py`: the epoch state of its role, one
+object per role and epoch as `epoch_states.py` and `leader_state.py` define them, the
+transitions, the voter set), and, each working on it, `Elections` (`voting.py`), `Replication`
+(`replication.py`) and `Reconfiguration` (`reconfiguration.py`). This module steps events into
+them, runs the timers and sends what each role sends.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Mapping
+from typing import Generic, TypeVar, cast, overload
+
 from moldau.raft.description import QuorumDescription, ReplicaState, VoterState
+from moldau.raft.epoch_states import (
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    Role,
+    UnattachedState,
+)
 from moldau.raft.events import (
     AddVoter,
     AppendToLog,
@@ -66,7 +80,8 @@ from moldau.raft.events import (
     UpgradeKRaftVersion,
     WriteSnapshotChunk,
 )
-from moldau.raft.leader_state import ReplicaProgress
+from moldau.raft.leader_state import LeaderState, ReplicaProgress, ResignedState
+from moldau.raft.log import ReplicatedLog
 from moldau.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -81,17 +96,19 @@ from moldau.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from moldau.raft.node_state import (
+from moldau.raft.quorum import (
     LAST_EPOCH,
     NotLeaderError,
+    QuorumState,
     RaftSafetyError,
-    Role,
     leader_change_payload,
 )
-from moldau.raft.reconfiguration import ReconfigurationMixin
-from moldau.raft.replication import ReplicationMixin
-from moldau.raft.voter_set import KRAFT_VERSION_DYNAMIC
-from moldau.raft.voting import VotingMixin
+from moldau.raft.quorum_config import QuorumConfig
+from moldau.raft.reconfiguration import Reconfiguration
+from moldau.raft.replication import Replication
+from moldau.raft.snapshots import SnapshotStore
+from moldau.raft.voter_set import Endpoint, VoterSet
+from moldau.raft.voting import Elections
 
 __all__ = [
     "LAST_EPOCH",
@@ -131,41 +148,134 @@ __all__ = [
 # times at most.
 _TIMER_PASSES = 8
 
+T = TypeVar("T")
 
-class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
+
+class _OfQuorum(Generic[T]):
+    """A read-only attribute of a `RaftNode` that is the same-named one of its `QuorumState`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, node: None, owner: type) -> _OfQuorum[T]: ...
+
+    @overload
+    def __get__(self, node: RaftNode, owner: type | None = None) -> T: ...
+
+    def __get__(self, node: RaftNode | None, owner: type | None = None) -> T | _OfQuorum[T]:
+        if node is None:
+            return self
+        return cast(T, getattr(node.quorum, self.name))
+
+    def __set__(self, node: RaftNode, value: T) -> None:
+        raise AttributeError(f"{self.name} is the quorum state's: the node's steps change it")
+
+
+class RaftNode:
     """One node's Raft state; all I/O happens in the driver that executes the returned actions.
 
     `log` is read, never written (the driver appends and truncates as told): a node in a quorum
     of several voters needs it to answer fetches and find where logs diverge. `rng` draws the
-    election timeouts and backoffs: seed it for a reproducible run."""
+    election timeouts and backoffs: seed it for a reproducible run.
+
+    The node is its parts: the `QuorumState` (the role's epoch state, transitions, the voter
+    set), and, working on it, `Elections`, `Replication` and `Reconfiguration`; the node steps
+    events into them, runs the timers and sends what each role sends."""
+
+    # The parts' classes: a subclass may name its own (the simulation plants bugs that way).
+    quorum_class: type[QuorumState] = QuorumState
+    elections_class: type[Elections] = Elections
+    replication_class: type[Replication] = Replication
+    reconfiguration_class: type[Reconfiguration] = Reconfiguration
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: tuple[int, ...] = (),
+        config: QuorumConfig | None = None,
+        rng: random.Random | None = None,
+        cluster_id: str | None = None,
+        log: ReplicatedLog | None = None,
+        snapshots: SnapshotStore | None = None,
+        directory_id: str | None = None,
+        bootstrap_ids: tuple[int, ...] = (),
+        voter_endpoints: Mapping[int, tuple[Endpoint, ...]] | None = None,
+    ) -> None:
+        self.quorum = quorum = self.quorum_class(
+            node_id=node_id,
+            voters=voters,
+            config=config,
+            rng=rng,
+            cluster_id=cluster_id,
+            log=log,
+            snapshots=snapshots,
+            directory_id=directory_id,
+            bootstrap_ids=bootstrap_ids,
+            voter_endpoints=voter_endpoints,
+        )
+        self.elections = self.elections_class(quorum)
+        self.replication = self.replication_class(quorum)
+        self.reconfiguration = self.reconfiguration_class(quorum)
+        self._started = False
+
+    # What the node knows: its quorum state's, read-only.
+    node_id: _OfQuorum[int] = _OfQuorum()
+    directory_id: _OfQuorum[str | None] = _OfQuorum()
+    config: _OfQuorum[QuorumConfig] = _OfQuorum()
+    role: _OfQuorum[Role] = _OfQuorum()
+    epoch: _OfQuorum[int] = _OfQuorum()
+    leader_id: _OfQuorum[int | None] = _OfQuorum()
+    voted_id: _OfQuorum[int | None] = _OfQuorum()
+    is_leader: _OfQuorum[bool] = _OfQuorum()
+    log_end_offset: _OfQuorum[int] = _OfQuorum()
+    last_epoch: _OfQuorum[int] = _OfQuorum()
+    flushed_offset: _OfQuorum[int] = _OfQuorum()
+    high_watermark: _OfQuorum[int] = _OfQuorum()
+    epoch_start_offset: _OfQuorum[int] = _OfQuorum()
+    voter_set: _OfQuorum[VoterSet] = _OfQuorum()
+    voters: _OfQuorum[tuple[int, ...]] = _OfQuorum()
+    kraft_version: _OfQuorum[int] = _OfQuorum()
+    is_voter: _OfQuorum[bool] = _OfQuorum()
+
+    def voter_set_at(self, offset: int) -> VoterSet:
+        return self.quorum.voter_set_at(offset)
+
+    def kraft_version_at(self, offset: int) -> int:
+        return self.quorum.kraft_version_at(offset)
+
+    # Stepping.
 
     def step(self, event: RaftEvent, now: float) -> list[RaftAction]:
         actions: list[RaftAction] = []
-        if self._snapshot_voters_pending:
-            self._read_installed_snapshot_voters(now, actions)
+        quorum = self.quorum
+        if quorum.snapshot_voters_pending:
+            quorum.read_installed_snapshot_voters(now, actions)
         match event:
             case Start():
                 self._on_start(event, now, actions)
             case ClientAppend():
-                if self.role is not Role.LEADER:
-                    raise NotLeaderError(self.leader_id, self.epoch)
-                self._append_as_leader(event.records, actions)
+                if quorum.role is not Role.LEADER:
+                    raise NotLeaderError(quorum.leader_id, quorum.epoch)
+                quorum.append_as_leader(event.records, actions)
             case AddVoter():
-                self._add_voter(event, now, actions)
+                self.reconfiguration.add_voter(event, now, actions)
             case RemoveVoter():
-                self._remove_voter(event, now, actions)
+                self.reconfiguration.remove_voter(event, now, actions)
             case UpdateVoter():
-                self._update_voter(event, now, actions)
+                self.reconfiguration.update_voter(event, now, actions)
             case UpgradeKRaftVersion():
-                self._upgrade_kraft_version(event, now, actions)
+                self.reconfiguration.upgrade_kraft_version(event, now, actions)
             case LogFlushed():
                 self._on_log_flushed(event, now, actions)
             case Tick():
                 pass
             case Resign():
-                self._shutting_down = True
-                if self.role is Role.LEADER and self._leader is not None:
-                    self._become_resigned(now, actions, successors=self._leader.successors())
+                quorum.shutting_down = True
+                state = quorum.state
+                if isinstance(state, LeaderState):
+                    quorum.become_resigned(now, actions, successors=state.successors())
             case Receive():
                 if self._started:
                     self._on_receive(event.source_id, event.message, now, actions)
@@ -175,185 +285,149 @@ class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
 
     def next_deadline(self) -> float | None:
         """When the node next wants a `Tick` (the `now` of its steps), or None: no timer runs."""
-        deadlines = [self._requests.next_deadline(), self._role_deadline()]
-        leader = self._leader
-        if leader is not None and self.role is Role.LEADER:
+        deadlines = [self.quorum.requests.next_deadline(), self._role_deadline()]
+        leader = self.quorum.state
+        if isinstance(leader, LeaderState):
             deadlines.append(leader.check_quorum_deadline)
             deadlines.extend(p.deadline for p in leader.parked.values())
         present = [d for d in deadlines if d is not None]
         return min(present) if present else None
 
     def _role_deadline(self) -> float | None:
-        match self.role:
-            case Role.UNATTACHED:
-                return self._election_deadline if self._may_stand() else None
-            case Role.RESIGNED:
-                return None if self._shutting_down else self._election_deadline
-            case Role.PROSPECTIVE:
-                return self._election_deadline
-            case Role.CANDIDATE:
-                if self._backoff_deadline is not None:
-                    return self._backoff_deadline
-                return self._election_deadline
-            case Role.FOLLOWER:
-                return self._fetch_deadline if self._may_stand() or not self.is_voter else None
-            case Role.LEADER:
-                return None
+        quorum = self.quorum
+        match quorum.state:
+            case UnattachedState() as state:
+                return state.election_deadline if quorum.may_stand() else None
+            case ResignedState() as state:
+                return None if quorum.shutting_down else state.election_deadline
+            case ProspectiveState() as state:
+                return state.election_deadline
+            case CandidateState() as state:
+                if state.backoff_deadline is not None:
+                    return state.backoff_deadline
+                return state.election_deadline
+            case FollowerState() as state:
+                standing = quorum.may_stand() or not quorum.is_voter
+                return state.fetch_deadline if standing else None
+        return None  # the leader: its timers are its own (check-quorum, held fetches)
 
     def _on_start(self, event: Start, now: float, actions: list[RaftAction]) -> None:
         if self._started:
             raise RuntimeError("the node has started already")
         self._started = True
-        self.log_end_offset = self.flushed_offset = event.log_end_offset
-        self.last_epoch = event.last_epoch
-        if self._log is not None:
-            # What the log starts after is in a snapshot: committed.
-            self.high_watermark = self._log.log_start.offset
-        stored = event.election_state
-        self._persisted = stored
-        stored_epoch = stored.epoch if stored else 0
-        self._load_voter_history()
-        if self.voters == (self.node_id,) and self.is_voter:
-            # A single voter is a majority of one: it votes for itself and leads at once.
-            self.epoch = max(stored_epoch, event.last_epoch)
-            self._become_candidate(now, actions)
-            return
-        if self._log is None:
-            raise ValueError("a node in a quorum of several voters needs its log (log=)")
-        static = self.kraft_version < KRAFT_VERSION_DYNAMIC
-        if (
-            static
-            and stored is not None
-            and stored.voters
-            and set(stored.voters) != set(self.voters)
-        ):
-            raise ValueError(
-                f"the voters in the quorum-state file {stored.voters} differ from the "
-                f"configured {self.voters}: fix controller.quorum.voters or remove the file"
-            )
-        self.epoch = stored_epoch
-        if stored is None or stored_epoch < event.last_epoch:
-            self._become_unattached(max(stored_epoch, event.last_epoch), now, actions)
-        elif stored.leader_id == self.node_id:
-            # It led this epoch before the restart: resigned, so it neither votes again in the
-            # epoch nor reuses offsets that lost, unflushed entries of the epoch had.
-            self.leader_id, self.voted_id = self.node_id, stored.voted_id
-            self._notified = (self.node_id, self.epoch)
-            self._become_resigned(now, actions, successors=())
-        elif stored.leader_id is not None:
-            self.voted_id = stored.voted_id
-            self._become_follower(stored_epoch, stored.leader_id, now, actions)
-        else:
-            self._become_unattached(stored_epoch, now, actions, voted_id=stored.voted_id)
-
-    def _read_installed_snapshot_voters(self, now: float, actions: list[RaftAction]) -> None:
-        """The snapshot installed in the last step is in the store now: its header names the
-        voters from its end offset on."""
-        self._snapshot_voters_pending = False
-        before = self.voter_set
-        self._load_voter_history()
-        if self.voter_set != before:
-            self._on_voters_changed(now, actions)
+        self.quorum.initialize(
+            log_end_offset=event.log_end_offset,
+            last_epoch=event.last_epoch,
+            election_state=event.election_state,
+            now=now,
+            actions=actions,
+        )
 
     def _on_log_flushed(self, event: LogFlushed, now: float, actions: list[RaftAction]) -> None:
-        flushed = max(self.flushed_offset, event.flushed_offset)
-        self.flushed_offset = min(flushed, self.log_end_offset)
-        if self._leader is not None:
-            self._leader.update_local_end(self.flushed_offset, now)
-            self._advance_high_watermark(now, actions)
-            self._complete_parked_fetches(now, actions)
+        quorum = self.quorum
+        flushed = max(quorum.flushed_offset, event.flushed_offset)
+        quorum.flushed_offset = min(flushed, quorum.log_end_offset)
+        leader = quorum.leader
+        if leader is not None:
+            leader.update_local_end(quorum.flushed_offset, now)
+            self.replication.advance_high_watermark(now, actions)
+            self.replication.complete_parked_fetches(now, actions)
 
     # Timers and outbound requests: every step ends here (Kafka's poll).
 
     def _poll(self, now: float, actions: list[RaftAction]) -> None:
-        self._requests.expire(now)
+        self.quorum.requests.expire(now)
         for _ in range(_TIMER_PASSES):
             if not self._expire_role_timer(now, actions):
                 break
-        if self._leader is not None and self.role is Role.LEADER:
-            self._complete_parked_fetches(now, actions)
-            self._leader.forget_idle_observers(now)
+        leader = self.quorum.state
+        if isinstance(leader, LeaderState):
+            self.replication.complete_parked_fetches(now, actions)
+            leader.forget_idle_observers(now)
         self._send_requests(now, actions)
 
     def _expire_role_timer(self, now: float, actions: list[RaftAction]) -> bool:
         """Act on the role's expired timer; True if that changed the role or its timers."""
-        match self.role:
-            case Role.UNATTACHED:
-                if self._may_stand() and _expired(self._election_deadline, now):
-                    self._become_prospective(now, actions)
+        quorum = self.quorum
+        match quorum.state:
+            case UnattachedState() as state:
+                if quorum.may_stand() and _expired(state.election_deadline, now):
+                    quorum.become_prospective(now, actions)
                     return True
-            case Role.PROSPECTIVE:
-                if _expired(self._election_deadline, now):
-                    self._prospective_lost(now, actions)
+            case ProspectiveState() as state:
+                if _expired(state.election_deadline, now):
+                    quorum.prospective_lost(now, actions)
                     return True
-            case Role.CANDIDATE:
-                if self._backoff_deadline is not None:
-                    if self._backoff_deadline <= now:
-                        self._become_prospective(now, actions)
+            case CandidateState() as state:
+                if state.backoff_deadline is not None:
+                    if state.backoff_deadline <= now:
+                        quorum.become_prospective(now, actions)
                         return True
-                elif _expired(self._election_deadline, now):
-                    self._start_backoff(now)
+                elif _expired(state.election_deadline, now):
+                    quorum.start_backoff(state, now)
                     return True
-            case Role.FOLLOWER:
-                if _expired(self._fetch_deadline, now):
-                    if self._may_stand():
-                        self._become_prospective(now, actions)
+            case FollowerState() as state:
+                if _expired(state.fetch_deadline, now):
+                    if quorum.may_stand():
+                        quorum.become_prospective(now, actions)
                         return True
-                    if not self.is_voter:
+                    if not quorum.is_voter:
                         # An observer whose leader went quiet asks the voters (or the
                         # bootstrap servers) who leads now.
-                        candidates = self.fetch_candidates()
+                        candidates = quorum.fetch_candidates()
                         if candidates:
-                            self._fetch_target = self._random.choice(candidates)
-                        self._fetch_deadline = now + self.config.fetch_timeout_ms / 1000
+                            state.fetch_target = quorum.random.choice(candidates)
+                        state.fetch_deadline = now + quorum.config.fetch_timeout_ms / 1000
                         return True
-            case Role.LEADER:
-                leader = self._leader
-                if leader is not None and _expired(leader.check_quorum_deadline, now):
-                    self._become_resigned(now, actions, successors=leader.successors())
+            case LeaderState() as state:
+                if _expired(state.check_quorum_deadline, now):
+                    quorum.become_resigned(now, actions, successors=state.successors())
                     return True
-            case Role.RESIGNED:
+            case ResignedState() as state:
                 # (a leader removed from the voters moves on too, as an observer)
-                if not self._shutting_down and _expired(self._election_deadline, now):
-                    self._become_unattached(self.epoch + 1, now, actions)
+                if not quorum.shutting_down and _expired(state.election_deadline, now):
+                    quorum.become_unattached(quorum.epoch + 1, now, actions)
                     return True
         return False
 
     def _send_requests(self, now: float, actions: list[RaftAction]) -> None:
-        match self.role:
-            case Role.PROSPECTIVE | Role.CANDIDATE:
-                if self._tally is not None and self._backoff_deadline is None:
-                    for voter_id in self._tally.unrecorded_voters():
-                        self._send_request(voter_id, self._vote_request, now, actions)
-            case Role.LEADER:
-                if self._leader is not None:
-                    for voter_id in sorted(self._leader.unacknowledged_voters):
-                        self._send_request(voter_id, self._begin_quorum_epoch_request, now, actions)
-            case Role.RESIGNED:
-                for voter_id in sorted(self._unacknowledged_resignation):
-                    self._send_request(voter_id, self._end_quorum_epoch_request, now, actions)
-            case Role.FOLLOWER | Role.UNATTACHED:
-                self._maybe_send_fetch(now, actions)
+        quorum, elections = self.quorum, self.elections
+        match quorum.state:
+            case ProspectiveState() | CandidateState() as state:
+                if not isinstance(state, CandidateState) or state.backoff_deadline is None:
+                    for voter_id in state.tally.unrecorded_voters():
+                        quorum.send_request(voter_id, elections.vote_request, now, actions)
+            case LeaderState() as state:
+                for voter_id in sorted(state.unacknowledged_voters):
+                    quorum.send_request(
+                        voter_id, elections.begin_quorum_epoch_request, now, actions
+                    )
+            case ResignedState() as state:
+                for voter_id in sorted(state.unacknowledged):
+                    quorum.send_request(voter_id, elections.end_quorum_epoch_request, now, actions)
+            case FollowerState() | UnattachedState():
+                self.replication.maybe_send_fetch(now, actions)
 
     # Messages in.
 
     def _on_receive(
         self, source_id: int, message: RaftMessage, now: float, actions: list[RaftAction]
     ) -> None:
+        elections, replication = self.elections, self.replication
         reply: RaftMessage | None = None
         match message:
             case VoteRequest():
-                reply = self._handle_vote_request(message, now, actions)
+                reply = elections.handle_vote_request(message, now, actions)
             case BeginQuorumEpochRequest():
-                reply = self._handle_begin_quorum_epoch_request(message, now, actions)
+                reply = elections.handle_begin_quorum_epoch_request(message, now, actions)
             case EndQuorumEpochRequest():
-                reply = self._handle_end_quorum_epoch_request(message, now, actions)
+                reply = elections.handle_end_quorum_epoch_request(message, now, actions)
             case FetchRequest():
-                reply = self._handle_fetch_request(source_id, message, now, actions)
+                reply = replication.handle_fetch_request(source_id, message, now, actions)
             case FetchSnapshotRequest():
-                reply = self._handle_fetch_snapshot_request(source_id, message, now, actions)
+                reply = replication.handle_fetch_snapshot_request(source_id, message, now, actions)
             case _:
-                request = self._requests.take(source_id, message.correlation_id)
+                request = self.quorum.requests.take(source_id, message.correlation_id)
                 if request is not None:
                     self._on_response(source_id, request, message, now, actions)
         if reply is not None:
@@ -367,40 +441,48 @@ class RaftNode(VotingMixin, ReplicationMixin, ReconfigurationMixin):
         now: float,
         actions: list[RaftAction],
     ) -> None:
+        elections, replication = self.elections, self.replication
         match request, response:
             case VoteRequest(), VoteResponse():
-                self._handle_vote_response(source_id, request, response, now, actions)
+                elections.handle_vote_response(source_id, request, response, now, actions)
             case BeginQuorumEpochRequest(), BeginQuorumEpochResponse():
-                self._handle_begin_quorum_epoch_response(source_id, request, response, now, actions)
+                elections.handle_begin_quorum_epoch_response(
+                    source_id, request, response, now, actions
+                )
             case EndQuorumEpochRequest(), EndQuorumEpochResponse():
-                self._handle_end_quorum_epoch_response(source_id, request, response, now, actions)
+                elections.handle_end_quorum_epoch_response(
+                    source_id, request, response, now, actions
+                )
             case FetchRequest(), FetchResponse():
-                self._handle_fetch_response(source_id, request, response, now, actions)
+                replication.handle_fetch_response(source_id, request, response, now, actions)
             case FetchSnapshotRequest(), FetchSnapshotResponse():
-                self._handle_fetch_snapshot_response(source_id, request, response, now, actions)
+                replication.handle_fetch_snapshot_response(
+                    source_id, request, response, now, actions
+                )
             case _:
-                self._requests.back_off(source_id, now)  # an answer to another question
+                self.quorum.requests.back_off(source_id, now)  # an answer to another question
 
     # Describing.
 
     def describe(self) -> QuorumDescription:
         """The quorum as this node sees it; replica progress is known only on the leader."""
-        leader = self._leader
+        quorum = self.quorum
+        leader = quorum.leader
         voters = leader.voter_progress if leader is not None else {}
         observers = leader.observer_progress if leader is not None else {}
         return QuorumDescription(
-            node_id=self.node_id,
-            role=self.role,
-            leader_id=self.leader_id,
-            epoch=self.epoch,
-            high_watermark=self.high_watermark,
+            node_id=quorum.node_id,
+            role=quorum.role,
+            leader_id=quorum.leader_id,
+            epoch=quorum.epoch,
+            high_watermark=quorum.high_watermark,
             voters=tuple(
                 _replica_state(v.node_id, voters.get(v.node_id), v.directory_id)
-                for v in self.voter_set
+                for v in quorum.voter_set
             ),
             observers=tuple(_replica_state(o, observers[o]) for o in sorted(observers)),
-            voter_nodes=self.voter_set.nodes,
-            kraft_version=self.kraft_version,
+            voter_nodes=quorum.voter_set.nodes,
+            kraft_version=quorum.kraft_version,
         )
 
 

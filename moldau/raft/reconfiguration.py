@@ -31,7 +31,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.control_records import kraft_version_payload, voters_payload
 from moldau.raft.events import AddVoter, RaftAction, RemoveVoter, UpdateVoter, UpgradeKRaftVersion
 from moldau.raft.leader_state import LeaderState
-from moldau.raft.node_state import NodeState, NotLeaderError, Role
+from moldau.raft.quorum import NotLeaderError, QuorumState
 from moldau.raft.voter_set import (
     KRAFT_VERSION_DYNAMIC,
     KRAFT_VERSION_STATIC,
@@ -39,12 +39,20 @@ from moldau.raft.voter_set import (
     VoterSet,
 )
 
+__all__ = ["Reconfiguration"]
 
-class ReconfigurationMixin(NodeState):
-    def _add_voter(self, event: AddVoter, now: float, actions: list[RaftAction]) -> None:
+
+class Reconfiguration:
+    """The leader's side of voter changes and of the kraft.version upgrade, a part of `RaftNode`
+    working on its `QuorumState`; each raises KafkaError (or NotLeaderError) to refuse."""
+
+    def __init__(self, quorum: QuorumState) -> None:
+        self.quorum = quorum
+
+    def add_voter(self, event: AddVoter, now: float, actions: list[RaftAction]) -> None:
         voter = event.voter
-        leader = self._ready_for_voter_change()
-        if voter.node_id in self.voter_set:
+        leader = self.ready_for_voter_change()
+        if voter.node_id in self.quorum.voter_set:
             raise KafkaError(ErrorCode.duplicate_voter, f"node {voter.node_id} is already a voter")
         if voter.directory_id is None:
             raise KafkaError(ErrorCode.invalid_request, "a new voter needs its directory id")
@@ -62,25 +70,26 @@ class ReconfigurationMixin(NodeState):
                 f"node {voter.node_id} fetches with directory id {progress.directory_id}, "
                 f"not {voter.directory_id}",
             )
-        self._append_voter_set(self.voter_set.adding(voter), now, actions)
+        self._append_voter_set(self.quorum.voter_set.adding(voter), now, actions)
 
-    def _remove_voter(self, event: RemoveVoter, now: float, actions: list[RaftAction]) -> None:
-        self._ready_for_voter_change()
-        if not self.voter_set.has_voter(event.voter_id, event.directory_id):
+    def remove_voter(self, event: RemoveVoter, now: float, actions: list[RaftAction]) -> None:
+        quorum = self.quorum
+        self.ready_for_voter_change()
+        if not quorum.voter_set.has_voter(event.voter_id, event.directory_id):
             raise KafkaError(
                 ErrorCode.voter_not_found,
                 f"node {event.voter_id} (directory {event.directory_id}) is not a voter "
-                f"of {list(self.voters)}",
+                f"of {list(quorum.voters)}",
             )
-        remaining = self.voter_set.removing(event.voter_id)
+        remaining = quorum.voter_set.removing(event.voter_id)
         if not remaining.nodes:
             raise KafkaError(ErrorCode.invalid_request, "the last voter cannot be removed")
         self._append_voter_set(remaining, now, actions)
 
-    def _update_voter(self, event: UpdateVoter, now: float, actions: list[RaftAction]) -> None:
+    def update_voter(self, event: UpdateVoter, now: float, actions: list[RaftAction]) -> None:
         voter = event.voter
-        self._ready_for_voter_change()
-        current = self.voter_set.get(voter.node_id)
+        self.ready_for_voter_change()
+        current = self.quorum.voter_set.get(voter.node_id)
         if current is None or not current.matches(voter.node_id, voter.directory_id):
             raise KafkaError(
                 ErrorCode.voter_not_found,
@@ -92,11 +101,12 @@ class ReconfigurationMixin(NodeState):
             endpoints=voter.endpoints,
         )
         if updated != current:
-            self._append_voter_set(self.voter_set.updating(updated), now, actions)
+            self._append_voter_set(self.quorum.voter_set.updating(updated), now, actions)
 
-    def _upgrade_kraft_version(
+    def upgrade_kraft_version(
         self, event: UpgradeKRaftVersion, now: float, actions: list[RaftAction]
     ) -> None:
+        quorum = self.quorum
         leader = self._leading()
         version = event.version
         if not KRAFT_VERSION_STATIC <= version <= KRAFT_VERSION_DYNAMIC:
@@ -104,27 +114,28 @@ class ReconfigurationMixin(NodeState):
                 ErrorCode.invalid_update_version,
                 f"kraft.version {version} is not supported (0-{KRAFT_VERSION_DYNAMIC})",
             )
-        if version == self.kraft_version:
+        if version == quorum.kraft_version:
             return  # in the log already (committed or not): nothing to do
-        if version < self.kraft_version:
+        if version < quorum.kraft_version:
             raise KafkaError(
                 ErrorCode.invalid_update_version,
-                f"Invalid upgrade of kraft.version from version {self.kraft_version} to "
+                f"Invalid upgrade of kraft.version from version {quorum.kraft_version} to "
                 f"{version} because the new version is a downgrade",
             )
         self._check_epoch_committed()
         voters = self._voters_with_directories(leader)
         if not event.validate_only:
             records = (kraft_version_payload(version), voters_payload(voters))
-            self._append_as_leader(records, actions, is_control=True, now=now)
+            quorum.append_as_leader(records, actions, is_control=True, now=now)
 
     def _voters_with_directories(self, leader: LeaderState) -> VoterSet:
         """The static voters with the directory ids and endpoints a VotersRecord names; raises
         INVALID_UPDATE_VERSION while one of them is unknown."""
+        quorum = self.quorum
         nodes = []
-        for voter_id in self.voters:
-            if voter_id == self.node_id:
-                directory_id = self.directory_id
+        for voter_id in quorum.voters:
+            if voter_id == quorum.node_id:
+                directory_id = quorum.directory_id
             else:
                 progress = leader.voter_progress.get(voter_id)
                 directory_id = progress.directory_id if progress is not None else None
@@ -135,7 +146,7 @@ class ReconfigurationMixin(NodeState):
                     f"id of voter {voter_id} is not known yet (it has not fetched from the "
                     "leader with it); retry once every voter follows the leader",
                 )
-            endpoints = self.static_voter_endpoints.get(voter_id, ())
+            endpoints = quorum.static_voter_endpoints.get(voter_id, ())
             if not endpoints:
                 raise KafkaError(
                     ErrorCode.invalid_update_version,
@@ -148,22 +159,23 @@ class ReconfigurationMixin(NodeState):
         return VoterSet.of_nodes(nodes)
 
     def _leading(self) -> LeaderState:
-        leader = self._leader
-        if self.role is not Role.LEADER or leader is None:
-            raise NotLeaderError(self.leader_id, self.epoch)
+        quorum = self.quorum
+        leader = quorum.state
+        if not isinstance(leader, LeaderState):
+            raise NotLeaderError(quorum.leader_id, quorum.epoch)
         return leader
 
     def _check_epoch_committed(self) -> None:
-        if self.high_watermark <= self.epoch_start_offset:
+        if self.quorum.high_watermark <= self.quorum.epoch_start_offset:
             raise KafkaError(
                 ErrorCode.request_timed_out,
                 "the leader has not committed an entry of its epoch yet; retry",
             )
 
-    def _ready_for_voter_change(self) -> LeaderState:
+    def ready_for_voter_change(self) -> LeaderState:
         """The leader's state, if it may change the voters now; raises why not otherwise."""
         leader = self._leading()
-        if self.kraft_version < KRAFT_VERSION_DYNAMIC:
+        if self.quorum.kraft_version < KRAFT_VERSION_DYNAMIC:
             raise KafkaError(
                 ErrorCode.unsupported_version,
                 "the quorum's voters are static (controller.quorum.voters, kraft.version 0); "
@@ -171,7 +183,7 @@ class ReconfigurationMixin(NodeState):
                 "or format the controllers with --standalone or --initial-controllers",
             )
         self._check_epoch_committed()
-        if self._history.last_change_offset >= self.high_watermark:
+        if self.quorum.last_voter_change_offset >= self.quorum.high_watermark:
             raise KafkaError(
                 ErrorCode.request_timed_out,
                 "an earlier voter change is not committed yet; retry once it is",
@@ -179,7 +191,7 @@ class ReconfigurationMixin(NodeState):
         return leader
 
     def _append_voter_set(self, voters: VoterSet, now: float, actions: list[RaftAction]) -> None:
-        self._append_as_leader((voters_payload(voters),), actions, is_control=True, now=now)
+        self.quorum.append_as_leader((voters_payload(voters),), actions, is_control=True, now=now)
 
     def _fetch_timeout(self) -> float:
-        return self.config.fetch_timeout_ms / 1000
+        return self.quorum.config.fetch_timeout_ms / 1000

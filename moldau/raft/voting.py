@@ -1,5 +1,6 @@
-"""The election half of `RaftNode`: Vote (and KIP-996 pre-vote), BeginQuorumEpoch and
-EndQuorumEpoch, both as sender and receiver, as Kafka's KafkaRaftClient handles them.
+"""Elections, a part of `RaftNode` working on its `QuorumState`: Vote (and KIP-996 pre-vote),
+BeginQuorumEpoch and EndQuorumEpoch, both as sender and receiver, as Kafka's KafkaRaftClient
+handles them.
 
 A vote is granted only to a candidate whose log (last epoch, then end offset) is at least as up
 to date as ours, once per epoch, and persisted before the response leaves. A pre-vote is
@@ -18,8 +19,17 @@ may lag the sender's.
 from __future__ import annotations
 
 from moldau.protocol.errors import ErrorCode
+from moldau.raft.claims import cluster_id_error, learn, learned_from_response, refuse
 from moldau.raft.election import successor_backoff_ms
+from moldau.raft.epoch_states import (
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    Role,
+    UnattachedState,
+)
 from moldau.raft.events import RaftAction, Refused
+from moldau.raft.leader_state import LeaderState, ResignedState
 from moldau.raft.log import OffsetAndEpoch
 from moldau.raft.messages import (
     NO_ERROR,
@@ -30,52 +40,63 @@ from moldau.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from moldau.raft.node_state import LAST_EPOCH, NodeState, Role
+from moldau.raft.quorum import LAST_EPOCH, QuorumState
 
 AnyElectionResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
 
 
-class VotingMixin(NodeState):
+__all__ = ["Elections"]
+
+
+class Elections:
+    def __init__(self, quorum: QuorumState) -> None:
+        self.quorum = quorum
+
     # Requests out.
 
-    def _vote_request(self, destination_id: int, correlation_id: int) -> VoteRequest:
+    def vote_request(self, destination_id: int, correlation_id: int) -> VoteRequest:
+        quorum = self.quorum
         return VoteRequest(
             correlation_id=correlation_id,
-            cluster_id=self.cluster_id,
+            cluster_id=quorum.cluster_id,
             voter_id=destination_id,
-            replica_id=self.node_id,
-            replica_epoch=self.epoch,
-            last_offset_epoch=self.last_epoch,
-            last_offset=self.log_end_offset,
-            pre_vote=self.role is Role.PROSPECTIVE,
+            replica_id=quorum.node_id,
+            replica_epoch=quorum.epoch,
+            last_offset_epoch=quorum.last_epoch,
+            last_offset=quorum.log_end_offset,
+            pre_vote=quorum.role is Role.PROSPECTIVE,
             voter_directory_id=self._directory_id_of(destination_id),
         )
 
     def _directory_id_of(self, voter_id: int) -> str | None:
-        voter = self.voter_set.get(voter_id)
+        voter = self.quorum.voter_set.get(voter_id)
         return voter.directory_id if voter is not None else None
 
-    def _begin_quorum_epoch_request(
+    def begin_quorum_epoch_request(
         self, destination_id: int, correlation_id: int
     ) -> BeginQuorumEpochRequest:
+        quorum = self.quorum
         return BeginQuorumEpochRequest(
             correlation_id=correlation_id,
-            cluster_id=self.cluster_id,
+            cluster_id=quorum.cluster_id,
             voter_id=destination_id,
-            leader_id=self.node_id,
-            leader_epoch=self.epoch,
+            leader_id=quorum.node_id,
+            leader_epoch=quorum.epoch,
             voter_directory_id=self._directory_id_of(destination_id),
         )
 
-    def _end_quorum_epoch_request(
+    def end_quorum_epoch_request(
         self, destination_id: int, correlation_id: int
     ) -> EndQuorumEpochRequest:
+        """(Sent by a resigned leader, naming its successors.)"""
+        quorum = self.quorum
+        state = quorum.state
         return EndQuorumEpochRequest(
             correlation_id=correlation_id,
-            cluster_id=self.cluster_id,
-            leader_id=self.node_id,
-            leader_epoch=self.epoch,
-            preferred_candidates=self._successors,
+            cluster_id=quorum.cluster_id,
+            leader_id=quorum.node_id,
+            leader_epoch=state.epoch,
+            preferred_candidates=state.successors if isinstance(state, ResignedState) else (),
         )
 
     # Requests in.
@@ -93,22 +114,23 @@ class VotingMixin(NodeState):
         id (it never sends these to itself) or an epoch no election could follow is
         INVALID_REQUEST; a voter key (v1+) naming another node or another directory is
         INVALID_VOTER_KEY."""
-        if epoch < self.epoch:
+        quorum = self.quorum
+        if epoch < quorum.epoch:
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
-        if remote_id == self.node_id:
-            return self._refuse(
+        if remote_id == quorum.node_id:
+            return refuse(
                 remote_id, "sender", f"a message names this node ({remote_id}) its sender", actions
             )
         if epoch >= LAST_EPOCH:
-            return self._refuse(
+            return refuse(
                 remote_id, "epoch", f"epoch {epoch} leaves no room for an election", actions
             )
-        if (receiver_id is not None and receiver_id >= 0 and receiver_id != self.node_id) or (
+        if (receiver_id is not None and receiver_id >= 0 and receiver_id != quorum.node_id) or (
             receiver_directory_id is not None
-            and self.directory_id is not None
-            and receiver_directory_id != self.directory_id
+            and quorum.directory_id is not None
+            and receiver_directory_id != quorum.directory_id
         ):
             # Meant for another node, or for the voter whose metadata log was in another
             # directory: this one lost that log (a replaced disk), and its vote must not count
@@ -118,7 +140,7 @@ class VotingMixin(NodeState):
                     source_id=remote_id,
                     kind="voter-key",
                     reason=f"node {remote_id} addressed voter {receiver_id} (directory "
-                    f"{receiver_directory_id}), not this node (directory {self.directory_id})",
+                    f"{receiver_directory_id}), not this node (directory {quorum.directory_id})",
                 )
             )
             return ErrorCode.invalid_voter_key
@@ -129,10 +151,12 @@ class VotingMixin(NodeState):
         # of voters in its own set (KIP-853, Kafka's validateVoterOnlyRequest).
         return None
 
-    def _handle_vote_request(
+    def handle_vote_request(
         self, request: VoteRequest, now: float, actions: list[RaftAction]
     ) -> VoteResponse:
-        cluster_error = self._cluster_id_error(request.replica_id, request.cluster_id, actions)
+        cluster_error = cluster_id_error(
+            self.quorum, request.replica_id, request.cluster_id, actions
+        )
         if cluster_error is not None:
             return self._vote_response(request, error=cluster_error)
         # A candidate has moved past the epoch of its last entry; a prospective has not.
@@ -153,27 +177,33 @@ class VotingMixin(NodeState):
         )
         if error is not None:
             return self._vote_response(request, partition_error=error)
-        if request.replica_epoch > self.epoch and (
-            not request.pre_vote or self.role is Role.LEADER
+        if request.replica_epoch > self.quorum.epoch and (
+            not request.pre_vote or self.quorum.role is Role.LEADER
         ):
             # A pre-vote from a later epoch than the leader's own comes from a voter stranded
             # there: it won pre-votes once but its votes were lost, and it can neither follow
             # an older epoch nor win one itself. The leader steps aside so that the quorum
             # moves past that epoch (as etcd's leader does for a stranded peer).
-            self._become_unattached(request.replica_epoch, now, actions)
+            self.quorum.become_unattached(request.replica_epoch, now, actions)
         candidate_log = OffsetAndEpoch(epoch=request.last_offset_epoch, offset=request.last_offset)
-        local_log = OffsetAndEpoch(epoch=self.last_epoch, offset=self.log_end_offset)
-        granted = self._can_grant_vote(
+        local_log = OffsetAndEpoch(epoch=self.quorum.last_epoch, offset=self.quorum.log_end_offset)
+        granted = self.can_grant_vote(
             candidate_id, up_to_date=candidate_log >= local_log, pre_vote=request.pre_vote
         )
-        if granted and not request.pre_vote and self.voted_id is None:
-            self.voted_id = candidate_id
-            self._persist(actions)  # durable before the response granting it is sent
-            self._election_deadline = self._new_election_deadline(now)
+        state = self.quorum.state
+        if (
+            granted
+            and not request.pre_vote
+            and state.voted_id is None
+            and isinstance(state, UnattachedState | ProspectiveState)
+        ):
+            state.voted_id = candidate_id
+            self.quorum.persist(actions)  # durable before the response granting it is sent
+            state.election_deadline = self.quorum.new_election_deadline(now)
         return self._vote_response(request, granted=granted)
 
-    def _can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
-        match self.role:
+    def can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
+        match self.quorum.role:
             case Role.LEADER | Role.RESIGNED:
                 return False
             case Role.CANDIDATE:
@@ -181,16 +211,18 @@ class VotingMixin(NodeState):
             case Role.FOLLOWER:
                 # A voter that hears from its leader refuses pre-votes, so a node that was cut
                 # off cannot disrupt a healthy quorum when it comes back (KIP-996).
-                return pre_vote and up_to_date and not self._heard_from_leader
+                state = self.quorum.state
+                heard = isinstance(state, FollowerState) and state.heard_from_leader
+                return pre_vote and up_to_date and not heard
             case Role.UNATTACHED | Role.PROSPECTIVE:
                 if pre_vote:
                     return up_to_date
-                if self.voted_id is not None:
+                if self.quorum.voted_id is not None:
                     # Again only on the log: a vote recorded for a voter's id may have been
                     # asked for by another node in its name, claiming a longer log than the
                     # voter's own (Kafka grants it again on the id alone).
-                    return self.voted_id == candidate_id and up_to_date
-                return self.leader_id is None and up_to_date
+                    return self.quorum.voted_id == candidate_id and up_to_date
+                return self.quorum.leader_id is None and up_to_date
 
     def _vote_response(
         self,
@@ -204,12 +236,12 @@ class VotingMixin(NodeState):
             correlation_id=request.correlation_id,
             error_code=error,
             partition_error_code=partition_error,
-            leader_id=self.leader_id,
-            leader_epoch=self.epoch,
+            leader_id=self.quorum.leader_id,
+            leader_epoch=self.quorum.epoch,
             vote_granted=granted,
         )
 
-    def _handle_begin_quorum_epoch_request(
+    def handle_begin_quorum_epoch_request(
         self, request: BeginQuorumEpochRequest, now: float, actions: list[RaftAction]
     ) -> BeginQuorumEpochResponse:
         errors = self._accept_from_leader(
@@ -219,11 +251,11 @@ class VotingMixin(NodeState):
             correlation_id=request.correlation_id,
             error_code=errors[0],
             partition_error_code=errors[1],
-            leader_id=self.leader_id,
-            leader_epoch=self.epoch,
+            leader_id=self.quorum.leader_id,
+            leader_epoch=self.quorum.epoch,
         )
 
-    def _handle_end_quorum_epoch_request(
+    def handle_end_quorum_epoch_request(
         self, request: EndQuorumEpochRequest, now: float, actions: list[RaftAction]
     ) -> EndQuorumEpochResponse:
         errors = self._accept_from_leader(request, None, now, actions)
@@ -233,8 +265,8 @@ class VotingMixin(NodeState):
             correlation_id=request.correlation_id,
             error_code=errors[0],
             partition_error_code=errors[1],
-            leader_id=self.leader_id,
-            leader_epoch=self.epoch,
+            leader_id=self.quorum.leader_id,
+            leader_epoch=self.quorum.epoch,
         )
 
     def _accept_from_leader(
@@ -247,12 +279,15 @@ class VotingMixin(NodeState):
     ) -> tuple[ErrorCode, ErrorCode]:
         """Check a leader's announcement and learn from it; the top-level and partition
         errors of the answer."""
-        cluster_error = self._cluster_id_error(request.leader_id, request.cluster_id, actions)
+        cluster_error = cluster_id_error(
+            self.quorum, request.leader_id, request.cluster_id, actions
+        )
         if cluster_error is not None:
             return cluster_error, NO_ERROR
         error = self._voter_only_error(
             request.leader_id, request.leader_epoch, receiver_id, receiver_directory_id, actions
-        ) or self._learn(
+        ) or learn(
+            self.quorum,
             request.leader_id,
             request.leader_epoch,
             now,
@@ -265,22 +300,22 @@ class VotingMixin(NodeState):
     def _shorten_fetch_timeout(self, request: EndQuorumEpochRequest, now: float) -> None:
         """A follower of the resigning leader stands after a delay given by its place among the
         leader's preferred successors (the first at once)."""
+        quorum = self.quorum
+        state, node_id = quorum.state, quorum.node_id
         if (
-            self.role is not Role.FOLLOWER
-            or self.leader_id != request.leader_id
-            or self.epoch != request.leader_epoch
+            not isinstance(state, FollowerState)
+            or state.leader_id != request.leader_id
+            or state.epoch != request.leader_epoch
         ):
             return
         successors = request.preferred_candidates
-        position = successors.index(self.node_id) if self.node_id in successors else 0
+        position = successors.index(node_id) if node_id in successors else 0
         backoff = successor_backoff_ms(
-            position, len(successors), self.config.election_backoff_max_ms
+            position, len(successors), quorum.config.election_backoff_max_ms
         )
-        deadline = now + backoff / 1000
-        if self._fetch_deadline is None or deadline < self._fetch_deadline:
-            self._fetch_deadline = deadline
+        state.fetch_deadline = min(state.fetch_deadline, now + backoff / 1000)
         # The leader said it is gone: grant the other voters' pre-votes from now on.
-        self._heard_from_leader = False
+        state.heard_from_leader = False
 
     # Responses in.
 
@@ -293,18 +328,18 @@ class VotingMixin(NodeState):
     ) -> bool:
         """Errors, a newer epoch or a new leader; True when nothing is left to do with it."""
         if response.error_code != NO_ERROR:
-            self._requests.back_off(source_id, now)
+            self.quorum.requests.back_off(source_id, now)
             return True
-        if self._learned_from_response(
-            source_id, response.leader_id, response.leader_epoch, now, actions
+        if learned_from_response(
+            self.quorum, source_id, response.leader_id, response.leader_epoch, now, actions
         ):
             return True
         if response.partition_error_code != NO_ERROR:
-            self._requests.back_off(source_id, now)
+            self.quorum.requests.back_off(source_id, now)
             return True
         return False
 
-    def _handle_vote_response(
+    def handle_vote_response(
         self,
         source_id: int,
         request: VoteRequest,
@@ -313,30 +348,31 @@ class VotingMixin(NodeState):
         actions: list[RaftAction],
     ) -> None:
         # A pre-vote is about logs, not epochs: a voter an epoch behind may still grant one.
-        behind = request.pre_vote and response.leader_epoch < self.epoch
+        quorum = self.quorum
+        behind = request.pre_vote and response.leader_epoch < quorum.epoch
         if behind:
             if response.error_code != NO_ERROR or response.partition_error_code != NO_ERROR:
-                self._requests.back_off(source_id, now)
+                quorum.requests.back_off(source_id, now)
                 return
         elif self._handle_election_response(source_id, response, now, actions):
             return
-        tally = self._tally
-        if tally is None or request.replica_epoch != self.epoch:
+        state = quorum.state
+        if request.replica_epoch != state.epoch:
             return
-        if request.pre_vote and self.role is Role.PROSPECTIVE:
-            tally.record(source_id, response.vote_granted)
-            if tally.is_won:
-                self._become_candidate(now, actions)
-            elif tally.is_lost:
-                self._prospective_lost(now, actions)
-        elif not request.pre_vote and self.role is Role.CANDIDATE:
-            tally.record(source_id, response.vote_granted)
-            if tally.is_won:
-                self._become_leader(now, actions)
-            elif tally.is_lost and self._backoff_deadline is None:
-                self._start_backoff(now)
+        if request.pre_vote and isinstance(state, ProspectiveState):
+            state.tally.record(source_id, response.vote_granted)
+            if state.tally.is_won:
+                quorum.become_candidate(now, actions)
+            elif state.tally.is_lost:
+                quorum.prospective_lost(now, actions)
+        elif not request.pre_vote and isinstance(state, CandidateState):
+            state.tally.record(source_id, response.vote_granted)
+            if state.tally.is_won:
+                quorum.become_leader(now, actions)
+            elif state.tally.is_lost and state.backoff_deadline is None:
+                quorum.start_backoff(state, now)
 
-    def _handle_begin_quorum_epoch_response(
+    def handle_begin_quorum_epoch_response(
         self,
         source_id: int,
         request: BeginQuorumEpochRequest,
@@ -346,10 +382,11 @@ class VotingMixin(NodeState):
     ) -> None:
         if self._handle_election_response(source_id, response, now, actions):
             return
-        if self._leader is not None and self.is_leader and request.leader_epoch == self.epoch:
-            self._leader.acknowledge(source_id)
+        state = self.quorum.state
+        if isinstance(state, LeaderState) and request.leader_epoch == state.epoch:
+            state.acknowledge(source_id)
 
-    def _handle_end_quorum_epoch_response(
+    def handle_end_quorum_epoch_response(
         self,
         source_id: int,
         request: EndQuorumEpochRequest,
@@ -359,5 +396,6 @@ class VotingMixin(NodeState):
     ) -> None:
         if self._handle_election_response(source_id, response, now, actions):
             return
-        if self.role is Role.RESIGNED and request.leader_epoch == self.epoch:
-            self._unacknowledged_resignation.discard(source_id)
+        state = self.quorum.state
+        if isinstance(state, ResignedState) and request.leader_epoch == state.epoch:
+            state.unacknowledged.discard(source_id)

@@ -39,6 +39,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.partition import Partition
 from moldau.replication.throttle import ReplicationThrottle
+from moldau.storage import delete_records
 from moldau.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -313,5 +314,5 @@ def apply_fetched(partition: Partition, answer: Any, *, source: int) -> tuple[bo
     partition.update_follower_high_watermark(int(answer.high_watermark))
     leader_start = int(answer.log_start_offset)
     if leader_start > log_.log_start_offset:  # DeleteRecords (or retention) on the leader
-        log_.delete_records(min(leader_start, log_.high_watermark))
+        delete_records(log_, min(leader_start, log_.high_watermark))
     return True, appended or log_.high_watermark != high_watermark

@@ -37,6 +37,7 @@ from moldau.storage import (
     LogConfig,
     LogManager,
     PartitionLog,
+    delete_records,
 )
 from moldau.types import TopicPartition
 
@@ -501,7 +502,7 @@ class ReplicaManager:
         target = log_.high_watermark if offset == -1 else offset
         if target < 0 or target > log_.high_watermark:
             raise KafkaError(ErrorCode.offset_out_of_range)
-        log_.delete_records(target)
+        delete_records(log_, target)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._low_watermark_waiters.setdefault(tp, []).append((target, future))
         self._low_watermark_moved(tp, partition)

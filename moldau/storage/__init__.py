@@ -3,6 +3,7 @@
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import FileSystem, OsFileSystem
 from moldau.storage.log_manager import LogManager
+from moldau.storage.log_retention import delete_records
 from moldau.storage.log_validator import DecodeBudget
 from moldau.storage.memory_filesystem import MemoryFileSystem
 from moldau.storage.partition_log import PartitionLog
@@ -22,4 +23,5 @@ __all__ = [
     "PartitionLog",
     "ReadResult",
     "TimestampOffset",
+    "delete_records",
 ]

@@ -26,25 +26,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.protocol.errors import KafkaError
 from moldau.protocol.records import BatchHeader, Record, RecordBatch, rebuild_batch
 from moldau.storage.log_validator import batch_limits
-from moldau.storage.segment import (
-    CLEANED_SUFFIX,
-    LOG_SUFFIX,
-    SEGMENT_SUFFIXES,
-    SWAP_SUFFIX,
-    LogSegment,
-)
+from moldau.storage.segment import CLEANED_SUFFIX, LogSegment
 from moldau.storage.transaction_index import AbortedTransaction
 
 if TYPE_CHECKING:
     from moldau.storage.config import LogConfig
-    from moldau.storage.log_manager import LogManager
     from moldau.storage.partition_log import PartitionLog
     from moldau.types import TopicPartition
 
@@ -54,12 +47,20 @@ log = logging.getLogger(__name__)
 
 
 class LogCleaner:
-    """A background thread that cleans every compacted log of a `LogManager`."""
+    """A background thread that cleans every compacted log among `logs()` (a `LogManager`'s),
+    calling `checkpoint()` after a pass that cleaned something (the manager writes the
+    cleaner-offset checkpoints)."""
 
     def __init__(
-        self, manager: LogManager, *, clock: Clock = SYSTEM_CLOCK, backoff_seconds: float = 15.0
+        self,
+        logs: Callable[[], Iterable[PartitionLog]],
+        *,
+        checkpoint: Callable[[], None],
+        clock: Clock = SYSTEM_CLOCK,
+        backoff_seconds: float = 15.0,
     ) -> None:
-        self.manager = manager
+        self._logs = logs
+        self._checkpoint = checkpoint
         self.clock = clock
         self.backoff_seconds = backoff_seconds
         self._stop = threading.Event()
@@ -115,7 +116,7 @@ class LogCleaner:
     def clean_once(self, now_ms: int | None = None) -> int:
         """Clean every compacted log that is dirty enough; returns bytes read."""
         total = 0
-        for partition_log in self.manager.logs():
+        for partition_log in self._logs():
             if self._stop.is_set():
                 break
             if not partition_log.config.compact or partition_log.closed:
@@ -146,7 +147,7 @@ class LogCleaner:
                     self._pause_condition.notify_all()
         self.bytes_cleaned += total
         if total:
-            self.manager.checkpoint_cleaner_offsets()
+            self._checkpoint()
         return total
 
     def _unreadable_in(self, partition_log: PartitionLog) -> Callable[[int, str], None]:
@@ -210,7 +211,7 @@ def clean_log(
     """One cleaning pass over `log` (see the module docstring); returns bytes read.
     `on_unreadable(base offset, reason)` hears of each batch kept as it is, once a pass."""
     now = log.clock.now_ms() if now_ms is None else now_ms
-    with log._lock:
+    with log.lock:
         segments = _cleanable_segments(log, now)
         if not segments:
             return 0
@@ -243,7 +244,7 @@ def clean_log(
             log, segment, latest, aborted, now, config.delete_retention_ms, read
         )
         _swap(log, segment, cleaned)
-    with log._lock:
+    with log.lock:
         log.first_dirty_offset = max(log.first_dirty_offset, end_offset)
     return total
 
@@ -281,7 +282,7 @@ def _rewrite_segment(
     read: _BatchReader,
 ) -> LogSegment:
     cleaned = LogSegment(
-        log.filesystem,
+        log.local.filesystem,
         log.directory,
         segment.base_offset,
         log.config,
@@ -327,20 +328,5 @@ def _rewrite_segment(
 
 def _swap(log: PartitionLog, old: LogSegment, cleaned: LogSegment) -> None:
     """Replace `old` by `cleaned` in the directory and in the segment list, atomically."""
-    filesystem = log.filesystem
-    with log._lock:
-        if old not in log.segments:  # deleted or truncated meanwhile: drop the work
-            cleaned.delete_files()
-            return
-        log_path = cleaned.path(LOG_SUFFIX)
-        swap_path = log_path[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX
-        filesystem.rename(log_path, swap_path)  # commit point
-        for suffix in SEGMENT_SUFFIXES[1:]:
-            source = cleaned.path(suffix)
-            filesystem.rename(source, source[: -len(CLEANED_SUFFIX)])
-        filesystem.rename(swap_path, old.path(LOG_SUFFIX))
-        cleaned.suffix = ""
-        index = log.segments.index(old)
-        log.segments[index] = cleaned
-        old.replaced = True
-        log._pending_deletes.append((log.clock.now_ms() + log.config.file_delete_delay_ms, old))
+    with log.lock:
+        log.local.replace_segment(old, cleaned)

@@ -1,7 +1,8 @@
 """Moving replicas between the log dirs of a node (AlterReplicaLogDirs, KIP-113), part of
 Kafka's `LogManager` and `ReplicaManager.alterReplicaLogDirs`: requests, the preferred dir of a
 replica not created yet, one mover thread running moves in order, the commit (two renames) and
-the crash-recovery rule at start-up. The copy and the swap are `log_mover.py`'s.
+the crash-recovery rule at start-up. The copy and the swap are `log_mover.py`'s. A
+`LogManager` owns one `LogDirMoves`, which works on the manager's `LogRegistry`.
 
 The move is local to this broker: Moldau's metadata has no directory ids (KIP-858's
 AssignReplicasToDirs), so the controller is not told where a replica lives.
@@ -13,20 +14,14 @@ import functools
 import logging
 import os
 import posixpath
-import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.rate import RateQuota
-from moldau.storage.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-)
 from moldau.storage.cleaner import LogCleaner
 from moldau.storage.filesystem import FileHandle, FileSystem
 from moldau.storage.log_dir_failures import LogDirFailureChannel, LogDirState
@@ -36,6 +31,7 @@ from moldau.storage.log_mover import (
     MoveCancelled,
     MoveRestart,
 )
+from moldau.storage.log_registry import LogRegistry
 from moldau.storage.partition_log import PartitionLog
 from moldau.types import TopicPartition
 
@@ -72,37 +68,37 @@ class FutureReplica:
 
 
 class LogDirMoves:
-    """Mixed into `LogManager`; the attributes below are its state."""
+    """The moves of one `LogManager`: they work on its `registry` (the logs and their dirs) and
+    call `checkpoint_all` to write its checkpoint files; compaction of a moving partition is
+    paused on `cleaner`."""
 
-    log_dirs: list[str]
-    filesystem: FileSystem
-    clock: Clock
-    failures: LogDirFailureChannel
-    cleaner: LogCleaner
-    _lock: threading.RLock
-    _logs: dict[TopicPartition, PartitionLog]
-    _log_dir_of: dict[TopicPartition, str]
-    _unopened: dict[TopicPartition, str]
-    _pending_directory_deletes: list[tuple[int, Callable[[], None], str]]
-    _moves: dict[TopicPartition, _ReplicaMove]
-    _committing: dict[TopicPartition, str]
-    _preferred_dirs: dict[TopicPartition, str]
-    _move_executor: ThreadPoolExecutor | None
-    move_quota: RateQuota | None  # replica.alter.log.dirs.io.max.bytes.per.second
-
-    def _init_moves(self) -> None:
-        self._moves = {}
-        self._committing = {}  # moves at their swap -> their target dir
-        self._preferred_dirs = {}
-        self._move_executor = None
-
-    def checkpoint_all(self) -> None:
-        raise NotImplementedError
-
-    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
-        raise NotImplementedError
-
-    # -- moving replicas between log dirs (AlterReplicaLogDirs, KIP-113) --
+    def __init__(
+        self,
+        *,
+        log_dirs: Sequence[str],
+        filesystem: FileSystem,
+        clock: Clock,
+        failures: LogDirFailureChannel,
+        cleaner: LogCleaner,
+        registry: LogRegistry,
+        checkpoint_all: Callable[[], None],
+        move_quota: RateQuota | None = None,
+    ) -> None:
+        """`move_quota`: replica.alter.log.dirs.io.max.bytes.per.second, the byte rate all
+        moves together copy at, at most (None: no limit)."""
+        self.log_dirs = log_dirs
+        self.filesystem = filesystem
+        self.clock = clock
+        self.failures = failures
+        self.cleaner = cleaner
+        self.registry = registry
+        self.checkpoint_all = checkpoint_all
+        self.move_quota = move_quota
+        # under the registry's lock, as the logs the moves work on
+        self._moves: dict[TopicPartition, _ReplicaMove] = {}
+        self.committing: dict[TopicPartition, str] = {}  # moves at their swap -> target dir
+        self._preferred_dirs: dict[TopicPartition, str] = {}
+        self._move_executor: ThreadPoolExecutor | None = None
 
     def resolve_log_dir(self, path: str) -> str | None:
         """The log dir `path` names (absolute, as DescribeLogDirs reports it), or None."""
@@ -126,10 +122,10 @@ class LogDirMoves:
             raise KafkaError(ErrorCode.log_dir_not_found, f"{path} is not a log dir of this broker")
         if self.failures.state(log_dir) is not LogDirState.ONLINE:
             raise KafkaError(ErrorCode.kafka_storage_error, f"log dir {log_dir} is not online")
-        with self._lock:
-            log = self._logs.get(tp)
+        with self.registry.lock:
+            log = self.registry.logs.get(tp)
             if log is None:
-                if tp in self._unopened:
+                if tp in self.registry.unopened:
                     raise KafkaError(ErrorCode.kafka_storage_error, f"{tp} is offline")
                 self._preferred_dirs.pop(tp, None)
                 if len(self._preferred_dirs) >= MAX_PREFERRED_DIRS:
@@ -139,7 +135,7 @@ class LogDirMoves:
             move = self._moves.get(tp)
             if move is not None and move.target == log_dir:
                 return
-            if move is None and self._log_dir_of[tp] == log_dir:
+            if move is None and self.registry.log_dir_of[tp] == log_dir:
                 return  # where it is already
             # As Kafka: no future replica while a dir is offline (it could hold another one).
             if self.failures.offline_dirs():
@@ -156,11 +152,11 @@ class LogDirMoves:
 
     def future_replicas(self) -> list[FutureReplica]:
         """The replicas being moved and how far their copies are."""
-        with self._lock:
+        with self.registry.lock:
             moves = [(tp, move) for tp, move in self._moves.items() if move.progress is not None]
         found = []
         for tp, move in moves:
-            progress, log = move.progress, self._logs.get(tp)
+            progress, log = move.progress, self.registry.logs.get(tp)
             if progress is None or log is None:
                 continue
             lag = max(log.log_end_offset - progress.copied_offset, 0)
@@ -176,13 +172,13 @@ class LogDirMoves:
         except Exception:
             logger.exception("moving %s to %s failed; it stays where it is", tp, move.target)
         finally:
-            with self._lock:
+            with self.registry.lock:
                 if self._moves.get(tp) is move:
                     del self._moves[tp]
 
     def _move(self, tp: TopicPartition, move: _ReplicaMove) -> None:
-        with self._lock:
-            log, source = self._logs.get(tp), self._log_dir_of.get(tp)
+        with self.registry.lock:
+            log, source = self.registry.logs.get(tp), self.registry.log_dir_of.get(tp)
         if log is None or source is None or move.cancelled or source == move.target:
             return
         future = posixpath.join(move.target, f"{tp}.{move.move_id}{FUTURE_DIRECTORY_SUFFIX}")
@@ -195,7 +191,7 @@ class LogDirMoves:
                 move.progress = progress
                 try:
                     progress.copy()
-                    self._committing[tp] = move.target
+                    self.committing[tp] = move.target
                     self.checkpoint_all()
                     old_files = progress.swap(
                         functools.partial(self._commit_move, tp, log, move, future)
@@ -208,7 +204,7 @@ class LogDirMoves:
                     self.filesystem.remove_tree(future)
                     raise
                 finally:
-                    self._committing.pop(tp, None)
+                    self.committing.pop(tp, None)
                 self._retire(log, old_files, source, move)
                 logger.info("moved %s from %s to %s (attempt %d)", tp, source, move.target, attempt)
                 return
@@ -233,8 +229,8 @@ class LogDirMoves:
             self.filesystem.rename(retired, old)  # not committed after all
             raise
         # (no manager lock here: its order is manager, then log)
-        if self._logs.get(tp) is log:
-            self._log_dir_of[tp] = move.target
+        if self.registry.logs.get(tp) is log:
+            self.registry.log_dir_of[tp] = move.target
             log.io_error_handler = functools.partial(self.failures.report, move.target)
         return target
 
@@ -252,30 +248,37 @@ class LogDirMoves:
                 file.close()
 
         due = self.clock.now_ms() + log.config.file_delete_delay_ms
-        with self._lock:
-            self._pending_directory_deletes.append((due, close_files, retired))
+        self.registry.retire_directory(due, close_files, retired)
         self.checkpoint_all()
 
-    def _stop_moves(self) -> None:
-        with self._lock:
+    def stop(self) -> None:
+        """Cancel every move and wait for the mover thread to end."""
+        with self.registry.lock:
             for move in self._moves.values():
                 move.cancelled = True
             executor, self._move_executor = self._move_executor, None
         if executor is not None:
             executor.shutdown(wait=True)
 
-    def _recover_moves(
+    def take_preferred_dir(self, tp: TopicPartition) -> str | None:
+        """Under the registry's lock: the log dir asked for `tp` before it had a replica here."""
+        return self._preferred_dirs.pop(tp, None)
+
+    def recover(
         self,
         futures: list[tuple[TopicPartition, str, str]],
         live: set[TopicPartition],
         *,
         all_listed: bool,
-    ) -> list[tuple[TopicPartition, str, str, bool, int, int, int, int]]:
-        """The crash-recovery rule of a move (`log_mover.py`): a future replica of a partition
-        live elsewhere is removed (its move had not committed); one whose partition is nowhere
-        else is renamed into place (the old directory had been renamed away: it had committed).
-        With a log dir that could not be listed nothing is decided. Returns the logs to open."""
-        jobs = []
+    ) -> list[tuple[TopicPartition, str, str]]:
+        """The crash-recovery rule of a move (`log_mover.py`) for the `(partition, log dir,
+        path)` of each future replica found at start-up: one of a partition live elsewhere is
+        removed (its move had not committed); one whose partition is nowhere else is renamed
+        into place (the old directory had been renamed away: it had committed). With a log dir
+        that could not be listed nothing is decided. Returns the `(partition, log dir, path)`
+        of the logs to open, whose offsets are in their log dir's checkpoints (the move wrote
+        them before committing)."""
+        completed = []
         for tp, log_dir, path in futures:
             if not all_listed:
                 logger.warning("leaving %s: a log dir could not be listed", path)
@@ -287,12 +290,5 @@ class LogDirMoves:
                 logger.warning("completing the move of %s to %s", tp, log_dir)
                 self.filesystem.rename(path, target)
                 live.add(tp)
-                # the move wrote the target's checkpoints before committing
-                points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
-                starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
-                marks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
-                jobs.append(
-                    (tp, log_dir, target, False, points.get(tp, 0), starts.get(tp, 0),
-                     marks.get(tp, 0), 0)
-                )  # fmt: skip
-        return jobs
+                completed.append((tp, log_dir, target))
+        return completed

@@ -1,5 +1,6 @@
 """Opening a partition directory, Kafka's `LogLoader`: finish interrupted swaps, load segments,
-recover the unflushed tail after an unclean shutdown, rebuild producer state.
+recover the unflushed tail after an unclean shutdown, rebuild producer state; then the
+`PartitionLog` over a `LocalLog` of those segments.
 
 Recovery rule: after a clean shutdown every segment is loaded as is (indexes sanity-checked).
 Otherwise every segment from the one holding the recovery point onwards is scanned: each batch's
@@ -17,8 +18,10 @@ from moldau.storage.checkpoints import read_partition_metadata
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import FileSystem
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.local_log import LocalLog
 from moldau.storage.partition_log import PartitionLog
-from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, control_type_of
+from moldau.storage.producer_snapshots import rebuild_producer_state
+from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -145,15 +148,18 @@ def load_partition_log(
         upto=log_end_offset,
         replay_limit=replay_from,
     )
-    log = PartitionLog(
+    local = LocalLog(
         filesystem=filesystem,
         directory=directory,
         topic_partition=topic_partition,
         config=config,
         clock=clock,
         segments=segments,
-        log_start_offset=log_start_offset,
         recovery_point=recovery_point if clean_shutdown else min(recovery_point, log_end_offset),
+    )
+    log = PartitionLog(
+        local,
+        log_start_offset=log_start_offset,
         high_watermark=high_watermark,
         producer_state=producer_state,
         leader_epoch_cache=epochs,
@@ -162,64 +168,3 @@ def load_partition_log(
         filesystem, posixpath.join(directory, PARTITION_METADATA)
     )
     return log
-
-
-def snapshot_offsets(filesystem: FileSystem, directory: str) -> list[int]:
-    return sorted(
-        int(name[: -len(SNAPSHOT_SUFFIX)])
-        for name in filesystem.listdir(directory)
-        if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit()
-    )
-
-
-def rebuild_producer_state(
-    filesystem: FileSystem,
-    directory: str,
-    segments: list[LogSegment],
-    state: ProducerStateManager,
-    *,
-    upto: int,
-    replay_limit: int | None = None,
-) -> None:
-    """Load the newest usable snapshot at or below min(`upto`, `replay_limit`) and replay the log
-    from there to `upto`. Aborted transactions found in segments at or after `replay_limit`
-    (freshly recovered, their transaction index emptied) are written back to their index.
-    Snapshots above `upto` are deleted."""
-    limit = upto if replay_limit is None else min(upto, replay_limit)
-    start = 0
-    state.reset()
-    for offset in reversed(snapshot_offsets(filesystem, directory)):
-        path = posixpath.join(directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
-        if offset > upto:
-            filesystem.remove(path)
-            continue
-        if offset > limit:
-            continue
-        try:
-            state.load_snapshot(filesystem.read_file(path))
-        except ValueError:
-            filesystem.remove(path)
-            continue
-        start = offset
-        break
-    for segment in segments:
-        if segment.next_offset <= start:
-            continue
-        rebuild_index = replay_limit is not None and segment.base_offset >= replay_limit
-        position = segment.position_of(start) if segment.base_offset < start else 0
-        while True:
-            header = segment.header_at(position)
-            if header is None or header.base_offset >= upto:
-                break
-            if header.producer_id >= 0 and header.last_offset >= start:
-                if header.is_control:
-                    data = segment.log.pread(header.size, position)
-                    control_type, coordinator_epoch = control_type_of(data)
-                    aborted = state.apply_batch(
-                        header, control_type=control_type, coordinator_epoch=coordinator_epoch
-                    )
-                    if aborted is not None and rebuild_index:
-                        segment.transaction_index.append(aborted)
-                else:
-                    state.apply_batch(header)
-            position += header.size

@@ -22,7 +22,7 @@ import logging
 import posixpath
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from moldau.clock import SYSTEM_CLOCK, Clock
@@ -50,6 +50,8 @@ from moldau.storage.log_loader import (
     parse_partition_directory,
 )
 from moldau.storage.log_mover import FUTURE_DIRECTORY_SUFFIX
+from moldau.storage.log_registry import LogRegistry
+from moldau.storage.log_retention import delete_expired_segments, delete_old_segments
 from moldau.storage.partition_log import PartitionLog
 from moldau.types import TopicPartition
 
@@ -66,7 +68,7 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms: one
 METADATA_TOPIC = "__cluster_metadata"
 
 
-class LogManager(LogDirMoves):
+class LogManager:
     def __init__(
         self,
         log_dirs: Sequence[str],
@@ -94,18 +96,23 @@ class LogManager(LogDirMoves):
         self.default_config = default_config or LogConfig()
         self.recovery_threads = recovery_threads
         self.producer_id_expiration_ms = producer_id_expiration_ms
-        self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._log_dir_of: dict[TopicPartition, str] = {}
-        self._unopened: dict[TopicPartition, str] = {}  # found at start-up, failed to open
+        self.registry = LogRegistry()
         self.failures = LogDirFailureChannel(self.log_dirs)
-        # (due, what closes its files, directory): removed after file.delete.delay.ms
-        self._pending_directory_deletes: list[tuple[int, Callable[[], None], str]] = []
-        self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
-        self.cleaner = LogCleaner(self, clock=clock)
-        self._init_moves()
-        self.move_quota = move_quota
+        self.cleaner = LogCleaner(
+            self.logs, checkpoint=self.checkpoint_cleaner_offsets, clock=clock
+        )
+        self.moves = LogDirMoves(
+            log_dirs=self.log_dirs,
+            filesystem=filesystem,
+            clock=clock,
+            failures=self.failures,
+            cleaner=self.cleaner,
+            registry=self.registry,
+            checkpoint_all=self.checkpoint_all,
+            move_quota=move_quota,
+        )
         self.started = False
 
     # -- lifecycle --
@@ -156,7 +163,15 @@ class LogManager(LogDirMoves):
                         cleaned.get(tp, 0),
                     )
                 )
-        jobs.extend(self._recover_moves(futures, {job[0] for job in jobs}, all_listed=all_listed))
+        live = {job[0] for job in jobs}
+        for tp, log_dir, path in self.moves.recover(futures, live, all_listed=all_listed):
+            points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            marks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            jobs.append(
+                (tp, log_dir, path, False, points.get(tp, 0), starts.get(tp, 0),
+                 marks.get(tp, 0), 0)
+            )  # fmt: skip
 
         def open_one(job: tuple[TopicPartition, str, str, bool, int, int, int, int]) -> None:
             tp, log_dir, path, clean, recovery_point, start, high_watermark, first_dirty = job
@@ -175,11 +190,11 @@ class LogManager(LogDirMoves):
             except OSError as error:
                 self.failures.report(log_dir, error)
                 logger.error("cannot open the log of %s in %s: %s", tp, log_dir, error)
-                with self._lock:
-                    self._unopened[tp] = log_dir
+                with self.registry.lock:
+                    self.registry.unopened[tp] = log_dir
                 return
             log.first_dirty_offset = min(max(first_dirty, log.log_start_offset), log.log_end_offset)
-            with self._lock:
+            with self.registry.lock:
                 self._register(tp, log, log_dir)
 
         if len(jobs) > 1 and self.recovery_threads > 1:
@@ -197,20 +212,22 @@ class LogManager(LogDirMoves):
         self.started = True
 
     def _register(self, tp: TopicPartition, partition_log: PartitionLog, log_dir: str) -> None:
-        """Under `_lock`: a log of this manager, reporting its I/O errors for `log_dir`."""
+        """Under the registry's lock: a log of this manager, reporting its I/O errors for
+        `log_dir`."""
         partition_log.io_error_handler = functools.partial(self.failures.report, log_dir)
         partition_log.remove_expired_producers(self.clock.now_ms(), self.producer_id_expiration_ms)
-        self._logs[tp] = partition_log
-        self._log_dir_of[tp] = log_dir
-        self._unopened.pop(tp, None)
+        registry = self.registry
+        registry.logs[tp] = partition_log
+        registry.log_dir_of[tp] = log_dir
+        registry.unopened.pop(tp, None)
 
     def shutdown(self) -> None:
         """Stop moves and the cleaner, flush and close every log, write checkpoints and the clean
         marker."""
-        self._stop_moves()
+        self.moves.stop()
         self.stop_cleaner()
-        with self._lock:
-            logs = list(self._logs.items())
+        with self.registry.lock:
+            logs = list(self.registry.logs.items())
         unclean = set(self.failures.offline_dirs())
         failed: dict[str, list[TopicPartition]] = {}
 
@@ -219,8 +236,8 @@ class LogManager(LogDirMoves):
             try:
                 partition_log.close()
             except OSError:  # reported by the log; recovery finishes the job
-                with self._lock:
-                    failed.setdefault(self._log_dir_of.get(tp, ""), []).append(tp)
+                with self.registry.lock:
+                    failed.setdefault(self.registry.log_dir_of.get(tp, ""), []).append(tp)
 
         # Closing is mostly fsyncs: threads overlap them (Kafka closes logs in parallel too).
         if len(logs) > 1 and self.recovery_threads > 1:
@@ -239,13 +256,7 @@ class LogManager(LogDirMoves):
                 self.failures.error(log_dir) or "I/O error",
             )
         self.checkpoint_all()
-        for _due, close_files, path in self._pending_directory_deletes:
-            try:
-                close_files()
-                self.filesystem.remove_tree(path)
-            except OSError as error:
-                logger.warning("removing %s failed: %s", path, error)
-        self._pending_directory_deletes.clear()
+        self._remove_retired_directories()
         for log_dir in self.log_dirs:
             if log_dir in unclean or self.failures.state(log_dir) is not LogDirState.ONLINE:
                 continue  # recovered at the next start
@@ -268,14 +279,14 @@ class LogManager(LogDirMoves):
     # -- logs --
 
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
-        return self._logs.get(tp)
+        return self.registry.logs.get(tp)
 
     def logs(self) -> list[PartitionLog]:
-        with self._lock:
-            return list(self._logs.values())
+        with self.registry.lock:
+            return list(self.registry.logs.values())
 
     def log_dir_of(self, tp: TopicPartition) -> str | None:
-        return self._log_dir_of.get(tp)
+        return self.registry.log_dir_of.get(tp)
 
     def get_or_create_log(
         self,
@@ -287,17 +298,18 @@ class LogManager(LogDirMoves):
         """The log of `tp`, created empty in the least loaded log dir if missing; an existing
         log takes `config`."""
         config = config or self.default_config
-        with self._lock:
-            log = self._logs.get(tp)
+        registry = self.registry
+        with registry.lock:
+            log = registry.logs.get(tp)
             if log is not None:
                 if log.config != config:
                     log.update_config(config)
                 if topic_id is not None and log.topic_id is None:
                     self._write_topic_id(log, topic_id)
                 return log
-            log_dir = self._unopened.get(tp) or self._preferred_dirs.pop(tp, None)
+            log_dir = registry.unopened.get(tp) or self.moves.take_preferred_dir(tp)
             if log_dir is None or self.failures.state(log_dir) is not LogDirState.ONLINE:
-                log_dir = self._unopened.get(tp) or self._least_loaded_dir()
+                log_dir = registry.unopened.get(tp) or self._least_loaded_dir()
             path = posixpath.join(log_dir, str(tp))
             try:
                 log = load_partition_log(self.filesystem, path, tp, config, clock=self.clock)
@@ -312,7 +324,7 @@ class LogManager(LogDirMoves):
     def _least_loaded_dir(self) -> str:
         """Where a new log goes: the directory with the fewest, failed ones last (as Kafka)."""
         counts = dict.fromkeys(self.log_dirs, 0)
-        for log_dir in self._log_dir_of.values():
+        for log_dir in self.registry.log_dir_of.values():
             counts[log_dir] += 1
         return min(
             self.log_dirs,
@@ -329,13 +341,14 @@ class LogManager(LogDirMoves):
         """Remove a partition: its directory is renamed `<tp>.<id>-delete` at once and removed
         after `file.delete.delay.ms` (in-flight reads of it complete). `checkpoint=False` leaves
         the checkpoint files to the caller (one rewrite after many deletions)."""
-        with self._lock:
-            log = self._logs.pop(tp, None)
-            log_dir = self._log_dir_of.pop(tp, None)
-            self._unopened.pop(tp, None)
+        registry = self.registry
+        with registry.lock:
+            log = registry.logs.pop(tp, None)
+            log_dir = registry.log_dir_of.pop(tp, None)
+            registry.unopened.pop(tp, None)
         if log is None or log_dir is None:
             return False
-        with log._lock:
+        with log.lock:
             log.closed = True
             directory = log.directory  # (where a move left it)
         target = posixpath.join(
@@ -343,10 +356,7 @@ class LogManager(LogDirMoves):
         )
         self.filesystem.rename(directory, target)
         due = self.clock.now_ms() + log.config.file_delete_delay_ms
-        with self._lock:
-            self._pending_directory_deletes.append(
-                (due, functools.partial(self._close_deleted_log, log), target)
-            )
+        registry.retire_directory(due, functools.partial(self._close_deleted_log, log), target)
         if checkpoint:
             self.checkpoint_all()
         return True
@@ -354,11 +364,12 @@ class LogManager(LogDirMoves):
     def take_offline(self, log_dir: str) -> list[TopicPartition]:
         """Forget and close (quietly) the logs of a FAILED directory; returns their partitions.
         They answer KAFKA_STORAGE_ERROR from the broker until the node restarts (Kafka)."""
-        with self._lock:
-            gone = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
-            logs = [self._logs.pop(tp) for tp in gone]
+        registry = self.registry
+        with registry.lock:
+            gone = [tp for tp, d in registry.log_dir_of.items() if d == log_dir]
+            logs = [registry.logs.pop(tp) for tp in gone]
             for tp in gone:
-                del self._log_dir_of[tp]
+                del registry.log_dir_of[tp]
         for partition_log in logs:
             partition_log.close_quietly()
         return gone
@@ -367,7 +378,19 @@ class LogManager(LogDirMoves):
     def _close_deleted_log(log: PartitionLog) -> None:
         for segment in log.segments:
             segment.close()
-        log.delete_expired_segments(force=True)
+        delete_expired_segments(log, force=True)
+
+    # -- moving replicas between log dirs (`log_dir_moves.py`) --
+
+    def alter_log_dir(self, tp: TopicPartition, path: str) -> None:
+        """AlterReplicaLogDirs: see `LogDirMoves.alter_log_dir`."""
+        self.moves.alter_log_dir(tp, path)
+
+    def future_replicas(self) -> list[FutureReplica]:
+        return self.moves.future_replicas()
+
+    def moving(self, tp: TopicPartition) -> bool:
+        return self.moves.moving(tp)
 
     # -- background work --
 
@@ -377,23 +400,22 @@ class LogManager(LogDirMoves):
         deleted = 0
         for partition_log in self.logs():
             try:
-                deleted += partition_log.delete_old_segments(now)
-                partition_log.delete_expired_segments(now)
+                deleted += delete_old_segments(partition_log, now)
+                delete_expired_segments(partition_log, now)
             except OSError as error:
                 self._report(partition_log, error)
-        with self._lock:
-            due = [(d, log, p) for d, log, p in self._pending_directory_deletes if d <= now]
-            self._pending_directory_deletes = [
-                item for item in self._pending_directory_deletes if item[0] > now
-            ]
-        for _due, close_files, path in due:
+        self._remove_retired_directories(now)
+        self.checkpoint_all()
+        return deleted
+
+    def _remove_retired_directories(self, now: int | None = None) -> None:
+        """Remove the directories of deleted and moved partitions due by `now` (all without)."""
+        for _due, close_files, path in self.registry.take_retired_directories(now):
             try:
                 close_files()
                 self.filesystem.remove_tree(path)
             except OSError as error:
                 logger.warning("removing %s failed: %s", path, error)
-        self.checkpoint_all()
-        return deleted
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """One pass of Kafka's producer expiration check over every log, leaders and followers
@@ -410,10 +432,10 @@ class LogManager(LogDirMoves):
         now = self.clock.now_ms() if now_ms is None else now_ms
         flushed = 0
         for partition_log in self.logs():
-            config = partition_log.config
-            if partition_log.unflushed_messages and (
-                now - partition_log.last_flush_ms >= config.flush_ms
-                or partition_log.unflushed_messages >= config.flush_messages
+            config, local = partition_log.config, partition_log.local
+            if local.unflushed_messages and (
+                now - local.last_flush_ms >= config.flush_ms
+                or local.unflushed_messages >= config.flush_messages
             ):
                 try:
                     partition_log.flush()
@@ -424,7 +446,7 @@ class LogManager(LogDirMoves):
         return flushed
 
     def _report(self, partition_log: PartitionLog, error: OSError) -> None:
-        log_dir = self._log_dir_of.get(partition_log.topic_partition)
+        log_dir = self.registry.log_dir_of.get(partition_log.topic_partition)
         if log_dir is not None:
             self.failures.report(log_dir, error)
 
@@ -456,10 +478,11 @@ class LogManager(LogDirMoves):
                     continue
                 # A move at its swap is written in its target too: a crash right after the
                 # commit finds the checkpoints there (harmless if the move does not commit).
+                log_dir_of, committing = self.registry.log_dir_of, self.moves.committing
                 offsets = {
                     tp: int(getattr(log, value_of))
-                    for tp, log in list(self._logs.items())
-                    if log_dir in (self._log_dir_of.get(tp), self._committing.get(tp))
+                    for tp, log in list(self.registry.logs.items())
+                    if log_dir in (log_dir_of.get(tp), committing.get(tp))
                     and (log.config.compact or not compacted_only)
                 }
                 path = posixpath.join(log_dir, name)

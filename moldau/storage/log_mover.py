@@ -115,12 +115,12 @@ class LogMove:
         (in the worker thread)."""
         self.log = log
         self.future_directory = future_directory
-        self.filesystem = log.filesystem
+        self.filesystem = log.local.filesystem
         self._cancelled = cancelled
         self._quota = quota
         self._sleep = sleep
         self._copies: dict[int, _SegmentCopy] = {}
-        self._truncations = log.truncations
+        self._truncations = log.local.truncations
         self.copied_bytes = 0  # .log bytes in the future directory
         self.copied_offset = log.log_start_offset  # every batch below it is there
 
@@ -131,7 +131,7 @@ class LogMove:
         self.filesystem.makedirs(self.future_directory)
         self._copy_small_files()
         for _round in range(MAX_COPY_ROUNDS):
-            with self.log._lock:
+            with self.log.lock:
                 work = self._plan()
             if sum(item.log_end - item.copy.log_bytes for item in work) < SWAP_TAIL_MAX_BYTES:
                 return
@@ -145,19 +145,15 @@ class LogMove:
         old one away first: the commit point) and returns the log's new directory. Returns the
         old files' handles: the caller closes them once reads in flight are done."""
         log = self.log
-        with log._flush_lock, log._lock:
+        with log.flush_lock, log.lock:
             work = self._plan()
             self._copy(work)
             self._copy_small_files()
             # Written last: its atomic write fsyncs the future directory itself.
             log.leader_epoch_cache.write_copy(self.future_directory)
             directory = commit()
-            old: list[FileHandle] = []
-            for segment in log.segments:
-                old.extend(segment.relocate(directory))
-            log.active_segment.preallocate_indexes()
+            old = log.local.relocate(directory)
             log.leader_epoch_cache.relocate(directory)
-            log.directory = directory
             return old
 
     # -- rounds --
@@ -167,7 +163,7 @@ class LogMove:
         log = self.log
         if log.closed or self._cancelled():
             raise MoveCancelled(str(log.topic_partition))
-        if log.truncations != self._truncations:
+        if log.local.truncations != self._truncations:
             raise MoveRestart(str(log.topic_partition))
         live: dict[int, _SegmentCopy] = {}
         work: list[_Work] = []

@@ -1,19 +1,18 @@
-"""The log of one partition, Kafka's `UnifiedLog`: append, read, roll, flush, offsets and epochs.
+"""The log of one partition, Kafka's `UnifiedLog`: append (validation, offsets, producer state,
+leader epochs), read, flush, timestamps, retention, DeleteRecords and truncation, over the
+segments of a `LocalLog` (`local_log.py`), which it owns. `log_loader.py` opens one from disk.
 
-Invariants: log_start_offset <= high_watermark <= log_end_offset; segments are sorted by base
-offset and only the last (the active segment) is appended to; `recovery_point` (= `flushed_offset`)
-is an offset below which every byte is fsynced. Loading and recovery are in `log_loader.py`;
-retention, truncation and DeleteRecords in `log_maintenance.py`.
+Invariants: log_start_offset <= high_watermark <= log_end_offset; `recovery_point`
+(= `flushed_offset`) is an offset below which every byte is fsynced.
 
 Threads: append/read run on the event-loop thread, `flush()` in a worker, retention and the cleaner
-in background threads. `_lock` guards the in-memory state and is never held across an fsync;
-`_flush_lock` serializes fsyncs, so callers that queue behind one flush find their data covered
-(group commit).
+in background threads. `lock` guards the in-memory state (this object's and its `LocalLog`'s) and
+is never held across an fsync; `flush_lock` serializes fsyncs, so callers that queue behind one
+flush find their data covered (group commit).
 """
 
 from __future__ import annotations
 
-import posixpath
 import struct
 import threading
 from bisect import bisect_right
@@ -22,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import crc32c
 
-from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.protocol.batch_layout import (
     CONTROL_BIT,
     CRC_START,
@@ -35,10 +33,10 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import BatchHeader, validate_batches
 from moldau.storage import timestamp_lookup
 from moldau.storage.config import LogConfig
-from moldau.storage.filesystem import Buffer, FileSystem
+from moldau.storage.filesystem import Buffer
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.local_log import LocalLog
 from moldau.storage.log_dir_failures import LogDirState
-from moldau.storage.log_maintenance import LogMaintenance
 from moldau.storage.log_validator import (
     DecodeBudget,
     batch_limits,
@@ -46,15 +44,15 @@ from moldau.storage.log_validator import (
     storage_error,
     validate_for_leader,
 )
-from moldau.storage.producer_state import (
-    SNAPSHOT_SUFFIX,
-    ProducerStateEntry,
-    ProducerStateManager,
-    control_type_of,
+from moldau.storage.producer_appends import ProducerAppends
+from moldau.storage.producer_snapshots import (
+    delete_snapshots,
+    rebuild_producer_state,
+    snapshot_path,
 )
+from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.results import AppendOrigin, AppendResult, ReadResult, TimestampOffset
-from moldau.storage.segment import FileRegion, LogSegment, segment_file_name
-from moldau.types import TopicPartition
+from moldau.storage.segment import FileRegion, LogSegment
 
 if TYPE_CHECKING:
     from moldau.storage.transaction_index import AbortedTransaction
@@ -69,52 +67,34 @@ _crc32c = crc32c.crc32c
 _new_tuple = tuple.__new__
 
 
-class PartitionLog(LogMaintenance):
+class PartitionLog:
     """Use `log_loader.load_partition_log` (or `LogManager`) to open one from disk."""
 
     def __init__(
         self,
+        local: LocalLog,
         *,
-        filesystem: FileSystem,
-        directory: str,
-        topic_partition: TopicPartition,
-        config: LogConfig,
-        clock: Clock = SYSTEM_CLOCK,
-        segments: list[LogSegment],
         log_start_offset: int,
-        recovery_point: int,
         high_watermark: int,
         producer_state: ProducerStateManager,
         leader_epoch_cache: LeaderEpochCache,
     ) -> None:
-        self.filesystem = filesystem
-        self.directory = directory
-        self.topic_partition = topic_partition
-        self.config = config
-        self.clock = clock
-        self.segments = segments
-        self._base_offsets = [s.base_offset for s in segments]
+        self.local = local
+        self.topic_partition = local.topic_partition
+        # Kept here as well as in `local` (as Kafka's UnifiedLog does): read on every append.
+        self.config = local.config
+        self.clock = local.clock
         self.log_start_offset = log_start_offset
-        self._log_end_offset = segments[-1].next_offset
-        self.recovery_point = min(recovery_point, self._log_end_offset)
-        self.high_watermark = min(max(high_watermark, log_start_offset), self._log_end_offset)
+        self.high_watermark = min(max(high_watermark, log_start_offset), local.log_end_offset)
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
-        self._lock = threading.RLock()
-        self._flush_lock = threading.Lock()
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._pending_snapshots: list[tuple[int, bytes]] = []
-        self.truncations = 0  # how many times the log end moved back (replication)
-        self._unflushed_messages = 0
-        self._unflushed_bytes = 0
-        self._last_append_position = 0
+        self.lock = threading.RLock()
+        self.flush_lock = threading.Lock()
+        self._pending_snapshots: list[tuple[int, bytes]] = []  # (offset, producer state)
         self._latest_epoch = leader_epoch_cache.latest_epoch
-        self._fast_limits = fast_path_limits(config)
-        self.last_flush_ms = clock.now_ms()
+        self._fast_limits = fast_path_limits(local.config)
         self.closed = False
-        # producer id -> (epoch, base sequence) of its batch whose write failed (a full disk):
-        # a batch pipelined behind it is answered KAFKA_STORAGE_ERROR, not OUT_OF_ORDER_SEQUENCE
-        self._failed_sequences: dict[int, tuple[int, int]] = {}
+        self._producers = ProducerAppends(producer_state, local.topic_partition)
         self.topic_id: str | None = None
         self.first_dirty_offset = log_start_offset  # compaction has cleaned everything below
         # Told of every I/O error (LogManager reports it for the log dir: Kafka's
@@ -124,22 +104,22 @@ class PartitionLog(LogMaintenance):
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.topic_partition}, start={self.log_start_offset}, "
-            f"end={self._log_end_offset}, segments={len(self.segments)})"
+            f"end={self.local.log_end_offset}, segments={len(self.local.segments)})"
         )
 
-    # -- offsets --
+    # -- offsets, and the local log's state --
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self.local.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local.recovery_point
 
     @property
     def flushed_offset(self) -> int:
-        return self.recovery_point
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.local.recovery_point
 
     @property
     def last_stable_offset(self) -> int:
@@ -147,29 +127,36 @@ class PartitionLog(LogMaintenance):
         return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
 
     @property
-    def size_bytes(self) -> int:
-        return sum(segment.size for segment in self.segments)
+    def directory(self) -> str:
+        return self.local.directory
 
     @property
-    def unflushed_messages(self) -> int:
-        return self._unflushed_messages
+    def segments(self) -> list[LogSegment]:
+        return self.local.segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.local.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return self.local.size_bytes
 
     @property
     def unflushed_bytes(self) -> int:
         """Bytes appended since the last flush began (what the next fsync has to write)."""
-        return self._unflushed_bytes
+        return self.local.unflushed_bytes
 
     def update_high_watermark(self, offset: int) -> int:
-        with self._lock:
-            self.high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+        with self.lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.local.log_end_offset)
             return self.high_watermark
 
     def update_config(self, config: LogConfig) -> None:
-        with self._lock:
+        with self.lock:
             self.config = config
             self._fast_limits = fast_path_limits(config)
-            for segment in self.segments:
-                segment.config = config
+            self.local.update_config(config)
 
     # -- append --
 
@@ -216,12 +203,13 @@ class PartitionLog(LogMaintenance):
             or 0 <= values[7] < now - before_max_ms
         ):
             return self._append_batches(view, leader_epoch, now, origin, decode_budget)
-        with self._lock:
+        local = self.local
+        with self.lock:
             if self.closed:
                 self._check_open()
-            offset = self._log_end_offset
+            offset = local.log_end_offset
             last_offset = offset + values[6]
-            segment = self.segments[-1]
+            segment = local.segments[-1]
             # The header as written: a consumer at the log end is answered without reading it.
             header = _new_tuple(BatchHeader, (offset, values[1], leader_epoch, *values[3:]))
             try:
@@ -240,9 +228,10 @@ class PartitionLog(LogMaintenance):
                     segment.append_batch(view, size, last_offset, values[8], now, header)
             except OSError as error:
                 raise self._storage_error(error) from error
-            self._log_end_offset = last_offset + 1
-            self._unflushed_messages += values[12]
-            self._unflushed_bytes += size
+            # (LocalLog.append's bookkeeping, inlined: no call per batch on this path)
+            local.log_end_offset = last_offset + 1
+            local.unflushed_messages += values[12]
+            local.unflushed_bytes += size
             if leader_epoch > self._latest_epoch:
                 self.assign_leader_epoch(leader_epoch, offset)
             # tuple.__new__ skips the generated __new__ (a measurable share of this path)
@@ -269,16 +258,16 @@ class PartitionLog(LogMaintenance):
         )
         append_time = now if config.log_append_time else -1
         has_producers = any(header[9] >= 0 for _position, header in batches)
-        with self._lock:
+        with self.lock:
             if self.closed:
                 self._check_open()
             if has_producers and origin is AppendOrigin.CLIENT:
-                duplicate = self._check_producers(batches)
+                duplicate = self._producers.check(batches, log_start_offset=self.log_start_offset)
                 if duplicate is not None:
                     return duplicate
             if origin is AppendOrigin.COORDINATOR:
                 self.producer_state.check_markers(view, batches)
-            first_offset = offset = self._log_end_offset
+            first_offset = offset = self.local.log_end_offset
             buffers: list[Buffer] = []
             placements: list[tuple[int, int, int, int]] = []
             stateful: list[tuple[int, BatchHeader]] = []
@@ -316,22 +305,22 @@ class PartitionLog(LogMaintenance):
                 relative += size
                 record_count += header.records_count
                 offset = last_offset + 1
+            local = self.local
             try:
-                self._write(buffers, placements, relative, now, record_count, first_offset)
-            except KafkaError:
-                for _relative, header in stateful:
-                    self._failed_sequences.setdefault(
-                        header.producer_id, (header.producer_epoch, header.base_sequence)
-                    )
-                raise
+                if local.segments[-1].should_roll(relative, offset - 1, now):
+                    self._roll(first_offset, now)
+                local.append(buffers, placements, size=relative, now=now, record_count=record_count)
+            except OSError as error:
+                failure = self._storage_error(error)
+                self._producers.write_failed(stateful)
+                raise failure from error
             if leader_epoch > self._latest_epoch:
                 self.assign_leader_epoch(leader_epoch, first_offset)
             if stateful:
-                if self._failed_sequences:  # (empty but after a failed write)
-                    for _relative, header in stateful:
-                        self._failed_sequences.pop(header.producer_id, None)
                 try:
-                    self._apply_producer_state(stateful)
+                    self._producers.record(
+                        local.segments[-1], local.last_append_position, stateful, written=True
+                    )
                 except OSError as error:
                     raise self._storage_error(error) from error
             return AppendResult(
@@ -342,13 +331,13 @@ class PartitionLog(LogMaintenance):
         """Append batches copied from the leader, offsets and epochs as they are."""
         view = memoryview(records)
         batches = validate_batches(view, check_counts=False)
-        with self._lock:
+        with self.lock:
             self._check_open()
             first = batches[0][1].base_offset
-            if first < self._log_end_offset:
+            if first < self.local.log_end_offset:
                 raise KafkaError(
                     ErrorCode.unknown_server_error,
-                    f"follower append at {first} below log end offset {self._log_end_offset}",
+                    f"follower append at {first} below log end offset {self.local.log_end_offset}",
                 )
             previous = first - 1
             placements: list[tuple[int, int, int, int]] = []
@@ -359,12 +348,22 @@ class PartitionLog(LogMaintenance):
                 previous = header.last_offset
                 placements.append((position, previous, header.max_timestamp, header.size))
                 record_count += header.records_count
-            self._write([view], placements, len(view), self.clock.now_ms(), record_count, first)
+            local, now = self.local, self.clock.now_ms()
+            try:
+                if local.segments[-1].should_roll(len(view), previous, now):
+                    self._roll(first, now)
+                local.append([view], placements, size=len(view), now=now, record_count=record_count)
+            except OSError as error:
+                raise self._storage_error(error) from error
             for _position, header in batches:
                 if header.partition_leader_epoch > self._latest_epoch:
                     self.assign_leader_epoch(header.partition_leader_epoch, header.base_offset)
             try:
-                self._apply_producer_state([b for b in batches if b[1].producer_id >= 0])
+                self._producers.record(
+                    local.segments[-1],
+                    local.last_append_position,
+                    [b for b in batches if b[1].producer_id >= 0],
+                )
             except OSError as error:
                 raise self._storage_error(error) from error
             return AppendResult(first, previous, -1, self.log_start_offset, record_count)
@@ -380,7 +379,7 @@ class PartitionLog(LogMaintenance):
             # loop, and a produce pipelined behind the failed one must not be checked against a
             # producer state without the failed batch (OUT_OF_ORDER_SEQUENCE_NUMBER, on which
             # librdkafka bumps its epoch and resends what an unanswered request put in the log).
-            with self._lock:
+            with self.lock:
                 self.closed = True
 
     def _storage_error(self, error: OSError) -> KafkaError:
@@ -388,123 +387,18 @@ class PartitionLog(LogMaintenance):
         self._report_io_error(error)
         return storage_error(self.topic_partition, error)
 
-    def _check_producers(self, batches: list[tuple[int, BatchHeader]]) -> AppendResult | None:
-        """Check idempotent batches against (copies of) the producer state; a retried batch
-        returns its original result."""
-        entries: dict[int, ProducerStateEntry] = {}
-        for _position, header in batches:
-            if header.producer_id < 0 or header.is_control:
-                continue
-            entry = entries.get(header.producer_id)
-            if entry is None:
-                entry = entries[header.producer_id] = self.producer_state.copy_entry(
-                    header.producer_id
-                )
-            try:
-                duplicate = ProducerStateManager.check(entry, header)
-            except KafkaError as error:
-                self._after_failed_write(error, entry, header)
-                raise
-            if duplicate is not None:
-                if len(batches) != 1:
-                    raise KafkaError(ErrorCode.duplicate_sequence_number)
-                return AppendResult(
-                    first_offset=duplicate.first_offset,
-                    last_offset=duplicate.last_offset,
-                    log_append_time=-1,
-                    log_start_offset=self.log_start_offset,
-                    record_count=header.records_count,
-                    duplicate=True,
-                )
-            ProducerStateManager.update_entry(entry, header._replace(base_offset=0))
-        return None
-
-    def _after_failed_write(
-        self, error: KafkaError, entry: ProducerStateEntry, header: BatchHeader
-    ) -> None:
-        """Raise KAFKA_STORAGE_ERROR for a batch out of sequence only because the batch before it
-        failed to be written (pipelined behind it): that one is retried, and so must this be.
-        OUT_OF_ORDER_SEQUENCE_NUMBER would make the producer bump its epoch and resend batches
-        it cannot know the fate of (a duplicate: librdkafka does)."""
-        failed = self._failed_sequences.get(header.producer_id)
-        if (
-            error.code == ErrorCode.out_of_order_sequence_number
-            and failed is not None
-            and failed == (header.producer_epoch, ProducerStateManager.next_sequence(entry))
-        ):
-            raise KafkaError(
-                ErrorCode.kafka_storage_error,
-                f"{self.topic_partition}: producer {header.producer_id} sequence "
-                f"{header.base_sequence} follows sequence {failed[1]}, whose write failed",
-            ) from None
-
-    def _apply_producer_state(self, placed: list[tuple[int, BatchHeader]]) -> None:
-        """Record appended batches (relative positions) in the producer state; markers also
-        complete transactions and aborted ones go to the transaction index."""
-        state = self.producer_state
-        for relative, header in placed:
-            if header.producer_id < 0:
-                continue
-            if header.is_control:
-                segment = self.active_segment
-                data = segment.log.pread(
-                    header.batch_length + LOG_OVERHEAD, self._last_append_position + relative
-                )
-                control_type, coordinator_epoch = control_type_of(data)
-                aborted = state.apply_batch(
-                    header, control_type=control_type, coordinator_epoch=coordinator_epoch
-                )
-                if aborted is not None:
-                    self._record_aborted(aborted)
-                continue
-            entry = state.copy_entry(header.producer_id)
-            ProducerStateManager.update_entry(entry, header)
-            state.commit_entry(entry)
-
-    def _record_aborted(self, aborted: AbortedTransaction) -> None:
-        self.active_segment.transaction_index.append(aborted)
-
-    def _write(
-        self,
-        buffers: list[Buffer],
-        placements: list[tuple[int, int, int, int]],
-        size: int,
-        now: int,
-        record_count: int,
-        first_offset: int,
-    ) -> None:
-        last_offset = placements[-1][1]
-        segment = self.segments[-1]
-        try:
-            if segment.should_roll(size, last_offset, now):
-                segment = self._roll(first_offset, now)
-            self._last_append_position = segment.append(buffers, placements, size=size, now_ms=now)
-        except OSError as error:
-            raise self._storage_error(error) from error
-        self._log_end_offset = last_offset + 1
-        self._unflushed_messages += record_count
-        self._unflushed_bytes += size
-
     def _roll(self, base_offset: int, now: int) -> LogSegment:
-        """Close the active segment to appends and start one at `base_offset`."""
-        old = self.active_segment
-        old.on_become_inactive()
+        """Start a segment at `base_offset`; the producer state there is snapshotted at the next
+        flush."""
         self._pending_snapshots.append((base_offset, self.producer_state.snapshot_bytes()))
-        if old.size == 0:
-            self.segments.pop()
-            self._base_offsets.pop()
-            old.delete_files()
-        segment = LogSegment(self.filesystem, self.directory, base_offset, self.config, now_ms=now)
-        segment.preallocate_indexes()
-        self.segments.append(segment)
-        self._base_offsets.append(base_offset)
-        return segment
+        return self.local.roll(base_offset, now)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new segment at the log end offset (if the active one has data)."""
-        with self._lock:
-            if self.active_segment.size:
-                self._roll(self._log_end_offset, self.clock.now_ms() if now_ms is None else now_ms)
+        with self.lock:
+            local = self.local
+            if local.segments[-1].size:
+                self._roll(local.log_end_offset, self.clock.now_ms() if now_ms is None else now_ms)
 
     # -- read --
 
@@ -518,8 +412,9 @@ class PartitionLog(LogMaintenance):
     ) -> ReadResult:
         """Whole batches from `fetch_offset`, below `max_offset` (exclusive: the high watermark or
         last stable offset) and within `max_bytes` (at least one batch if `min_one_message`)."""
-        with self._lock:
-            end = self._log_end_offset
+        local = self.local
+        with self.lock:
+            end = local.log_end_offset
             if fetch_offset < self.log_start_offset or fetch_offset > end:
                 raise KafkaError(
                     ErrorCode.offset_out_of_range,
@@ -528,11 +423,12 @@ class PartitionLog(LogMaintenance):
             upper = end if max_offset is None else min(max_offset, end)
             regions: list[FileRegion] = []
             remaining = max_bytes
-            index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
+            segments = local.segments
+            index = max(0, bisect_right(local.base_offsets, fetch_offset) - 1)
             offset = fetch_offset
-            while index < len(self.segments) and offset < upper:
+            while index < len(segments) and offset < upper:
                 try:
-                    region, next_offset, go_on = self.segments[index].read(
+                    region, next_offset, go_on = segments[index].read(
                         offset,
                         max_offset=upper,
                         max_bytes=remaining,
@@ -560,12 +456,8 @@ class PartitionLog(LogMaintenance):
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
         """Aborted transactions overlapping [start, end), for read_committed fetches."""
-        with self._lock:
-            index = max(0, bisect_right(self._base_offsets, start) - 1)
-            found: list[AbortedTransaction] = []
-            for segment in self.segments[index:]:
-                found.extend(segment.transaction_index.overlapping(start, end))
-            return found
+        with self.lock:
+            return self.local.aborted_transactions(start, end)
 
     # -- timestamps and epochs --
 
@@ -575,8 +467,8 @@ class PartitionLog(LogMaintenance):
         """The first record with a timestamp >= `timestamp` (ListOffsets), or None. Reading a
         batch is bounded by the topic's batch limits; with `read_records=False` nothing is read
         and an answer that needs it comes back with `exact=False` (see `timestamp_lookup`)."""
-        with self._lock:
-            segments = list(self.segments)
+        with self.lock:
+            segments = list(self.local.segments)
             limits = batch_limits(self.config)
         found = timestamp_lookup.offset_for_timestamp(
             segments,
@@ -590,8 +482,8 @@ class PartitionLog(LogMaintenance):
     def max_timestamp_offset(self, *, read_records: bool = True) -> TimestampOffset | None:
         """The first record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734);
         `read_records` as for `offset_for_timestamp`."""
-        with self._lock:
-            best = max(self.segments, key=lambda s: s.max_timestamp)
+        with self.lock:
+            best = max(self.local.segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
             found = best.find_batch(best.offset_of_max_timestamp)
@@ -610,10 +502,10 @@ class PartitionLog(LogMaintenance):
         )
 
     def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+        return self.leader_epoch_cache.end_offset_for(epoch, self.local.log_end_offset)
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
-        with self._lock:  # (a move to another log dir swaps the checkpoint file under it)
+        with self.lock:  # (a move to another log dir swaps the checkpoint file under it)
             self.leader_epoch_cache.assign(epoch, start_offset)
             self._latest_epoch = self.leader_epoch_cache.latest_epoch
 
@@ -625,63 +517,37 @@ class PartitionLog(LogMaintenance):
         Thread-safe group commit: callers arriving during an fsync wait for it and return at once
         if it covered their appends. Appends are not blocked by the fsync.
         """
-        with self._lock:
-            target = self._log_end_offset
-        with self._flush_lock:
-            if self.recovery_point >= target and not self._pending_snapshots:
-                return self.recovery_point
-            with self._lock:
-                end = self._log_end_offset
-                # Only .log files need an fsync per flush: after a crash the active segment is
-                # always recovered (indexes rebuilt). Inactive segments' indexes, final since
-                # their roll, are synced once.
-                logs = [s for s in self.segments if s.next_offset > self.recovery_point]
-                indexes = [s for s in self.segments[:-1] if not s.indexes_synced]
-                for segment in indexes:
-                    segment.prepare_flush()
+        local = self.local
+        with self.lock:
+            target = local.log_end_offset
+        with self.flush_lock:
+            if local.recovery_point >= target and not self._pending_snapshots:
+                return local.recovery_point
+            with self.lock:
+                end = local.log_end_offset
+                logs, indexes = local.unflushed_segments()
                 snapshots, self._pending_snapshots = self._pending_snapshots, []
-                flushed_messages = self._unflushed_messages
-                flushed_bytes = self._unflushed_bytes
-                truncations = self.truncations
+                flushed_messages = local.unflushed_messages
+                flushed_bytes = local.unflushed_bytes
+                truncations = local.truncations
             try:
-                self._fsync(logs, indexes, snapshots)
+                local.fsync_segments(logs, indexes)
+                for offset, data in snapshots:
+                    local.filesystem.write_file_atomic(self.snapshot_path(offset), data)
             except OSError as error:
                 self._report_io_error(error)
                 raise
-            with self._lock:
-                if truncations == self.truncations:
-                    self.recovery_point = max(self.recovery_point, end)
-                # else: a truncation cut below `end` meanwhile, and what was appended after it
-                # is not covered by this fsync; the next flush will be
-                self._unflushed_messages -= flushed_messages
-                self._unflushed_bytes -= flushed_bytes
-                self.last_flush_ms = self.clock.now_ms()
-                return self.recovery_point
-
-    def _fsync(
-        self,
-        logs: list[LogSegment],
-        indexes: list[LogSegment],
-        snapshots: list[tuple[int, bytes]],
-    ) -> None:
-        for segment in logs:
-            try:
-                segment.log.fsync()
-            except OSError:
-                if not segment.closed:
-                    raise
-        for segment in indexes:
-            try:
-                segment.fsync()
-                segment.indexes_synced = True
-            except OSError:
-                if not segment.closed:
-                    raise
-        for offset, data in snapshots:
-            self.filesystem.write_file_atomic(self.snapshot_path(offset), data)
+            with self.lock:
+                local.mark_flushed(
+                    end,
+                    truncations=truncations,
+                    flushed_messages=flushed_messages,
+                    flushed_bytes=flushed_bytes,
+                )
+                return local.recovery_point
 
     def snapshot_path(self, offset: int) -> str:
-        return posixpath.join(self.directory, segment_file_name(offset, SNAPSHOT_SUFFIX))
+        return snapshot_path(self.local.directory, offset)
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end, trim indexes, close files.
@@ -691,17 +557,19 @@ class PartitionLog(LogMaintenance):
         if self.closed:
             self.close_quietly()  # (closed to appends by a failed log dir: its files are open)
             return
+        local = self.local
         try:
             self.flush()
-            with self._lock:
-                snapshot = self.snapshot_path(self._log_end_offset)
-                if not self.filesystem.exists(snapshot):  # else the same state: nothing moved
-                    self.filesystem.write_file_atomic(
+            with self.lock:
+                snapshot = self.snapshot_path(local.log_end_offset)
+                if not local.filesystem.exists(snapshot):  # else the same state: nothing moved
+                    local.filesystem.write_file_atomic(
                         snapshot, self.producer_state.snapshot_bytes()
                     )
-                self.active_segment.offset_index.trim()
-                self.active_segment.time_index.trim()
-                self.active_segment.fsync()
+                active = local.segments[-1]
+                active.offset_index.trim()
+                active.time_index.trim()
+                active.fsync()
         except OSError as error:
             self._report_io_error(error)
             raise
@@ -710,13 +578,75 @@ class PartitionLog(LogMaintenance):
 
     def close_quietly(self) -> None:
         """Close every file without flushing (a failed log dir; or after `close()`)."""
-        with self._lock:
-            for segment in self.segments:
-                segment.close()
-            for _due, segment in self._pending_deletes:
-                try:
-                    segment.delete_files()
-                except OSError:
-                    pass  # recovery removes `.deleted` files
-            self._pending_deletes.clear()
+        with self.lock:
+            self.local.close()
             self.closed = True
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """Under `lock`: the log starts at `offset` from now on, if that is later (Kafka's
+        `maybeIncrementLogStartOffset`); retention and DeleteRecords move it."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+
+    # -- truncation (replication) --
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at and above `offset` (a follower diverged); returns the new log end
+        offset: the start of the batch holding `offset` if it falls inside one. A cut that would
+        fall below the log start offset empties the log and restarts it at `offset`."""
+        local = self.local
+        with self.lock:
+            if offset >= local.log_end_offset:
+                # Nothing to cut, but an epoch this replica began as leader without appending
+                # anything (its start at the log end) is forgotten: kept, it would be the last
+                # fetched epoch of every fetch, each answered with the same divergence.
+                self.leader_epoch_cache.truncate_from_end(local.log_end_offset)
+                self._latest_epoch = self.leader_epoch_cache.latest_epoch
+                return local.log_end_offset
+            if offset <= local.segments[0].base_offset:
+                return self._truncate_fully_locked(offset)
+            found = local.segments[local.index_of_segment(offset)].find_batch(offset)
+            cut = offset if found is None else min(found[1].base_offset, offset)
+            if cut < self.log_start_offset:
+                return self._truncate_fully_locked(offset)
+            doomed = local.truncate_to(offset)
+            self._after_truncation(local.log_end_offset)
+        local.rename_deleted(doomed)
+        return local.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start empty at `offset` (a follower far behind the leader)."""
+        with self.lock:
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> int:
+        local = self.local
+        local.truncate_fully_and_start_at(offset)
+        delete_snapshots(local.filesystem, local.directory)
+        self._pending_snapshots = []
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation(offset)
+        self.high_watermark = offset
+        return offset
+
+    def _after_truncation(self, end: int) -> None:
+        """The local log now ends at `end`: what this log keeps of the tail follows it."""
+        self.high_watermark = min(self.high_watermark, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._latest_epoch = self.leader_epoch_cache.latest_epoch
+        self._pending_snapshots = [(o, d) for o, d in self._pending_snapshots if o <= end]
+        local = self.local
+        rebuild_producer_state(
+            local.filesystem, local.directory, local.segments, self.producer_state, upto=end
+        )
+
+    # -- producer ids --
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idle producers (`producer.id.expiration.ms`, Kafka's
+        `removeExpiredProducers`); the next producer snapshot no longer holds them."""
+        with self.lock:
+            return self.producer_state.remove_expired(now_ms, expiration_ms)

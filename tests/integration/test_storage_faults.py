@@ -7,6 +7,7 @@ recovers everything acknowledged before.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_reader import decode_records
 from moldau.protocol.records import NewRecord, build_batch, iter_batches
+from moldau.storage.fault_injection import RECHECK_S
 
 from .conftest import ServerFactory
 from .wire import Connection, create_topics, fetch, produce
@@ -33,22 +35,29 @@ def test_a_node_whose_only_log_dir_fails_halts_and_recovers_on_restart(
 ) -> None:
     control = tmp_path / "storage-faults"
     errors: list[int] = []
-    server = start_server(
-        environment={"MOLDAU_STORAGE_FAULTS": str(control)},
-        # fsyncs come from the high watermark checkpoint every 200 ms
-        replica_high_watermark_checkpoint_interval_ms="200",
-    )
+    server = start_server(environment={"MOLDAU_STORAGE_FAULTS": str(control)})
     with Connection(server.host, server.port) as connection:
         [created] = create_topics(connection, {"events": 1})
         assert created.error_code == ErrorCode.none
         for index in range(20):
             assert produce(connection, "events", 0, batch(b"acked %d" % index)).error_code == 0
         control.write_text(fault + "\n")
-        if fault.startswith("write"):  # (the node reads the control file at most every 50 ms)
+        time.sleep(2 * RECHECK_S)  # the node's next storage operation reads the control file
+        if fault.startswith("write"):
             while not errors or errors[-1] == ErrorCode.none:
                 assert len(errors) < 100, "the injected write error never reached a producer"
                 errors.append(produce(connection, "events", 0, batch(b"more")).error_code)
             assert errors[-1] == ErrorCode.kafka_storage_error
+        else:
+            # An acks=all produce fsyncs before it is answered: that fsync fails. (Nothing else
+            # is sure to fsync: checkpoint files are rewritten only when they change, and the
+            # high watermark checkpoint of the 20 batches may have been written before the
+            # node read the control file.)
+            try:
+                refused = produce(connection, "events", 0, batch(b"more")).error_code
+            except ConnectionError:  # the node halted before it answered
+                refused = ErrorCode.kafka_storage_error
+            assert refused == ErrorCode.kafka_storage_error
 
     assert server.wait_exited(timeout_s=20) == 1
     output = server.output_tail(200)
@@ -62,6 +71,10 @@ def test_a_node_whose_only_log_dir_fails_halts_and_recovers_on_restart(
         assert read.error_code == 0
         acknowledged = [b"acked %d" % i for i in range(20)]
         acknowledged += [b"more"] * (len(errors) - 1 if fault.startswith("write") else 0)
-        assert values(read.records) == acknowledged
+        found = values(read.records)
+        # The batch whose fsync failed was written (to the page cache) but never acknowledged:
+        # recovery may keep it, as Kafka's may.
+        unacknowledged = [] if fault.startswith("write") else [b"more"]
+        assert found in (acknowledged, acknowledged + unacknowledged)
         appended = produce(connection, "events", 0, batch(b"after"))
-        assert (appended.error_code, appended.base_offset) == (0, len(acknowledged))
+        assert (appended.error_code, appended.base_offset) == (0, len(found))

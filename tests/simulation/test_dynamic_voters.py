@@ -11,7 +11,9 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.events import AddVoter, RaftAction, RemoveVoter, UpdateVoter
 from moldau.raft.leader_state import LeaderState
 from moldau.raft.node import NotLeaderError, RaftNode, Role
+from moldau.raft.quorum import QuorumState
 from moldau.raft.quorum_config import QuorumConfig
+from moldau.raft.reconfiguration import Reconfiguration
 from moldau.raft.voter_set import Endpoint, VoterNode
 from tests.simulation.cluster import SimulatedCluster
 from tests.simulation.invariants import InvariantViolation
@@ -266,22 +268,30 @@ def test_three_initial_controllers_under_faults_with_voter_changes():
     assert sum(r.committed for r in results) > 10 * len(results)
 
 
+class _ReconfigurationWithoutWaiting(Reconfiguration):
+    def ready_for_voter_change(self) -> LeaderState:
+        leader = self.quorum.state
+        if not isinstance(leader, LeaderState):
+            raise NotLeaderError(self.quorum.leader_id, self.quorum.epoch)
+        return leader
+
+
 class ChangesVotersConcurrently(RaftNode):
     """A leader that takes a voter change while an earlier one is not committed."""
 
-    def _ready_for_voter_change(self) -> LeaderState:
-        leader = self._leader
-        if self.role is not Role.LEADER or leader is None:
-            raise NotLeaderError(self.leader_id, self.epoch)
-        return leader
+    reconfiguration_class = _ReconfigurationWithoutWaiting
+
+
+class _QuorumKeepingItsMajority(QuorumState):
+    def on_voters_changed(self, now: float, actions: list[RaftAction]) -> None:
+        if self.role is not Role.LEADER:
+            super().on_voters_changed(now, actions)
 
 
 class CountsTheOldMajority(RaftNode):
     """A leader that keeps counting the voters it was elected with after a voter change."""
 
-    def _on_voters_changed(self, now: float, actions: list[RaftAction]) -> None:
-        if self.role is not Role.LEADER:
-            super()._on_voters_changed(now, actions)
+    quorum_class = _QuorumKeepingItsMajority
 
 
 @pytest.mark.parametrize("bug", [ChangesVotersConcurrently, CountsTheOldMajority])

@@ -7,8 +7,11 @@ import pytest
 from moldau.raft.events import CommitUpTo, RaftAction
 from moldau.raft.log import LogEntry
 from moldau.raft.node import RaftNode, Role
+from moldau.raft.quorum import QuorumState
 from moldau.raft.quorum_config import QuorumConfig
 from moldau.raft.quorum_state import ElectionState
+from moldau.raft.replication import Replication
+from moldau.raft.voting import Elections
 from tests.simulation.cluster import SimulatedCluster
 from tests.simulation.invariants import InvariantViolation
 from tests.simulation.scenarios import recover, run_with_faults
@@ -18,42 +21,59 @@ FIVE = (1, 2, 3, 4, 5)
 SEEDS_TO_CATCH = 400
 
 
+class _ElectionsVotingTwice(Elections):
+    def can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
+        if not pre_vote and self.quorum.role in (Role.UNATTACHED, Role.PROSPECTIVE):
+            return up_to_date
+        return super().can_grant_vote(candidate_id, up_to_date=up_to_date, pre_vote=pre_vote)
+
+
 class VotesTwice(RaftNode):
     """Grants a vote to any up-to-date candidate, even after voting for another this epoch."""
 
-    def _can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
-        if not pre_vote and self.role in (Role.UNATTACHED, Role.PROSPECTIVE):
-            return up_to_date
-        return super()._can_grant_vote(candidate_id, up_to_date=up_to_date, pre_vote=pre_vote)
+    elections_class = _ElectionsVotingTwice
+
+
+class _ReplicationCommittingOnItsOwnFlush(Replication):
+    def advance_high_watermark(self, now: float, actions: list[RaftAction]) -> None:
+        quorum = self.quorum
+        leader = quorum.leader
+        if leader is not None and quorum.flushed_offset > max(
+            quorum.high_watermark, leader.epoch_start_offset
+        ):
+            quorum.high_watermark = quorum.flushed_offset
+            actions.append(CommitUpTo(high_watermark=quorum.high_watermark))
 
 
 class CommitsOnItsOwnFlush(RaftNode):
     """A leader that counts an entry committed once it alone has flushed it."""
 
-    def _advance_high_watermark(self, now: float, actions: list[RaftAction]) -> None:
-        leader = self._leader
-        if leader is not None and self.flushed_offset > max(
-            self.high_watermark, leader.epoch_start_offset
-        ):
-            self.high_watermark = self.flushed_offset
-            actions.append(CommitUpTo(high_watermark=self.high_watermark))
+    replication_class = _ReplicationCommittingOnItsOwnFlush
+
+
+class _ElectionsIgnoringLogs(Elections):
+    def can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
+        return super().can_grant_vote(candidate_id, up_to_date=True, pre_vote=pre_vote)
 
 
 class VotesForStaleLogs(RaftNode):
     """Ignores how up to date a candidate's log is."""
 
-    def _can_grant_vote(self, candidate_id: int, *, up_to_date: bool, pre_vote: bool) -> bool:
-        return super()._can_grant_vote(candidate_id, up_to_date=True, pre_vote=pre_vote)
+    elections_class = _ElectionsIgnoringLogs
+
+
+class _QuorumCommittingEarlierEpochs(QuorumState):
+    def become_leader(self, now: float, actions: list[RaftAction]) -> None:
+        super().become_leader(now, actions)
+        assert self.leader is not None
+        self.leader.epoch_start_offset = -1
 
 
 class CommitsEarlierEpochs(RaftNode):
     """A new leader that commits entries of earlier epochs once a majority holds them, without
     waiting for an entry of its own epoch (Figure 8 of the Raft paper)."""
 
-    def _become_leader(self, now: float, actions: list[RaftAction]) -> None:
-        super()._become_leader(now, actions)
-        assert self._leader is not None
-        self._leader.epoch_start_offset = -1
+    quorum_class = _QuorumCommittingEarlierEpochs
 
 
 @pytest.mark.parametrize("bug", [VotesTwice, CommitsOnItsOwnFlush, VotesForStaleLogs])

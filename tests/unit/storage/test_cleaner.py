@@ -19,6 +19,7 @@ from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
 from moldau.storage.log_loader import load_partition_log
 from moldau.storage.log_manager import LogManager
+from moldau.storage.log_retention import delete_expired_segments
 from moldau.storage.results import AppendOrigin
 from moldau.types import TopicPartition
 from tests.bombs import claiming, zstd_zeros
@@ -137,7 +138,7 @@ def test_cleaned_log_survives_restart_and_swap_leaves_no_temporary_files(filesys
     log.update_high_watermark(log.log_end_offset)
     clean_log(log)
     expected = live_records(log)
-    log.delete_expired_segments(force=True)
+    delete_expired_segments(log, force=True)
     log.close()
     assert not any(
         n.endswith((".cleaned", ".swap", ".deleted")) for n in filesystem.listdir(DIRECTORY)

@@ -11,6 +11,7 @@ from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import OsFileSystem
 from moldau.storage.log_loader import load_partition_log
+from moldau.storage.log_retention import delete_old_segments
 from moldau.types import TopicPartition
 
 BATCHES = 3000
@@ -69,7 +70,7 @@ def test_background_work_never_corrupts_concurrent_appends(tmp_path) -> None:
     workers = [
         threading.Thread(target=appender),
         threading.Thread(target=background, args=(lambda: flushed.append(log.flush()),)),
-        threading.Thread(target=background, args=(log.delete_old_segments,)),
+        threading.Thread(target=background, args=(lambda: delete_old_segments(log),)),
         threading.Thread(target=background, args=(lambda: clean_log(log),)),
         threading.Thread(target=background, args=(read_tail,)),
     ]

@@ -8,6 +8,11 @@ from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import iter_batches
 from moldau.storage.config import LogConfig
+from moldau.storage.log_retention import (
+    delete_expired_segments,
+    delete_old_segments,
+    delete_records,
+)
 from moldau.storage.memory_filesystem import MemoryFileSystem
 
 from .helpers import DIRECTORY, batch, open_log, values_from
@@ -25,7 +30,7 @@ def test_time_retention_deletes_old_segments_and_advances_log_start(filesystem, 
     log = open_log(filesystem, clock, config)
     fill(log, 30, clock, step_ms=1000)
     segments_before = len(log.segments)
-    deleted = log.delete_old_segments(clock.now_ms())
+    deleted = delete_old_segments(log, clock.now_ms())
     assert deleted > 0 and len(log.segments) == segments_before - deleted
     assert log.log_start_offset == log.segments[0].base_offset > 0
     newest_deleted_ts = 1_700_000_000_000 + (log.log_start_offset - 1) * 1000
@@ -34,7 +39,7 @@ def test_time_retention_deletes_old_segments_and_advances_log_start(filesystem, 
     with pytest.raises(KafkaError) as caught:
         log.read(0, max_bytes=100, max_offset=log.log_end_offset)
     assert caught.value.code is ErrorCode.offset_out_of_range
-    log.delete_expired_segments(clock.now_ms())
+    delete_expired_segments(log, clock.now_ms())
     names = filesystem.listdir(DIRECTORY)
     assert "00000000000000000000.log" not in names
     assert not any(n.endswith(".deleted") for n in names)
@@ -44,7 +49,7 @@ def test_size_retention_keeps_at_most_retention_bytes(filesystem, clock) -> None
     config = LogConfig(segment_bytes=400, retention_bytes=1000, retention_ms=-1)
     log = open_log(filesystem, clock, config)
     fill(log, 60, clock)
-    log.delete_old_segments(clock.now_ms())
+    delete_old_segments(log, clock.now_ms())
     assert log.size_bytes - log.active_segment.size < 1000 + 400
     assert log.size_bytes >= 1000 - 400
 
@@ -55,9 +60,9 @@ def test_retention_never_deletes_above_the_high_watermark(filesystem, clock) -> 
     for i in range(30):
         log.append_as_leader(batch(b"v%03d" % i, base_timestamp=clock.now_ms()), leader_epoch=0)
     clock.advance(100)
-    assert log.delete_old_segments() == 0  # high watermark still 0
+    assert delete_old_segments(log) == 0  # high watermark still 0
     log.update_high_watermark(5)
-    log.delete_old_segments()
+    delete_old_segments(log)
     assert log.log_start_offset <= 5
 
 
@@ -74,7 +79,7 @@ def test_a_reader_of_a_deleted_segment_still_completes(tmp_path, clock) -> None:
     held = log.read(0, max_bytes=10_000, max_offset=log.log_end_offset)
     expected = held.read_bytes()
     clock.advance(10)
-    assert log.delete_old_segments() > 0
+    assert delete_old_segments(log) > 0
     import os
 
     region = held.regions[0]
@@ -82,7 +87,7 @@ def test_a_reader_of_a_deleted_segment_still_completes(tmp_path, clock) -> None:
     assert held.read_bytes() == expected
     assert any(n.endswith(".log.deleted") for n in os.listdir(tmp_path / "t-0"))
     clock.advance(60_000)
-    log.delete_expired_segments()
+    delete_expired_segments(log)
     assert not any(n.endswith(".deleted") for n in os.listdir(tmp_path / "t-0"))
 
 
@@ -90,7 +95,7 @@ def test_delete_records_moves_log_start_and_refuses_above_high_watermark(filesys
     config = LogConfig(segment_bytes=400, file_delete_delay_ms=0)
     log = open_log(filesystem, clock, config)
     fill(log, 30, clock)
-    assert log.delete_records(17) == 17
+    assert delete_records(log, 17) == 17
     assert log.log_start_offset == 17
     assert log.segments[0].base_offset <= 17 < log.segments[0].next_offset
     assert values_from(log, 17)[0] == (17, b"v017")
@@ -98,8 +103,8 @@ def test_delete_records_moves_log_start_and_refuses_above_high_watermark(filesys
         log.read(16, max_bytes=100, max_offset=30)
     assert caught.value.code is ErrorCode.offset_out_of_range
     with pytest.raises(KafkaError):
-        log.delete_records(31)
-    assert log.delete_records(-1) == 30
+        delete_records(log, 31)
+    assert delete_records(log, -1) == 30
 
 
 def test_truncate_to_drops_the_tail_and_epochs(filesystem, clock) -> None:
@@ -165,7 +170,7 @@ def test_an_expired_active_segment_is_rolled_and_deleted(filesystem, clock) -> N
     fill(log, 5, clock)
     assert len(log.segments) == 1
     clock.advance(2000)
-    assert log.delete_old_segments() == 1
+    assert delete_old_segments(log) == 1
     assert (log.log_start_offset, log.log_end_offset) == (5, 5)
     assert [s.base_offset for s in log.segments] == [5]
     assert log.read(5, max_bytes=100, max_offset=5).regions == ()
@@ -179,7 +184,7 @@ def test_producer_snapshots_of_deleted_segments_are_removed(filesystem, clock) -
     log.flush()  # writes the snapshots taken at each roll
     snapshots = [n for n in filesystem.listdir(DIRECTORY) if n.endswith(".snapshot")]
     assert len(snapshots) == len(log.segments) - 1
-    log.delete_records(20)
+    delete_records(log, 20)
     remaining = [
         int(n.split(".")[0]) for n in filesystem.listdir(DIRECTORY) if n.endswith(".snapshot")
     ]

@@ -19,6 +19,7 @@ from moldau.storage.caching_filesystem import CachingFileSystem
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
 from moldau.storage.filesystem import FileSystem
+from moldau.storage.log_retention import delete_old_segments, delete_records
 from moldau.storage.memory_filesystem import MemoryFileSystem
 
 from .helpers import open_log
@@ -90,7 +91,7 @@ class LogModel(RuleBasedStateMachine):
     def delete_records(self, data: st.DataObject) -> None:
         self.log.update_high_watermark(self.end)
         offset = data.draw(st.integers(self.log_start, self.end))
-        assert self.log.delete_records(offset) == max(offset, self.log_start)
+        assert delete_records(self.log, offset) == max(offset, self.log_start)
         self.log_start = max(offset, self.log_start)
         self.records = {o: kv for o, kv in self.records.items() if o >= self.log_start}
 
@@ -98,7 +99,7 @@ class LogModel(RuleBasedStateMachine):
     def retention_by_size(self) -> None:
         self.log.update_high_watermark(self.end)
         self.log.update_config(replace(CONFIG, retention_bytes=800))
-        self.log.delete_old_segments()
+        delete_old_segments(self.log)
         self.log.update_config(CONFIG)
         new_start = self.log.log_start_offset
         assert self.log_start <= new_start <= self.end

@@ -9,6 +9,7 @@ import time
 from moldau.protocol.compression import CompressionType
 from moldau.protocol.records import NewRecord, TimestampType, build_batch
 from moldau.storage.config import LogConfig
+from moldau.storage.log_retention import delete_records
 from tests.bombs import EMPTY_RECORD, LOOKUP_BOMB_RECORDS, claiming, empty_records_zstd
 
 from .helpers import open_log
@@ -90,6 +91,6 @@ def test_lookups_answer_from_the_log_start_offset(filesystem, clock) -> None:
         build_batch(_records(0, 0), timestamp_type=TimestampType.LOG_APPEND_TIME), leader_epoch=0
     )
     log.update_high_watermark(6)
-    log.delete_records(5)
+    delete_records(log, 5)
     found = log.offset_for_timestamp(BASE - 1)
     assert found.offset == 5
