@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp
 
+from moldau.http_server import bind, bound_url, start_http_server
 from moldau.registry.app import build_app, respond
 from moldau.registry.election import WriterElection
 from moldau.registry.errors import RegistryError
@@ -33,7 +34,7 @@ from moldau.registry.operations import Change, Operations
 from moldau.registry.security import Access, Authority, BasicAuthentication, user_of
 from moldau.registry.store import BROKERS_WAIT_S, SCHEMAS_TOPIC, SchemaLog
 
-__all__ = ["RegistryService", "start_http_server"]
+__all__ = ["RegistryService"]
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +86,9 @@ class RegistryService:
         if self.authority is not None:
             app = BasicAuthentication(app, authority=self.authority)
         for listener in self.listeners:
-            sock = _bind(listener)
+            sock = bind(listener)
             self._sockets.append(sock)
-            host, port = sock.getsockname()[:2]
-            shown = listener.host if host in ("0.0.0.0", "::") else host
-            self.urls.append(RegistryListener(shown, port, listener.scheme).url)
+            self.urls.append(bound_url(listener, sock))
         for listener, sock in zip(self.listeners, self._sockets, strict=True):
             server = await start_http_server(
                 app, sock, ssl_context=self.ssl_context if listener.is_tls else None
@@ -225,39 +224,3 @@ class RegistryService:
 
     def log_unexpected(self, request: Request, error: Exception) -> None:
         log.error("schema registry: %s %s failed", request.method, request.url.path, exc_info=error)
-
-
-async def start_http_server(
-    app: ASGIApp, sock: socket.socket, *, ssl_context: ssl.SSLContext | None = None
-) -> uvicorn.Server:
-    """uvicorn serving `app` on a bound, listening socket (TLS with `ssl_context`), on the
-    running loop; the caller runs its `main_loop()` and shuts it down."""
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=30,
-        timeout_graceful_shutdown=3,
-        h11_max_incomplete_event_size=64 * 1024,
-    )
-    config.load()
-    config.ssl = ssl_context  # (an SSLContext built in memory: uvicorn would read files)
-    server = uvicorn.Server(config)
-    server.lifespan = config.lifespan_class(config)
-    await server.startup(sockets=[sock])
-    return server
-
-
-def _bind(listener: RegistryListener) -> socket.socket:
-    family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listener.host, listener.port))
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
