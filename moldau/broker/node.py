@@ -29,6 +29,7 @@ from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.internal_topics import InternalTopics
 from moldau.broker.lifecycle import BrokerLifecycle
 from moldau.broker.metadata_publisher import MetadataPublisher
+from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.broker.process_tuning import tune_for_serving
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.quorum_addresses import QuorumAddresses
@@ -105,6 +106,7 @@ class Node:
         self.client_quotas = ClientQuotas.of(config, clock)  # (enforced on broker listeners)
         # (ConfigError: a malformed schema.registry.listeners)
         self.schema_registry = HostedRegistry.of(config, self.layout)
+        self.request_metrics = RequestMetrics()
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from moldau.broker.authorization import NodeAuthorization
+from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.clock import Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig
@@ -105,6 +106,11 @@ class BrokerServices(Protocol):
     async def broker_connection(self, broker_id: int) -> Any: ...
 
     def forget_broker_connection(self, broker_id: int) -> None: ...
+
+    # --- how it is doing ------------------------------------------------------------------------
+
+    @property
+    def request_metrics(self) -> RequestMetrics: ...
 
     # --- the node's own wiring, typed loosely ----------------------------------------------------
 
