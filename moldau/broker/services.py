@@ -112,6 +112,11 @@ class BrokerServices(Protocol):
     @property
     def request_metrics(self) -> RequestMetrics: ...
 
+    @property
+    def starting(self) -> str | None:
+        """What the node is doing instead of serving its clients (None: it serves them)."""
+        ...
+
     # --- the node's own wiring, typed loosely ----------------------------------------------------
 
     @property
@@ -132,7 +137,13 @@ class BrokerServices(Protocol):
     def controller_channel(self) -> Any: ...
 
     @property
+    def listeners(self) -> Any: ...
+
+    @property
     def controller_listeners(self) -> Any: ...
+
+    @property
+    def lifecycle(self) -> Any: ...
 
     @property
     def quorum_transport(self) -> Any: ...
