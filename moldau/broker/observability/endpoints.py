@@ -10,8 +10,8 @@ malformed value or an https listener without a key (https uses the node's `ssl.*
 one line (ConfigError). The listeners start before the rest of the node, so `/ready` answers
 while the node recovers its logs and joins its cluster.
 
-A hostile client can hold little: 64 connections (503 beyond), a request head of 16 KiB (400
-beyond), 10 s to send a head, 30 s idle between requests (`moldau.http_server`).
+A hostile client can hold little: 64 connections (503 beyond), a request head still incomplete
+past 16 KiB (400), 5 s to send a head, 30 s idle between requests (`moldau.http_server`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ KEY = "http.listeners"
 DEFAULT_LISTENER = "http://127.0.0.1:9644"
 MAX_CONNECTIONS = 64
 MAX_HEAD_BYTES = 16 * 1024
-HEAD_TIMEOUT_S = 10.0
+HEAD_TIMEOUT_S = 5.0
 KEEP_ALIVE_S = 30
 
 
