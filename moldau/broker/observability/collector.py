@@ -1,18 +1,16 @@
-"""The node's Prometheus families, computed when `/metrics` is scraped from what the node keeps
-anyway: the counters of its data path (`replication.stats`) and dispatcher (`RequestMetrics`),
-its partitions, listeners, coordinators and metadata quorum (`quorum_families`).
+"""The node's Prometheus families, built at scrape time from a `NodeSnapshot` (what the node
+keeps anyway: the counters of its data path and dispatcher, its partitions, listeners, groups
+and metadata quorum, copied on the loop); this part runs in a worker thread.
 
 Names are those the JMX exporter gives Kafka's MBeans (and kafka-exporter gives group lag), so
 dashboards built for Kafka read them; docs/METRICS.md lists each series, its labels and which
-node exports it. A scrape runs on the node's event loop (what it reads is the loop's), in
-time proportional to the partitions and groups the node has.
+node exports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -23,39 +21,37 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from moldau.broker.observability.quorum_metrics import quorum_families
-from moldau.broker.observability.request_metrics import BUCKET_BOUNDS_MS, RequestMetrics, api_name
-from moldau.coordinator.store import CommittedOffset
-from moldau.replication.replica_manager import ReplicaManager
-from moldau.types import TopicPartition
+from moldau.broker.observability.request_metrics import BUCKET_BOUNDS_MS, api_name
+from moldau.broker.observability.snapshot import BrokerSnapshot, NodeSnapshot
 
-if TYPE_CHECKING:
-    from moldau.broker.services import BrokerServices
+__all__ = ["SnapshotCollector"]
 
-__all__ = ["NodeCollector", "group_lag"]
-
-_LE = [str(bound) for bound in BUCKET_BOUNDS_MS] + ["+Inf"]
+_LE = [repr(float(bound)) for bound in BUCKET_BOUNDS_MS] + ["+Inf"]  # "5.0", as clients write le
 
 
-class NodeCollector(Collector):
-    def __init__(self, node: BrokerServices) -> None:
-        self._node = node
+class SnapshotCollector(Collector):
+    def __init__(self, snapshot: NodeSnapshot) -> None:
+        self._snapshot = snapshot
 
     def collect(self) -> Iterable[Metric]:
-        node = self._node
-        yield from request_families(node.request_metrics)
-        yield connection_family(node)
-        replica_manager = node.replica_manager if node.layout.is_broker else None
-        controller = node.controller
-        if replica_manager is not None and controller is not None:
-            yield from broker_families(replica_manager, set(controller.image.topics))
-            coordinator = node.group_coordinator
-            if coordinator is not None:
-                yield from group_families(coordinator.committed_offsets(), replica_manager)
-        if controller is not None:
-            yield from quorum_families(node, controller)
+        snapshot = self._snapshot
+        yield from request_families(snapshot)
+        connections = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "Open connections, per listener",
+            labels=["listener"],
+        )
+        for listener, count in snapshot.connections:
+            connections.add_metric([listener], count)
+        yield connections
+        if snapshot.broker is not None:
+            yield from broker_families(snapshot.broker)
+            yield from group_families(snapshot.broker)
+        if snapshot.quorum is not None:
+            yield from quorum_families(snapshot.quorum)
 
 
-def request_families(metrics: RequestMetrics) -> Iterator[Metric]:
+def request_families(snapshot: NodeSnapshot) -> Iterator[Metric]:
     requests = CounterMetricFamily(
         "kafka_network_requestmetrics_requests",
         "Requests taken by a handler, per Kafka API",
@@ -66,35 +62,22 @@ def request_families(metrics: RequestMetrics) -> Iterator[Metric]:
         "Milliseconds from a handler taking a request to its answer being ready, per Kafka API",
         labels=["request"],
     )
-    for api_key, count in enumerate(metrics.requests):
+    for api_key, count in enumerate(snapshot.requests):
         if not count:
             continue
         name = api_name(api_key)
         requests.add_metric([name], count)
-        cumulative = list(accumulate(metrics.buckets[api_key]))
+        cumulative = accumulate(snapshot.request_buckets[api_key])
         total_time.add_metric(
             [name],
             buckets=list(zip(_LE, cumulative, strict=True)),
-            sum_value=metrics.seconds[api_key] * 1000,
+            sum_value=snapshot.request_seconds[api_key] * 1000,
         )
     yield requests
     yield total_time
 
 
-def connection_family(node: BrokerServices) -> Metric:
-    connections = GaugeMetricFamily(
-        "kafka_server_socket_server_metrics_connection_count",
-        "Open connections, per listener",
-        labels=["listener"],
-    )
-    for listener in [*node.listeners, *node.controller_listeners]:
-        connections.add_metric([listener.endpoint.name], len(listener.connections))
-    return connections
-
-
-def broker_families(replica_manager: ReplicaManager, topics: set[str]) -> Iterator[Metric]:
-    stats = replica_manager.stats
-    stats.forget_topics_except(topics)
+def broker_families(broker: BrokerSnapshot) -> Iterator[Metric]:
     messages_in = CounterMetricFamily(
         "kafka_server_brokertopicmetrics_messagesin",
         "Records appended as leader, per topic",
@@ -110,99 +93,76 @@ def broker_families(replica_manager: ReplicaManager, topics: set[str]) -> Iterat
         "Bytes of records answered to consumers' fetches, per topic",
         labels=["topic"],
     )
-    for topic, traffic in sorted(stats.topics.items()):
-        messages_in.add_metric([topic], traffic.messages_in)
-        bytes_in.add_metric([topic], traffic.bytes_in)
-        bytes_out.add_metric([topic], traffic.bytes_out)
+    for topic, messages, received, sent in sorted(broker.traffic):
+        messages_in.add_metric([topic], messages)
+        bytes_in.add_metric([topic], received)
+        bytes_out.add_metric([topic], sent)
     yield from (messages_in, bytes_in, bytes_out)
 
-    partitions = replica_manager.partitions
-    leaders = [p for p in partitions.values() if p.is_leader]
-    yield GaugeMetricFamily(
-        "kafka_server_replicamanager_partitioncount",
-        "Partition replicas hosted here",
-        len(partitions),
-    )
-    yield GaugeMetricFamily(
-        "kafka_server_replicamanager_leadercount", "Partitions led here", len(leaders)
-    )
-    yield GaugeMetricFamily(
-        "kafka_server_replicamanager_underreplicatedpartitions",
-        "Partitions led here whose ISR is smaller than their replicas",
-        sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
-    )
-    yield GaugeMetricFamily(
-        "kafka_server_replicamanager_offlinereplicacount",
-        "Replicas that should be hosted here but have no usable log",
-        len(replica_manager.offline_partitions),
-    )
+    for name, documentation, value in (
+        ("partitioncount", "Partition replicas hosted here", broker.partitions),
+        ("leadercount", "Partitions led here", broker.leaders),
+        (
+            "underreplicatedpartitions",
+            "Partitions led here whose ISR is smaller than their replicas",
+            broker.under_replicated,
+        ),
+        (
+            "offlinereplicacount",
+            "Replicas that should be hosted here but have no usable log",
+            broker.offline,
+        ),
+    ):
+        yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", documentation, value)
     yield CounterMetricFamily(
         "kafka_server_replicamanager_isrshrinks",
         "Changes of a led partition's ISR that removed a member",
-        value=stats.isr_shrinks,
+        value=broker.isr_shrinks,
     )
     yield CounterMetricFamily(
         "kafka_server_replicamanager_isrexpands",
         "Changes of a led partition's ISR that added a member",
-        value=stats.isr_expands,
+        value=broker.isr_expands,
     )
 
-    purgatory_size = GaugeMetricFamily(
-        "kafka_server_delayedoperationpurgatory_purgatorysize",
-        "Parked operations counted once per partition each waits on",
-        labels=["delayedOperation"],
-    )
-    purgatory_size.add_metric(["Produce"], stats.delayed_produce_partitions)
-    purgatory_size.add_metric(["Fetch"], len(replica_manager.fetch_purgatory))
-    yield purgatory_size
     delayed = GaugeMetricFamily(
         "kafka_server_delayedoperationpurgatory_numdelayedoperations",
-        "Parked operations: acks=all produces waiting for replication, fetches for min.bytes",
+        "Parked requests: acks=all produces waiting for replication, fetches for min.bytes",
         labels=["delayedOperation"],
     )
-    delayed.add_metric(["Produce"], stats.delayed_produces)
-    delayed.add_metric(["Fetch"], replica_manager.fetch_purgatory.delayed())
+    delayed.add_metric(["Produce"], broker.delayed_produces)
+    delayed.add_metric(["Fetch"], broker.delayed_fetches)
     yield delayed
+    watches = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatorysize",
+        "Parked requests, each counted once per partition it waits on",
+        labels=["delayedOperation"],
+    )
+    watches.add_metric(["Produce"], broker.delayed_produce_partitions)
+    watches.add_metric(["Fetch"], broker.fetch_watches)
+    yield watches
 
+    labels = ["topic", "partition"]
     size = GaugeMetricFamily(
-        "kafka_log_log_size",
-        "Bytes of a hosted replica's segment files",
-        labels=["topic", "partition"],
+        "kafka_log_log_size", "Bytes of a hosted replica's segment files", labels=labels
     )
     log_end = GaugeMetricFamily(
         "kafka_log_log_logendoffset",
         "The offset after a hosted replica's last record",
-        labels=["topic", "partition"],
+        labels=labels,
     )
     log_start = GaugeMetricFamily(
-        "kafka_log_log_logstartoffset",
-        "A hosted replica's first offset",
-        labels=["topic", "partition"],
+        "kafka_log_log_logstartoffset", "A hosted replica's first offset", labels=labels
     )
-    for tp, partition in sorted(partitions.items()):
-        labels = [tp.topic, str(tp.partition)]
-        log = partition.log
-        size.add_metric(labels, log.size_bytes)
-        log_end.add_metric(labels, log.log_end_offset)
-        log_start.add_metric(labels, log.log_start_offset)
+    for topic, partition, size_bytes, log_end_offset, log_start_offset in sorted(broker.logs):
+        values = [topic, str(partition)]
+        size.add_metric(values, size_bytes)
+        log_end.add_metric(values, log_end_offset)
+        log_start.add_metric(values, log_start_offset)
     yield from (size, log_end, log_start)
 
 
-def group_lag(
-    committed: Iterable[CommittedOffset], replica_manager: ReplicaManager
-) -> Iterator[tuple[CommittedOffset, int]]:
-    """Each committed offset with its lag: the high watermark of the partition's replica here
-    less the offset, at least 0; offsets of partitions with no replica here are left out."""
-    partitions = replica_manager.partitions
-    for offset in committed:
-        partition = partitions.get(TopicPartition(offset.topic, offset.partition))
-        if partition is not None:
-            yield offset, max(partition.log.high_watermark - offset.offset, 0)
-
-
-def group_families(
-    committed: Iterable[CommittedOffset], replica_manager: ReplicaManager
-) -> Iterator[Metric]:
+def group_families(broker: BrokerSnapshot) -> Iterator[Metric]:
     labels = ["consumergroup", "topic", "partition"]
     lag = GaugeMetricFamily(
         "kafka_consumergroup_lag",
@@ -212,7 +172,7 @@ def group_families(
     current = GaugeMetricFamily(
         "kafka_consumergroup_current_offset", "A group's committed offset", labels=labels
     )
-    for offset, behind in sorted(group_lag(committed, replica_manager)):
+    for offset, behind in sorted(broker.groups):
         values = [offset.group_id, offset.topic, str(offset.partition)]
         lag.add_metric(values, behind)
         current.add_metric(values, offset.offset)

@@ -10,6 +10,10 @@ malformed value or an https listener without a key (https uses the node's `ssl.*
 one line (ConfigError). The listeners start before the rest of the node, so `/ready` answers
 while the node recovers its logs and joins its cluster.
 
+`/metrics` copies what it reports on the node's loop (`snapshot.py`) and builds and formats the
+families in one worker thread of its own (`collector.py`), so a scrape of many partitions holds
+the loop only for the copy.
+
 A hostile client can hold little: 64 connections (503 beyond), a request head still incomplete
 past 16 KiB (400), 5 s to send a head, 30 s idle between requests (`moldau.http_server`).
 """
@@ -21,6 +25,7 @@ import contextlib
 import logging
 import socket
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -31,8 +36,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from moldau.broker.observability.collector import NodeCollector
+from moldau.broker.observability.collector import SnapshotCollector
 from moldau.broker.observability.readiness import NodeState, readiness
+from moldau.broker.observability.snapshot import NodeSnapshot, take_snapshot
 from moldau.config.cluster import ClusterLayout
 from moldau.config.tls import server_context, tls_settings_from
 from moldau.config.values import BrokerConfig, ConfigError
@@ -69,6 +75,7 @@ class HostedHttp:
         self._servers: list[uvicorn.Server] = []
         self._sockets: list[socket.socket] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._renderer: ThreadPoolExecutor | None = None
 
     @classmethod
     def of(cls, config: BrokerConfig, layout: ClusterLayout) -> HostedHttp:
@@ -115,7 +122,8 @@ class HostedHttp:
                 ) from None
             log.warning("no metrics and health endpoints on %s (set %s): %s", addresses, KEY, error)
             return
-        app = build_app(node)
+        self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
+        app = build_app(node, self._renderer)
         for listener, sock in zip(self.listeners, self._sockets, strict=True):
             server = await start_http_server(
                 app,
@@ -142,21 +150,23 @@ class HostedHttp:
                 await server.shutdown()
         for sock in self._sockets:
             sock.close()
+        if self._renderer is not None:
+            self._renderer.shutdown(wait=False, cancel_futures=True)
+            self._renderer = None
         self._servers.clear()
         self._tasks.clear()
         self._sockets.clear()
         self.urls.clear()
 
 
-def build_app(node: BrokerServices) -> Starlette:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(NodeCollector(node))
-    ProcessCollector(registry=registry)
-
+def build_app(node: BrokerServices, renderer: ThreadPoolExecutor) -> Starlette:
     # (async endpoints: they run on the node's loop, where what they read lives)
     async def metrics(request: Request) -> Response:
-        encode, content_type = choose_encoder(request.headers.get("accept", ""))
-        return Response(encode(registry), headers={"Content-Type": content_type})
+        snapshot = take_snapshot(node)
+        accept = request.headers.get("accept", "")
+        loop = asyncio.get_running_loop()
+        body, content_type = await loop.run_in_executor(renderer, render, snapshot, accept)
+        return Response(body, headers={"Content-Type": content_type})
 
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok\n")
@@ -172,3 +182,13 @@ def build_app(node: BrokerServices) -> Starlette:
             Route("/ready", ready, methods=["GET"]),
         ]
     )
+
+
+def render(snapshot: NodeSnapshot, accept: str) -> tuple[bytes, str]:
+    """The exposition of a snapshot and of this process, in the format `accept` asks for (text
+    unless OpenMetrics), with its content type."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot))
+    ProcessCollector(registry=registry)
+    encode, content_type = choose_encoder(accept)
+    return encode(registry), content_type

@@ -8,14 +8,20 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from moldau.broker.observability.collector import group_lag
-from moldau.broker.observability.endpoints import HostedHttp
+from moldau.broker.observability.endpoints import HostedHttp, render
 from moldau.broker.observability.readiness import NodeState, readiness
 from moldau.broker.observability.request_metrics import (
     BUCKET_BOUNDS_MS,
     RequestMetrics,
     api_name,
+)
+from moldau.broker.observability.snapshot import (
+    BrokerSnapshot,
+    NodeSnapshot,
+    QuorumSnapshot,
+    group_lag,
 )
 from moldau.config.cluster import ClusterLayout
 from moldau.config.values import BrokerConfig, ConfigError
@@ -153,3 +159,87 @@ def test_group_lag_is_behind_the_replicas_high_watermark_and_never_negative() ->
         (committed[0], 6),
         (committed[1], 0),
     ]
+
+
+def test_a_snapshot_renders_as_prometheus_text_with_kafkas_names() -> None:
+    requests = [0] * (max(ApiKey) + 1)
+    buckets = [[0] * (len(BUCKET_BOUNDS_MS) + 1) for _ in requests]
+    seconds = [0.0] * len(requests)
+    requests[ApiKey.PRODUCE] = 3
+    buckets[ApiKey.PRODUCE][0], buckets[ApiKey.PRODUCE][4] = 2, 1  # <= 0.5 ms, <= 10 ms
+    seconds[ApiKey.PRODUCE] = 0.0061
+    snapshot = NodeSnapshot(
+        requests=requests,
+        request_buckets=buckets,
+        request_seconds=seconds,
+        connections=[("PLAINTEXT", 2)],
+        broker=BrokerSnapshot(
+            traffic=[("orders", 10, 1500, 3000)],
+            partitions=2,
+            leaders=1,
+            under_replicated=1,
+            offline=0,
+            isr_shrinks=1,
+            isr_expands=0,
+            delayed_produces=1,
+            delayed_produce_partitions=2,
+            delayed_fetches=3,
+            fetch_watches=4,
+            logs=[("orders", 0, 1500, 10, 0)],
+            groups=[(CommittedOffset("billing", "orders", 0, 7), 3)],
+        ),
+        quorum=QuorumSnapshot(
+            leader=1,
+            epoch=4,
+            high_watermark=99,
+            log_end_offset=99,
+            applied_offset=98,
+            active_controller=True,
+            cluster=None,
+            replica_lags=[(1, "voter", 0), (2, "voter", 5)],
+        ),
+    )
+    body, content_type = render(snapshot, accept="")
+    assert content_type.startswith("text/plain")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+    assert samples[("kafka_network_requestmetrics_requests_total", (("request", "Produce"),))] == 3
+    histogram = "kafka_network_requestmetrics_totaltimems"
+    assert samples[(f"{histogram}_bucket", (("le", "0.5"), ("request", "Produce")))] == 2
+    assert samples[(f"{histogram}_bucket", (("le", "5.0"), ("request", "Produce")))] == 2
+    assert samples[(f"{histogram}_bucket", (("le", "10.0"), ("request", "Produce")))] == 3
+    assert samples[(f"{histogram}_bucket", (("le", "+Inf"), ("request", "Produce")))] == 3
+    assert samples[(f"{histogram}_count", (("request", "Produce"),))] == 3
+    assert samples[(f"{histogram}_sum", (("request", "Produce"),))] == pytest.approx(6.1)
+    topic = (("topic", "orders"),)
+    assert samples[("kafka_server_brokertopicmetrics_messagesin_total", topic)] == 10
+    assert samples[("kafka_server_brokertopicmetrics_bytesout_total", topic)] == 3000
+    assert samples[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 1
+    assert samples[("kafka_server_replicamanager_isrshrinks_total", ())] == 1
+    operation = (("delayedOperation", "Fetch"),)
+    assert samples[("kafka_server_delayedoperationpurgatory_numdelayedoperations", operation)] == 3
+    assert samples[("kafka_log_log_size", (("partition", "0"), ("topic", "orders")))] == 1500
+    group = (("consumergroup", "billing"), ("partition", "0"), ("topic", "orders"))
+    assert samples[("kafka_consumergroup_lag", group)] == 3
+    assert samples[("kafka_consumergroup_current_offset", group)] == 7
+    assert samples[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
+    assert samples[("moldau_quorum_replica_lag", (("kind", "voter"), ("replica", "2")))] == 5
+    assert ("kafka_controller_kafkacontroller_fencedbrokercount", ()) not in samples  # a broker
+    assert samples[("process_cpu_seconds_total", ())] > 0
+
+
+def test_openmetrics_is_served_to_a_scraper_that_asks_for_it() -> None:
+    snapshot = NodeSnapshot(
+        requests=[],
+        request_buckets=[],
+        request_seconds=[],
+        connections=[],
+        broker=None,
+        quorum=None,
+    )
+    body, content_type = render(snapshot, accept="application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    assert body.endswith(b"# EOF\n")
