@@ -1,6 +1,6 @@
 """The HTTP servers a node hosts beside its Kafka listeners (the schema registry's API, the
-metrics and health endpoints): their `http[s]://HOST:PORT[,...]` settings, their sockets, and
-uvicorn serving an ASGI app on the node's own event loop.
+metrics and health endpoints): their `http[s]://HOST:PORT[,...]` settings (`listeners_setting`),
+their sockets, and uvicorn serving an ASGI app on the node's own event loop (`HttpServers`).
 
 uvicorn bounds a request head's size (`h11_max_incomplete_event_size`, answered 400) and the
 idle time between requests (`timeout_keep_alive`), and answers 503 past `limit_concurrency`
@@ -13,6 +13,7 @@ after its previous answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 from dataclasses import dataclass
@@ -22,7 +23,18 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HttpListener", "bind", "bound_url", "parse_listeners", "start_http_server"]
+from moldau.config.values import BrokerConfig, ConfigError
+
+__all__ = [
+    "HttpLimits",
+    "HttpListener",
+    "HttpServers",
+    "bind",
+    "bound_url",
+    "listeners_setting",
+    "parse_listeners",
+    "start_http_server",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,25 @@ def parse_listeners(value: str) -> list[HttpListener]:
     return listeners
 
 
+def listeners_setting(
+    config: BrokerConfig, key: str, *, default: str, standalone: bool
+) -> tuple[list[HttpListener], bool]:
+    """The listeners the property `key` names, and whether it is set: unset, `default` on a
+    single node and none on a node of a larger cluster; empty, none. ConfigError (one line) for
+    a malformed value."""
+    value = config.get(key)
+    explicit = value is not None
+    if value is None:
+        value = default if standalone else ""
+    try:
+        return parse_listeners(str(value)), explicit
+    except ValueError as error:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {key}: {error}; expected a "
+            "comma-separated list of http[s]://HOST:PORT, or empty for none"
+        ) from None
+
+
 def bind(listener: HttpListener, *, backlog: int = 128) -> socket.socket:
     """A listening, non-blocking socket on the listener's address (OSError if it cannot be
     bound)."""
@@ -84,31 +115,100 @@ def bound_url(listener: HttpListener, sock: socket.socket) -> str:
     return HttpListener(shown, port, listener.scheme).url
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpLimits:
+    """What one client may make a server hold. `max_head_bytes`: a request head still
+    incomplete past it is refused (400); `max_connections`: connections (and requests in
+    progress) before new requests are answered 503; `head_timeout_s`: see the module's
+    docstring (None: no deadline)."""
+
+    keep_alive_s: int = 30
+    max_head_bytes: int = 64 * 1024
+    max_connections: int | None = None
+    head_timeout_s: float | None = None
+
+
+class HttpServers:
+    """One ASGI app served on a list of listeners, on the running loop: `bind` them all
+    (OSError when one cannot be bound; `urls` then says where each listens), `serve`, `stop`."""
+
+    def __init__(
+        self,
+        listeners: list[HttpListener],
+        *,
+        name: str,
+        ssl_context: ssl.SSLContext | None = None,
+        limits: HttpLimits = HttpLimits(),
+    ) -> None:
+        """`ssl_context`: the https listeners' (required when there is one)."""
+        if ssl_context is None and any(listener.is_tls for listener in listeners):
+            raise ValueError("an https listener needs an ssl_context")
+        self.listeners = listeners
+        self.name = name
+        self.ssl_context = ssl_context
+        self.limits = limits
+        self.urls: list[str] = []
+        self._sockets: list[socket.socket] = []
+        self._servers: list[uvicorn.Server] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def bind(self) -> None:
+        for listener in self.listeners:
+            sock = bind(listener)
+            self._sockets.append(sock)
+            self.urls.append(bound_url(listener, sock))
+
+    async def serve(self, app: ASGIApp) -> None:
+        for listener, sock in zip(self.listeners, self._sockets, strict=True):
+            server = await start_http_server(
+                app,
+                sock,
+                ssl_context=self.ssl_context if listener.is_tls else None,
+                limits=self.limits,
+            )
+            self._servers.append(server)
+            self._tasks.append(asyncio.create_task(server.main_loop(), name=self.name))
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.should_exit = True
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.shutdown()
+        for sock in self._sockets:
+            sock.close()
+        self._servers.clear()
+        self._tasks.clear()
+        self._sockets.clear()
+        self.urls.clear()
+
+
 async def start_http_server(
     app: ASGIApp,
     sock: socket.socket,
     *,
     ssl_context: ssl.SSLContext | None = None,
-    keep_alive_s: int = 30,
-    max_head_bytes: int = 64 * 1024,
-    max_connections: int | None = None,
-    head_timeout_s: float | None = None,
+    limits: HttpLimits = HttpLimits(),
 ) -> uvicorn.Server:
     """uvicorn serving `app` on a bound, listening socket (TLS with `ssl_context`), on the
-    running loop; the caller runs its `main_loop()` and shuts it down. `max_head_bytes`: the
-    largest request line and headers (400 beyond); `max_connections`: connections (and
-    requests in progress) before new requests are answered 503; `head_timeout_s`: see the
-    module's docstring (None: no deadline)."""
+    running loop; the caller runs its `main_loop()` and shuts it down."""
     config = uvicorn.Config(
         app,
         lifespan="off",
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=keep_alive_s,
+        timeout_keep_alive=limits.keep_alive_s,
         timeout_graceful_shutdown=3,
-        h11_max_incomplete_event_size=max_head_bytes,
-        limit_concurrency=max_connections,
-        http=_with_head_deadline(head_timeout_s) if head_timeout_s is not None else "h11",
+        h11_max_incomplete_event_size=limits.max_head_bytes,
+        limit_concurrency=limits.max_connections,
+        http=(
+            _with_head_deadline(limits.head_timeout_s)
+            if limits.head_timeout_s is not None
+            else "h11"
+        ),
         ws="none",
     )
     config.load()

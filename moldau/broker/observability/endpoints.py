@@ -15,20 +15,18 @@ families in one worker thread of its own (`collector.py`), so a scrape of many p
 the loop only for the copy.
 
 A hostile client can hold little: 64 connections (503 beyond), a request head still incomplete
-past 16 KiB (400), 5 s to send a head, 30 s idle between requests (`moldau.http_server`).
+past 16 KiB (400), 5 s to send a head, 30 s idle between requests (`LIMITS`, applied by
+`moldau.http_server`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 import ssl
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-import uvicorn
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
@@ -42,21 +40,20 @@ from moldau.broker.observability.snapshot import NodeSnapshot, take_snapshot
 from moldau.config.cluster import ClusterLayout
 from moldau.config.tls import server_context, tls_settings_from
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.http_server import HttpListener, bind, bound_url, parse_listeners, start_http_server
+from moldau.http_server import HttpLimits, HttpListener, HttpServers, listeners_setting
 
 if TYPE_CHECKING:
     from moldau.broker.services import BrokerServices
 
-__all__ = ["DEFAULT_LISTENER", "KEY", "HostedHttp"]
+__all__ = ["DEFAULT_LISTENER", "KEY", "HostedHttp", "render"]
 
 log = logging.getLogger(__name__)
 
 KEY = "http.listeners"
 DEFAULT_LISTENER = "http://127.0.0.1:9644"
-MAX_CONNECTIONS = 64
-MAX_HEAD_BYTES = 16 * 1024
-HEAD_TIMEOUT_S = 5.0
-KEEP_ALIVE_S = 30
+LIMITS = HttpLimits(
+    keep_alive_s=30, max_head_bytes=16 * 1024, max_connections=64, head_timeout_s=5.0
+)
 
 
 class HostedHttp:
@@ -70,27 +67,18 @@ class HostedHttp:
         self.listeners = listeners
         self.explicit = explicit
         self.ssl_context = ssl_context
-        self.urls: list[str] = []
+        self._servers = HttpServers(
+            listeners, name="node-http", ssl_context=ssl_context, limits=LIMITS
+        )
         self._started = False
-        self._servers: list[uvicorn.Server] = []
-        self._sockets: list[socket.socket] = []
-        self._tasks: list[asyncio.Task[None]] = []
         self._renderer: ThreadPoolExecutor | None = None
 
     @classmethod
     def of(cls, config: BrokerConfig, layout: ClusterLayout) -> HostedHttp:
         """ConfigError (one line) for a malformed value or an https listener without a key."""
-        value = config.get(KEY)
-        explicit = value is not None
-        if value is None:
-            value = DEFAULT_LISTENER if layout.standalone else ""
-        try:
-            listeners = parse_listeners(str(value))
-        except ValueError as error:
-            raise ConfigError(
-                f"Invalid value {value} for configuration {KEY}: {error}; expected a "
-                "comma-separated list of http[s]://HOST:PORT, or empty for none"
-            ) from None
+        listeners, explicit = listeners_setting(
+            config, KEY, default=DEFAULT_LISTENER, standalone=layout.standalone
+        )
         context = None
         if any(listener.is_tls for listener in listeners):
             settings = tls_settings_from(config.get, where=f" ({KEY})")
@@ -109,10 +97,7 @@ class HostedHttp:
             return
         self._started = True
         try:
-            for listener in self.listeners:
-                sock = bind(listener)
-                self._sockets.append(sock)
-                self.urls.append(bound_url(listener, sock))
+            self._servers.bind()
         except OSError as error:
             await self.stop()
             addresses = ", ".join(listener.url for listener in self.listeners)
@@ -123,40 +108,20 @@ class HostedHttp:
             log.warning("no metrics and health endpoints on %s (set %s): %s", addresses, KEY, error)
             return
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
-        app = build_app(node, self._renderer)
-        for listener, sock in zip(self.listeners, self._sockets, strict=True):
-            server = await start_http_server(
-                app,
-                sock,
-                ssl_context=self.ssl_context if listener.is_tls else None,
-                keep_alive_s=KEEP_ALIVE_S,
-                max_head_bytes=MAX_HEAD_BYTES,
-                max_connections=MAX_CONNECTIONS,
-                head_timeout_s=HEAD_TIMEOUT_S,
-            )
-            self._servers.append(server)
-            self._tasks.append(asyncio.create_task(server.main_loop(), name="node-http"))
+        await self._servers.serve(build_app(node, self._renderer))
         for url in self.urls:
             log.info("metrics and health endpoints on %s", url)
 
+    @property
+    def urls(self) -> list[str]:
+        """Where the listeners listen, once bound."""
+        return self._servers.urls
+
     async def stop(self) -> None:
-        for server in self._servers:
-            server.should_exit = True
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await server.shutdown()
-        for sock in self._sockets:
-            sock.close()
+        await self._servers.stop()
         if self._renderer is not None:
             self._renderer.shutdown(wait=False, cancel_futures=True)
             self._renderer = None
-        self._servers.clear()
-        self._tasks.clear()
-        self._sockets.clear()
-        self.urls.clear()
 
 
 def build_app(node: BrokerServices, renderer: ThreadPoolExecutor) -> Starlette:
