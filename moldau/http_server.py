@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import ssl
 from dataclasses import dataclass
@@ -31,10 +32,13 @@ __all__ = [
     "HttpServers",
     "bind",
     "bound_url",
+    "cannot_listen",
     "listeners_setting",
     "parse_listeners",
     "start_http_server",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,19 @@ def listeners_setting(
             f"Invalid value {value} for configuration {key}: {error}; expected a "
             "comma-separated list of http[s]://HOST:PORT, or empty for none"
         ) from None
+
+
+def cannot_listen(
+    error: OSError, *, key: str, listeners: list[HttpListener], explicit: bool, what: str
+) -> None:
+    """Listeners that could not be bound: ConfigError (one line) when `key` named them, else
+    (a default port another process holds) a warning that `what` is not served."""
+    addresses = ", ".join(listener.url for listener in listeners)
+    if explicit:
+        raise ConfigError(
+            f"{key}: cannot listen on {addresses}: {error.strerror or error}"
+        ) from None
+    log.warning("no %s on %s (set %s to move it): %s", what, addresses, key, error)
 
 
 def bind(listener: HttpListener, *, backlog: int = 128) -> socket.socket:

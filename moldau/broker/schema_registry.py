@@ -23,7 +23,7 @@ from moldau.config.cluster import ClusterLayout
 from moldau.config.sasl import SASL_PROTOCOLS
 from moldau.config.tls import tls_settings
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.http_server import listeners_setting
+from moldau.http_server import cannot_listen, listeners_setting
 from moldau.registry.listeners import DEFAULT_LISTENER, RegistryListener
 
 if TYPE_CHECKING:
@@ -93,12 +93,13 @@ class HostedRegistry:
             await service.start()
         except OSError as error:
             await service.stop()
-            addresses = ", ".join(listener.url for listener in self.listeners)
-            if self.explicit:
-                raise ConfigError(
-                    f"{KEY}: cannot listen on {addresses}: {error.strerror or error}"
-                ) from None
-            log.warning("no schema registry on %s (set %s to move it): %s", addresses, KEY, error)
+            cannot_listen(
+                error,
+                key=KEY,
+                listeners=self.listeners,
+                explicit=self.explicit,
+                what="schema registry",
+            )
             return
         self.service = service
         for url in service.urls:

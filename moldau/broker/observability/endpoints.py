@@ -40,7 +40,13 @@ from moldau.broker.observability.snapshot import NodeSnapshot, take_snapshot
 from moldau.config.cluster import ClusterLayout
 from moldau.config.tls import server_context, tls_settings_from
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.http_server import HttpLimits, HttpListener, HttpServers, listeners_setting
+from moldau.http_server import (
+    HttpLimits,
+    HttpListener,
+    HttpServers,
+    cannot_listen,
+    listeners_setting,
+)
 
 if TYPE_CHECKING:
     from moldau.broker.services import BrokerServices
@@ -100,12 +106,13 @@ class HostedHttp:
             self._servers.bind()
         except OSError as error:
             await self.stop()
-            addresses = ", ".join(listener.url for listener in self.listeners)
-            if self.explicit:
-                raise ConfigError(
-                    f"{KEY}: cannot listen on {addresses}: {error.strerror or error}"
-                ) from None
-            log.warning("no metrics and health endpoints on %s (set %s): %s", addresses, KEY, error)
+            cannot_listen(
+                error,
+                key=KEY,
+                listeners=self.listeners,
+                explicit=self.explicit,
+                what="metrics and health endpoints",
+            )
             return
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
         await self._servers.serve(build_app(node, self._renderer))
