@@ -1,10 +1,10 @@
 """The composition root of one Moldau node: config, metadata quorum, logs, partitions, listeners.
 
-`Node.start()` first serves /metrics, /health and /ready (`observability`: /ready says what the
-node is waiting for), binds the listeners (so an ephemeral port is known before the broker registers),
-opens the metadata quorum (formatting storage on first start), opens and recovers the logs,
-applies the metadata image to the partitions, starts the coordinators and background jobs, and
-only then starts serving. `Node.stop()` stops accepting, answers in-flight requests, stops the
+`Node.start()` first serves /metrics, /health and /ready (`observability`: /ready says what
+the node waits for), binds the listeners (so an ephemeral port is known before the broker
+registers), opens the metadata quorum (formatting storage on first start), opens and recovers
+the logs, applies the metadata image to the partitions, starts the coordinators and background
+jobs, and only then starts serving. `Node.stop()` stops accepting, answers in-flight requests, stops the
 background work, flushes every log and writes the clean-shutdown marker.
 """
 
