@@ -269,6 +269,22 @@ def test_https_without_a_key_stops_the_node_with_one_line(start_server: ServerFa
     assert len(errors) == 1 and "https listener but the node has no key" in errors[0]
 
 
+def test_a_configured_port_that_is_taken_stops_the_node_with_one_line(
+    start_server: ServerFactory,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = start_server(launch_only=True, http_listeners=f"http://127.0.0.1:{port}")
+        assert server.wait_exited(30) != 0
+    errors = [line for line in server.output_tail().splitlines() if line.startswith("error:")]
+    assert (
+        len(errors) == 1
+        and f"http.listeners: cannot listen on http://127.0.0.1:{port}" in errors[0]
+    )
+
+
 def test_without_configuration_a_single_node_serves_http_on_9644(
     start_server: ServerFactory, tmp_path: Path
 ) -> None:
