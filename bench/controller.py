@@ -3,6 +3,10 @@ creations per second, controller failover time, and the creation, start-up time 
 cluster holding many partitions.
 
     .venv/bin/python bench/controller.py [--topics 200] [--failovers 10] [--partitions 10000]
+                                         [--flood 5]
+
+(A mode given 0 is skipped: `--topics 0 --failovers 0 --partitions 0 --flood 5` runs the flood
+alone.)
 
 Creations: `--topics` topics created one CreateTopics request at a time (confluent-kafka's admin
 client, each waited for) on a single node (replication factor 1) and on three combined nodes
@@ -19,26 +23,57 @@ combined nodes with replication factor 3 (N replicas on every node): the time to
 each node's RSS, then every node stopped and started again: the time until every node is ready
 and every partition has a leader, and the RSS after it.
 
+Flood (`--flood ROUNDS`): on three combined nodes holding 20 topics of 3 partitions (RF 3), the
+flood of tests/integration/test_cluster_control_plane_load.py: 50 connections to the broker
+listener of the quorum leader, each pipelining Metadata v12 requests for every topic and never
+reading an answer, from a child process. ROUNDS quiet and ROUNDS flooded rounds of 10 s
+alternate (2 s of rest after each flood), each starting with DescribeQuorum for the leader. In
+each, one CreateTopics of a single-partition RF-3 topic at a time goes through a node that does
+not lead the quorum (so it is forwarded to the controller), waited for and timed, then deleted
+(untimed: the flood's Metadata costs the same in every round); after each creation the other
+such node's DescribeQuorum gives (leader, epoch), to count elections. Prints each round, then
+count, p50, p99 and max of the creations of each mode, the flooded/quiet ratios of the rounds'
+p50 and p99 (medians over rounds), the leader changes seen and the load average.
+
 Everything shares two cores, so the single-node column run next to it is what to compare with.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
+import multiprocessing
 import os
 import signal
+import socket
 import statistics
 import tempfile
+import threading
 import time
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event
 
-from _harness import Broker, megabytes, rss_bytes
+from _harness import Broker, cpu_seconds, header, load_average, megabytes, percentile, rss_bytes
 from cluster import Cluster
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from partitions import Wire
 
 from moldau.client import SyncAdminClient
+from moldau.protocol.adapter import encode_request
+from moldau.protocol.errors import ErrorCode
 
 PARTITIONS_PER_TOPIC = 100
+FLOODERS = 50
+ROUND_S = 10.0
+SETTLE_S = 2.0  # after a flood, for the leader to finish what it had read before the quiet round
+EVERY_TOPIC = {"topics": None, "allow_auto_topic_creation": False}
+METADATA_LOG = {
+    "topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]
+}
 
 
 def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
@@ -195,11 +230,173 @@ def _wait_all_led(bootstrap: str, topics: int) -> None:
     raise RuntimeError("not every partition has a leader")
 
 
+class Flood:
+    """FLOODERS connections to one broker listener, each sending Metadata v12 requests for every
+    topic back to back and never reading an answer, while the context lasts. They run in a child
+    process, so that the timed client shares no GIL with fifty sending threads."""
+
+    def __init__(self, port: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._connected, self._stop = context.Event(), context.Event()
+        self._process = context.Process(target=_flood, args=(port, self._connected, self._stop))
+
+    def __enter__(self) -> Flood:
+        self._process.start()
+        if not self._connected.wait(60):
+            raise RuntimeError("the flood did not connect")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._process.join(30)
+        if self._process.exitcode is None:
+            self._process.kill()
+            self._process.join()
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self._process.pid or 0)
+
+
+def _flood(port: int, connected: Event, stop: Event) -> None:
+    frames = memoryview(encode_request(3, 12, 1, "flood", EVERY_TOPIC) * 20_000)
+
+    def send(sock: socket.socket) -> None:
+        sent = 0
+        while sent < len(frames) and not stop.is_set():
+            try:
+                sent += sock.send(frames[sent : sent + (1 << 20)])
+            except TimeoutError:  # (the broker reads nothing: look at `stop` again)
+                continue
+            except OSError:
+                return
+
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(FLOODERS)]
+    threads = [threading.Thread(target=send, args=(sock,)) for sock in sockets]
+    for sock, thread in zip(sockets, threads, strict=True):
+        sock.settimeout(0.5)
+        thread.start()
+    connected.set()
+    stop.wait()  # the connections stay open with what they sent, whether read or not
+    for thread in threads:
+        thread.join()
+    for sock in sockets:
+        sock.close()
+
+
+@dataclass(slots=True, kw_only=True)
+class Round:
+    """One round: the round trips of the topics created, the error of each creation refused,
+    the (leader, epoch) read after each creation, and the cores of the quorum leader's process
+    and of the flood."""
+
+    flooded: bool
+    creations: list[float] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    quorum_seen: list[tuple[int, int]] = field(default_factory=list)
+    leader_cores: float = 0.0
+    flood_cores: float = 0.0
+
+    @property
+    def mode(self) -> str:
+        return "flooded" if self.flooded else "quiet"
+
+
+def flood(rounds: int) -> None:
+    header(f"the controller under a client flood, {rounds} quiet and {rounds} flooded rounds")
+    with Cluster() as cluster:
+        _create(
+            AdminClient({"bootstrap.servers": cluster.bootstrap}),
+            [NewTopic(f"wide-{index}", 3, 3) for index in range(20)],
+        )
+        wires = {node: Wire(port, 60) for node, (port, _) in cluster.ports.items()}
+        quorum = _quorum(cluster.bootstrap)
+        start = quorum.leader_id, quorum.leader_epoch
+        print(f"quorum leader {start[0]} (epoch {start[1]}); each round floods the broker "
+              "listener of the leader of its start")  # fmt: skip
+        print("round | mode    | leader | creations | p50 ms | p99 ms |  max ms | leader cores | "
+              "flood cores | (leader, epoch) seen, refused")  # fmt: skip
+        results: list[Round] = []
+        for number in range(1, 2 * rounds + 1):
+            result = Round(flooded=number % 2 == 0)
+            leader = _quorum(cluster.bootstrap).leader_id
+            creator, observer = (wires[node] for node in sorted(wires) if node != leader)
+            pid = cluster.processes[leader].pid
+            with Flood(cluster.ports[leader][0]) if result.flooded else nullcontext() as flood:
+                cpu_before, started = cpu_seconds(pid), time.monotonic()
+                _timed_creations(creator, observer, result, f"probe-{number}")
+                elapsed = time.monotonic() - started
+                result.leader_cores = (cpu_seconds(pid) - cpu_before) / elapsed
+                result.flood_cores = flood.cpu_seconds() / elapsed if flood else 0.0
+            results.append(result)
+            print(f"{number:5d} | {result.mode:<7} | {leader:6d} | {_figures(result.creations)} | "
+                  f"{result.leader_cores:12.2f} | {result.flood_cores:11.2f} | "
+                  f"{sorted(set(result.quorum_seen))} {dict(result.refused) or ''}")  # fmt: skip
+            if result.flooded:
+                time.sleep(SETTLE_S)
+        for wire in wires.values():
+            wire.close()
+    _flood_summary(results, start)
+
+
+def _timed_creations(creator: Wire, observer: Wire, result: Round, prefix: str) -> None:
+    """For ROUND_S: create a topic (timed), read the quorum's (leader, epoch), delete the topic."""
+    deadline = time.monotonic() + ROUND_S
+    for index in itertools.count():
+        if time.monotonic() >= deadline:
+            return
+        name = f"{prefix}-{index}"
+        topic = {"name": name, "num_partitions": 1, "replication_factor": 3}
+        started = time.perf_counter()
+        [created] = creator.request(19, 7, {"topics": [topic], "timeout": 30_000}).topics
+        if created.error_code == ErrorCode.none:
+            result.creations.append(time.perf_counter() - started)
+            creator.request(20, 6, {"topics": [{"name": name}], "timeout": 30_000})
+        else:
+            result.refused[ErrorCode(created.error_code).name] += 1
+        [partition] = observer.request(55, 2, METADATA_LOG).topics[0].partitions
+        result.quorum_seen.append((partition.leader_id, partition.leader_epoch))
+
+
+def _figures(times: list[float]) -> str:
+    """count | p50 ms | p99 ms | max ms"""
+    ordered = sorted(times)
+    return (f"{len(ordered):9d} | {percentile(ordered, 0.5) * 1000:6.1f} | "
+            f"{percentile(ordered, 0.99) * 1000:6.1f} | "
+            f"{max(ordered, default=math.nan) * 1000:7.1f}")  # fmt: skip
+
+
+def _flood_summary(results: list[Round], start: tuple[int, int]) -> None:
+    changes = {"quiet": 0, "flooded": 0}
+    previous = start
+    for result in results:
+        for seen in result.quorum_seen:
+            changes[result.mode] += seen != previous
+            previous = seen
+    print("\nmode    | creations | p50 ms | p99 ms |  max ms | rounds' median p50, p99 ms | "
+          "leader changes | refused")  # fmt: skip
+    medians: dict[str, tuple[float, float]] = {}
+    for mode in ("quiet", "flooded"):
+        rounds = [r for r in results if r.mode == mode]
+        medians[mode] = (
+            statistics.median(percentile(sorted(r.creations), 0.5) for r in rounds),
+            statistics.median(percentile(sorted(r.creations), 0.99) for r in rounds),
+        )
+        p50, p99 = medians[mode]
+        every = [t for r in rounds for t in r.creations]
+        refused = sum((r.refused for r in rounds), Counter[str]())
+        print(f"{mode:<7} | {_figures(every)} | {p50 * 1000:12.1f}, {p99 * 1000:11.1f} | "
+              f"{changes[mode]:14d} | {dict(refused) or 0}")  # fmt: skip
+    print(f"flooded / quiet (medians over rounds): p50 "
+          f"{medians['flooded'][0] / medians['quiet'][0]:.2f}, p99 "
+          f"{medians['flooded'][1] / medians['quiet'][1]:.2f}; load average {load_average()}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--failovers", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--flood", type=int, default=5, metavar="ROUNDS")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
     if args.topics:
@@ -208,6 +405,8 @@ def main() -> None:
         controller_failovers(args.failovers)
     if args.partitions:
         partitions(args.partitions)
+    if args.flood:
+        flood(args.flood)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@
 #     Central into tests/java/spark-kafka/lib/
 #   - Kafka Connect with the FileStream and Debezium PostgreSQL connectors (tests/java/connect/
 #     pom.xml) into tests/java/lib/connect/, and PostgreSQL (Debian package) if missing
+#   - Chromium (Debian package chromium) if missing: the web console's browser tests drive it
+#     with Playwright (never Playwright's own browser downloads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -149,6 +151,15 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     apt_install postgresql
 else
     log "PostgreSQL is installed"
+fi
+
+# 8. Chromium, the headless browser the web console's tests drive (tests/integration/
+#    test_console_browser.py), from Debian: Playwright (the test extra) talks to it directly.
+if ! command -v chromium >/dev/null 2>&1; then
+    log "installing Chromium"
+    apt_install chromium
+else
+    log "Chromium is installed"
 fi
 
 log "done ($ROOT)"

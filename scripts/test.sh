@@ -4,6 +4,8 @@
 # step fails; every step runs even after an earlier one failed, so one run shows all problems.
 # Extra arguments go to pytest.
 #
+# The whole run prints its 40 slowest tests, to keep the suite inside its time budget.
+#
 # --quick (first argument): the same checks, but pytest runs only the fast lane for day-to-day
 # work: tests/unit without the tests marked slow, tests/simulation with the first
 # QUICK_SIM_SEEDS seeds of each randomised campaign (CI runs 100 to 1,000), and the integration
@@ -56,7 +58,7 @@ if $quick; then
         tests/unit tests/simulation "${QUICK_INTEGRATION[@]}" "$@"
 else
     printf '\n== pytest\n'
-    python -m pytest -q "$@"
+    python -m pytest -q --durations=40 "$@"
 fi
 pytest_status=$?
 if [ "$pytest_status" -eq 5 ]; then

@@ -51,6 +51,7 @@ from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.cluster import ListenerAddress as Endpoint
 from moldau.config.definitions import RACK_AWARE_SELECTOR
+from moldau.config.share_groups import ShareGroupConfig
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.feature_control import SUPPORTED_FEATURES
@@ -68,12 +69,14 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import BrokerEndpoint
 from moldau.net.listener import Listener
 from moldau.net.memory_pool import RequestMemoryPool
+from moldau.net.turns import TurnScheduler
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.sasl.scram import ScramCredential
 from moldau.rate import RateQuota
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.throttle import ReplicationThrottle
+from moldau.share.manager import SharePartitionManager
 from moldau.storage import LogConfig, LogManager, fault_injection
 from moldau.storage.filesystem import OsFileSystem
 from moldau.storage.log_dir_failures import LogDirState
@@ -117,6 +120,8 @@ class Node:
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
         self._memory_pool = RequestMemoryPool(pool_bytes if pool_bytes >= 0 else None)
+        # Client listeners share one budget of the loop per round; controller listeners do not.
+        self._client_turns = TurnScheduler()
         self.controller: Any = None
         self.quorum_transport: QuorumTransport | None = None
         self.quorum_addresses: QuorumAddresses | None = None
@@ -129,6 +134,8 @@ class Node:
         self.replica_manager: Any = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
         self.transaction_coordinator: TransactionCoordinatorRuntime | None = None
+        self.share_partitions: SharePartitionManager | None = None
+        self.share_group_config = ShareGroupConfig.from_properties(config)
         self._transaction_link = TransactionCoordinatorLink(self)
         self._publisher: MetadataPublisher | None = None
         # Called with (previous image, image) after the partitions have followed each change.
@@ -165,7 +172,9 @@ class Node:
         await self.security.start()  # (OAUTHBEARER key sets: fetched in the background)
         if layout.is_broker:
             for address in layout.client_listeners:
-                await self._bind(address, Dispatcher(self, BROKER), self.listeners)
+                await self._bind(
+                    address, Dispatcher(self, BROKER), self.listeners, turns=self._client_turns
+                )
         if layout.is_controller:
             for address in layout.controller_listeners:
                 await self._bind(address, Dispatcher(self, CONTROLLER), self.controller_listeners)
@@ -222,7 +231,14 @@ class Node:
         self.starting = None
         await self.schema_registry.start(self)  # (a client of the listeners above)
 
-    async def _bind(self, address: Endpoint, dispatcher: Dispatcher, into: list[Listener]) -> None:
+    async def _bind(
+        self,
+        address: Endpoint,
+        dispatcher: Dispatcher,
+        into: list[Listener],
+        *,
+        turns: TurnScheduler | None = None,
+    ) -> None:
         max_frame = int(self.config.get("socket.request.max.bytes"))
         idle_ms = int(self.config.get("connections.max.idle.ms"))
         request_timeout_ms = int(self.config.get("socket.request.timeout.ms"))
@@ -237,6 +253,7 @@ class Node:
             tls=self.security.listeners.get(address.name),
             require_authentication=address.name in self.security.sasl,
             quotas=self.connection_quotas,
+            turns=turns,
         )
         await listener.start()
         into.append(listener)
@@ -554,9 +571,10 @@ class Node:
         return self.controller_channel is not None and not self.controller.is_active
 
     async def _start_coordinators(self) -> None:
-        from moldau.broker import coordinators
+        from moldau.broker import coordinators, share_groups
 
         await coordinators.start(self)
+        share_groups.start(self)
 
     def _start_background_jobs(self) -> None:
         from moldau.broker import jobs

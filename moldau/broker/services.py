@@ -17,6 +17,7 @@ from moldau.broker.authorization import NodeAuthorization
 from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.clock import Clock
 from moldau.config.cluster import ClusterLayout
+from moldau.config.share_groups import ShareGroupConfig
 from moldau.config.values import BrokerConfig
 from moldau.controller import QuorumController
 from moldau.controller.operations import NewTopic
@@ -28,6 +29,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl.scram import ScramCredential
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.transaction_verification import CoordinatorLink
+from moldau.share.manager import SharePartitionManager
 from moldau.storage import LogConfig, LogManager
 from moldau.types import TopicPartition
 
@@ -81,6 +83,9 @@ class BrokerServices(Protocol):
     # (attributes: `coordinators.start` publishes them, before they load)
     group_coordinator: GroupCoordinatorRuntime | None
     transaction_coordinator: TransactionCoordinatorRuntime | None
+    # Share groups' partition side (`share_groups.start`), and the group.share.* properties.
+    share_partitions: SharePartitionManager | None
+    share_group_config: ShareGroupConfig
 
     @property
     def transaction_link(self) -> CoordinatorLink | None: ...

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any, Final, NoReturn, TypeVar
 
 import typer
@@ -24,9 +25,11 @@ from rich.table import Table
 
 from moldau.client.config import DEFAULT_BOOTSTRAP, ClientConfig
 from moldau.client.errors import ConfigException, ErrorCode, KafkaException
+from moldau.config.values import read_properties_file
 
 __all__ = [
     "BootstrapOption",
+    "CommandConfigOption",
     "ExitCode",
     "FormatOption",
     "OutputFormat",
@@ -87,6 +90,15 @@ SettingsOption = Annotated[
     list[str] | None,
     typer.Option("-X", help="A client setting key=value (repeatable), e.g. -X linger.ms=50."),
 ]
+CommandConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--command-config",
+        help="A properties file of client settings (TLS, SASL), as Kafka's tools take it; "
+        "-X settings override it.",
+        show_default=False,
+    ),
+]
 FormatOption = Annotated[
     OutputFormat, typer.Option("--format", help="Output format.", case_sensitive=False)
 ]
@@ -116,11 +128,21 @@ def parse_key_values(
 
 
 def client_config(
-    bootstrap: str | None, settings: Sequence[str] | None, **defaults: Any
+    bootstrap: str | None,
+    settings: Sequence[str] | None,
+    *,
+    command_config: Path | None = None,
+    **defaults: Any,
 ) -> ClientConfig:
-    """Client settings from -b / MOLDAU_BROKERS and -X, over per-command defaults."""
+    """Client settings from -b / MOLDAU_BROKERS, -X and a --command-config properties file,
+    over per-command defaults."""
     values: dict[str, Any] = {"client.id": "moldau-cli"}
     values.update({name.replace("_", "."): value for name, value in defaults.items()})
+    if command_config is not None:
+        try:
+            values.update(read_properties_file(str(command_config)))
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read --command-config {command_config}: {exc}")
     values.update(parse_key_values(settings, what="setting", flag="-X", example="linger.ms=50"))
     servers = bootstrap or os.environ.get(BROKERS_ENV) or values.get("bootstrap.servers")
     values["bootstrap.servers"] = servers or DEFAULT_BOOTSTRAP

@@ -76,6 +76,7 @@ _COMMAND_MODULES: Final = {
     "user": "user",
     "quota": "quota",
     "acl": "acl",
+    "console": "console",
 }
 _registered: set[str] = set()
 
@@ -130,6 +131,9 @@ _PLACEHOLDERS: Final = {
     "registry_ca": "FILE",
     "value_schema": "SCHEMA",
     "key_schema": "SCHEMA",
+    "command_config": "FILE",
+    "listen": "HOST:PORT",
+    "refresh": "SECONDS",
 }
 
 

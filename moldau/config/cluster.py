@@ -38,6 +38,7 @@ from moldau.config.oauthbearer import (
     VALIDATOR_KEYS,
     check_callback_handler,
 )
+from moldau.config.share_groups import InvalidGroupConfig, ShareGroupConfig
 from moldau.config.tls import LISTENER_PREFIX, listener_overrides
 from moldau.config.values import BrokerConfig, ConfigError, parse_value
 
@@ -415,6 +416,10 @@ def check_properties(config: BrokerConfig) -> list[str]:
             )
     _check_listener_overrides(config)
     AuthorizerSettings.of(config)
+    try:
+        ShareGroupConfig.from_properties(config)  # the group.share.* bounds, as Kafka checks them
+    except InvalidGroupConfig as error:
+        raise ConfigError(str(error)) from None
     warnings = []
     for name in config.unknown_names():
         if name.startswith((LISTENER_PREFIX, REGISTRY_SSL_PREFIX)):

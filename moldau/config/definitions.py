@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from moldau.config.kafka_only import KAFKA_ONLY_BROKER_KEYS, KAFKA_ONLY_TOPIC_KEYS
 from moldau.config.keys import ConfigKey, ConfigType, config_key
+from moldau.config.share_groups import SHARE_BROKER_KEYS
 
 __all__ = [
     "BROKER_KEYS",
@@ -797,6 +798,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             read_only=True,
             described_unset=False,
         ),
+        *SHARE_BROKER_KEYS,  # share groups (KIP-932): moldau.config.share_groups
         *KAFKA_ONLY_BROKER_KEYS,
     ]
 )

@@ -117,7 +117,13 @@ _CONSUMER_GROUP_BOUNDS = (
 _ASSIGNORS = "consumer groups use Moldau's built-in uniform and range assignors; no others load."
 _MIGRATION = "a group's protocol is fixed for as long as it has members; none is converted."
 _REBALANCE_PROTOCOLS = "both the classic and the consumer (KIP-848) protocols are always served."
-_SHARE_GROUPS = "share groups (KIP-932) are not implemented."
+_SHARE_COORDINATOR = (
+    "share groups (KIP-932) keep their partitions' state (SPSO, in-flight records, delivery "
+    "counts) in memory on the partition leaders; there is no share coordinator and no "
+    "__share_group_state topic yet."
+)
+_SHARE_ASSIGNORS = "share groups use Moldau's built-in simple assignor; no other loads."
+_SHARE_GROUPS_BOUND = "the number of share groups is not bounded (Kafka 4.1 dropped this key)."
 _TRANSACTIONS_TIMER = (
     "each transaction is aborted by a timer of its own when its transaction.timeout.ms "
     "passes, not by a periodic scan."
@@ -217,17 +223,17 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
     _na(_ASSIGNORS, "group.consumer.assignors", LS, "uniform,range"),
     _na(_MIGRATION, "group.consumer.migration.policy", S, "bidirectional"),
     _na(_REBALANCE_PROTOCOLS, "group.coordinator.rebalance.protocols", LS, "classic,consumer"),
-    _na(_SHARE_GROUPS, "share.coordinator.load.buffer.size", INT, 5242880, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.state.topic.compression.codec", INT, 0),
-    _na(_SHARE_GROUPS, "share.coordinator.state.topic.min.isr", SH, 2, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.state.topic.num.partitions", INT, 50, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.state.topic.replication.factor", SH, 3, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.state.topic.segment.bytes", INT, 104857600, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.write.timeout.ms", INT, 5000, minimum=1),
-    _na(_SHARE_GROUPS, "group.share.delivery.count.limit", INT, 5, minimum=2, maximum=10),
-    _na(_SHARE_GROUPS, "group.share.heartbeat.interval.ms", INT, 5000, minimum=1),
+    _na(_SHARE_COORDINATOR, "share.coordinator.load.buffer.size", INT, 5242880, minimum=1),
+    _na(_SHARE_COORDINATOR, "share.coordinator.state.topic.compression.codec", INT, 0),
+    _na(_SHARE_COORDINATOR, "share.coordinator.state.topic.min.isr", SH, 2, minimum=1),
+    _na(_SHARE_COORDINATOR, "share.coordinator.state.topic.num.partitions", INT, 50, minimum=1),
+    _na(_SHARE_COORDINATOR, "share.coordinator.state.topic.replication.factor", SH, 3, minimum=1),
     _na(
-        _SHARE_GROUPS,
+        _SHARE_COORDINATOR, "share.coordinator.state.topic.segment.bytes", INT, 104857600, minimum=1
+    ),
+    _na(_SHARE_COORDINATOR, "share.coordinator.write.timeout.ms", INT, 5000, minimum=1),
+    _na(
+        _SHARE_GROUPS_BOUND,
         "group.share.max.groups",
         SH,
         10,
@@ -235,52 +241,17 @@ KAFKA_ONLY_BROKER_KEYS: tuple[ConfigKey, ...] = (
         maximum=100,
         described_unset=False,
     ),
-    _na(_SHARE_GROUPS, "group.share.assignors", LS, "simple"),
-    _na(_SHARE_GROUPS, "group.share.max.share.sessions", INT, 2000, minimum=1),
-    _na(_SHARE_GROUPS, "group.share.max.heartbeat.interval.ms", INT, 15000, minimum=1),
+    _na(_SHARE_ASSIGNORS, "group.share.assignors", LS, "simple"),
+    _na(_SHARE_COORDINATOR, "share.coordinator.append.linger.ms", INT, 5, minimum=0),
     _na(
-        _SHARE_GROUPS,
-        "group.share.max.record.lock.duration.ms",
+        _SHARE_COORDINATOR,
+        "share.coordinator.snapshot.update.records.per.snapshot",
         INT,
-        60000,
-        minimum=30000,
-        maximum=3600000,
+        500,
+        minimum=0,
     ),
-    _na(_SHARE_GROUPS, "group.share.max.session.timeout.ms", INT, 60000, minimum=1),
-    _na(_SHARE_GROUPS, "group.share.max.size", INT, 200, minimum=1, maximum=1000),
-    _na(_SHARE_GROUPS, "group.share.min.heartbeat.interval.ms", INT, 5000, minimum=1),
-    _na(
-        _SHARE_GROUPS,
-        "group.share.min.record.lock.duration.ms",
-        INT,
-        15000,
-        minimum=1000,
-        maximum=30000,
-    ),
-    _na(_SHARE_GROUPS, "group.share.min.session.timeout.ms", INT, 45000, minimum=1),
-    _na(
-        _SHARE_GROUPS,
-        "group.share.partition.max.record.locks",
-        INT,
-        2000,
-        minimum=100,
-        maximum=10000,
-    ),
-    _na(
-        _SHARE_GROUPS,
-        "group.share.record.lock.duration.ms",
-        INT,
-        30000,
-        minimum=1000,
-        maximum=3600000,
-    ),
-    _na(_SHARE_GROUPS, "group.share.session.timeout.ms", INT, 45000, minimum=1),
-    _na(_SHARE_GROUPS, "share.coordinator.append.linger.ms", INT, 5, minimum=0),
-    _na(
-        _SHARE_GROUPS, "share.coordinator.snapshot.update.records.per.snapshot", INT, 500, minimum=0
-    ),
-    _na(_SHARE_GROUPS, "share.coordinator.threads", INT, 1, minimum=1),
-    _na(_SHARE_GROUPS, "share.fetch.purgatory.purge.interval.requests", INT, 1000),
+    _na(_SHARE_COORDINATOR, "share.coordinator.threads", INT, 1, minimum=1),
+    _na(_PURGATORY, "share.fetch.purgatory.purge.interval.requests", INT, 1000),
     _na(_STREAMS_GROUPS, "group.streams.heartbeat.interval.ms", INT, 5000, minimum=1),
     _na(_STREAMS_GROUPS, "group.streams.max.heartbeat.interval.ms", INT, 15000, minimum=1),
     _na(_STREAMS_GROUPS, "group.streams.max.session.timeout.ms", INT, 60000, minimum=1),

@@ -1,4 +1,4 @@
-"""Dynamic config changes for topics, brokers and client-metrics subscriptions, as Kafka's
+"""Dynamic config changes for topics, brokers, client-metrics subscriptions and groups, as Kafka's
 ConfigurationControlManager (KIP-339).
 
 Each function checks one resource against the current image and returns the `ConfigRecord`s
@@ -6,7 +6,9 @@ that carry out the change, or raises `KafkaError`. Topic configs must be known t
 with valid values (INVALID_CONFIG); broker configs must be known, dynamically updatable broker
 properties. A broker resource is named by its node id, or "" for the cluster-wide default. A
 client-metrics resource is a subscription (`moldau.controller.client_metrics`): setting a config
-creates it, deleting its last config removes it.
+creates it, deleting its last config removes it. A group resource takes the `share.*` group
+configs (`moldau.config.share_groups`), checked against the controller's group.share.* bounds;
+the group need not exist.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from moldau.config.definitions import (
     ConfigKey,
     ConfigType,
 )
+from moldau.config.share_groups import (
+    InvalidGroupConfig,
+    ShareGroupConfig,
+    group_key,
+    validate_group_configs,
+)
 from moldau.config.values import (
     BrokerConfig,
     ConfigError,
@@ -34,6 +42,8 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import ConfigRecord, ConfigResourceType
 from moldau.protocol.errors import ErrorCode, KafkaError
 
+_SHARE_GROUP_DEFAULTS = ShareGroupConfig()
+
 
 def current_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[str, str]:
     """The resource's dynamic configs; raises when the resource does not exist."""
@@ -42,6 +52,8 @@ def current_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[s
         return image.topics[resource.resource_name].configs
     if resource.resource_type == ConfigResourceType.CLIENT_METRICS:
         return image.client_metrics.get(resource.resource_name, {})
+    if resource.resource_type == ConfigResourceType.GROUP:
+        return image.group_configs.get(resource.resource_name, {})
     return image.broker_configs.get(resource.resource_name, {})
 
 
@@ -81,6 +93,9 @@ def check_resource(image: MetadataImage, resource: ConfigResource) -> None:
             )
     elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:
         client_metrics.check_name(resource.resource_name)
+    elif resource.resource_type == ConfigResourceType.GROUP:
+        if not resource.resource_name:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
     else:
         raise KafkaError(
             ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
@@ -88,17 +103,26 @@ def check_resource(image: MetadataImage, resource: ConfigResource) -> None:
 
 
 def alter_configs(
-    image: MetadataImage, resource: ConfigResource, configs: Mapping[str, str | None]
+    image: MetadataImage,
+    resource: ConfigResource,
+    configs: Mapping[str, str | None],
+    *,
+    share_groups: ShareGroupConfig = _SHARE_GROUP_DEFAULTS,
 ) -> list[ConfigRecord]:
     """AlterConfigs: the resource's dynamic configs become exactly `configs`."""
     existing = current_configs(image, resource)
     _validate(resource, configs)
     target = {name: value for name, value in configs.items() if value is not None}
+    _validate_whole(resource, target, share_groups)
     return _records_for(resource, existing, target)
 
 
 def incremental_alter_configs(
-    image: MetadataImage, resource: ConfigResource, changes: Sequence[AlterableConfig]
+    image: MetadataImage,
+    resource: ConfigResource,
+    changes: Sequence[AlterableConfig],
+    *,
+    share_groups: ShareGroupConfig = _SHARE_GROUP_DEFAULTS,
 ) -> list[ConfigRecord]:
     """IncrementalAlterConfigs: SET, DELETE, APPEND to or SUBTRACT from list configs."""
     existing = current_configs(image, resource)
@@ -133,6 +157,7 @@ def incremental_alter_configs(
             raise KafkaError(ErrorCode.invalid_request, f"Unknown operation {change.op}")
     changed = {name: target.get(name) for name in names}
     _validate(resource, {k: v for k, v in changed.items() if v is not None})
+    _validate_whole(resource, target, share_groups)
     return _records_for(resource, existing, target)
 
 
@@ -151,6 +176,11 @@ def _key_of(resource: ConfigResource, name: str) -> ConfigKey:
         return key
     if resource.resource_type == ConfigResourceType.CLIENT_METRICS:
         return client_metrics.key_of(name)
+    if resource.resource_type == ConfigResourceType.GROUP:
+        try:
+            return group_key(name)
+        except InvalidGroupConfig as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
     key = BROKER_KEYS.get(name)
     if key is None:
         raise KafkaError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
@@ -170,6 +200,12 @@ def _validate(resource: ConfigResource, configs: Mapping[str, str | None]) -> No
                 raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for: {name}")
         client_metrics.validate({k: v for k, v in configs.items() if v is not None})
         return
+    if resource.resource_type == ConfigResourceType.GROUP:
+        for name, value in configs.items():
+            _key_of(resource, name)
+            if value is None:
+                raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for: {name}")
+        return  # (values are checked together, with `_validate_whole`)
     for name, value in configs.items():
         key = _key_of(resource, name)
         if key.read_only:
@@ -182,6 +218,18 @@ def _validate(resource: ConfigResource, configs: Mapping[str, str | None]) -> No
         try:
             parse_value(key, value)
         except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+
+
+def _validate_whole(
+    resource: ConfigResource, target: Mapping[str, str], share_groups: ShareGroupConfig
+) -> None:
+    """Checks of a resource's configs as a whole, once changed: a group's values against each
+    other and the broker's bounds."""
+    if resource.resource_type == ConfigResourceType.GROUP:
+        try:
+            validate_group_configs(target, share_groups)
+        except InvalidGroupConfig as exc:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
 
 

@@ -1,5 +1,5 @@
-"""What DescribeConfigs (and CreateTopics v5+) report for a topic, a broker or a client-metrics
-subscription, as Kafka's ConfigHelper.
+"""What DescribeConfigs (and CreateTopics v5+) report for a topic, a broker, a client-metrics
+subscription or a group, as Kafka's ConfigHelper.
 
 For each config: the effective value, where it came from (`ConfigSource`), whether it is read-only
 or sensitive (sensitive values are reported as null), its type and documentation, and the
@@ -12,7 +12,8 @@ synonyms, the layers it could come from in order of precedence:
 
 Dynamic layers come from the metadata image (broker resource "<node id>" and the cluster
 default ""); static ones from the node's `BrokerConfig`. A client-metrics subscription reports the
-configs set on it (CLIENT_METRICS_CONFIG) and the others' defaults, as Kafka 4.1 does.
+configs set on it (CLIENT_METRICS_CONFIG) and the others' defaults, as Kafka 4.1 does; a group
+its share.* configs, those set on it (GROUP_CONFIG) and the others at the broker's value.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from moldau.config.definitions import BROKER_KEYS, TOPIC_KEYS, TOPIC_SYNONYMS, ConfigKey, ConfigType
+from moldau.config.share_groups import BROKER_DEFAULTS, GROUP_KEYS
 from moldau.config.values import BrokerConfig, ConfigError, ConfigSource, format_value, parse_value
 from moldau.controller import client_metrics
 from moldau.controller.topic_names import validate_topic_name
@@ -82,6 +84,8 @@ def describe_configs(
         return describe_broker_configs(image, config, resource_name, node_id=node_id, keys=keys)
     if resource_type == ConfigResourceType.CLIENT_METRICS:
         return describe_client_metrics(image, resource_name, keys=keys)
+    if resource_type == ConfigResourceType.GROUP:
+        return describe_group_configs(image, config, resource_name, keys=keys)
     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
 
@@ -218,6 +222,35 @@ def describe_client_metrics(
         else:
             default = format_value(key, parse_value(key, key.default))
             described.append(replace(_described(name, key, [], read_only=False), value=default))
+    return described
+
+
+def describe_group_configs(
+    image: MetadataImage,
+    config: BrokerConfig,
+    group_id: str,
+    *,
+    keys: Collection[str] | None = None,
+) -> list[DescribedConfig]:
+    """A group's configs: those set on it (GROUP_CONFIG), the others at the value the broker
+    gives every group (its group.share.* property, else the key's default), for any group id:
+    a group's configs may be set before it exists."""
+    if not group_id:
+        raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+    configs = image.group_configs.get(group_id, {})
+    described = []
+    for name, key in sorted(GROUP_KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        if name in configs:
+            synonym = ConfigSynonym(
+                name=name, value=configs[name], source=ConfigSource.GROUP_CONFIG
+            )
+            described.append(_described(name, key, [synonym], read_only=False))
+            continue
+        broker_name = BROKER_DEFAULTS.get(name)
+        default = config.get(broker_name) if broker_name is not None else key.default
+        described.append(replace(_described(name, key, [], read_only=False), value=str(default)))
     return described
 
 

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from moldau.config.share_groups import ShareGroupConfig
 from moldau.config.values import BrokerConfig, ConfigError, validate_topic_configs
 from moldau.controller import (
     acl_control,
@@ -101,6 +102,9 @@ class ControllerCore:
         self._image = image if image is not None else MetadataImage.empty()
         self._uuid_factory = uuid_factory
         self.heartbeats = BrokerHeartbeats(int(config.get("broker.session.timeout.ms")))
+        # The bounds a group's share.* configs are checked against (a node whose properties
+        # contradict them does not start: moldau.config.cluster.check_properties).
+        self._share_groups = ShareGroupConfig.from_properties(config)
 
     @property
     def image(self) -> MetadataImage:
@@ -486,7 +490,11 @@ class ControllerCore:
                 (
                     r.resource,
                     functools.partial(
-                        config_control.alter_configs, self._image, r.resource, r.configs
+                        config_control.alter_configs,
+                        self._image,
+                        r.resource,
+                        r.configs,
+                        share_groups=self._share_groups,
                     ),
                 )
                 for r in resources
@@ -506,6 +514,7 @@ class ControllerCore:
                         self._image,
                         r.resource,
                         r.configs,
+                        share_groups=self._share_groups,
                     ),
                 )
                 for r in resources

@@ -10,7 +10,7 @@ claimed):
 | `transaction.version` | 0-2 | 1: flexible `__transaction_state` records; 2: KIP-890 part 2 (clients send no AddPartitionsToTxn or AddOffsetsToTxn: Produce v12 and TxnOffsetCommit v5 add the partition on the broker, and EndTxn v5 bumps the epoch at the end of every transaction) |
 | `group.version` | 0-1 | 1: the consumer group protocol (KIP-848, ConsumerGroupHeartbeat) |
 | `eligible.leader.replicas.version` | 0 | Kafka's 1 is eligible leader replicas (KIP-966), which Moldau does not keep: listed, as Kafka 4.1 lists it, at 0 only |
-| `share.version` | 0 | Kafka's 1 is share groups (KIP-932), which Moldau does not have: listed at 0 only |
+| `share.version` | 0-1 | 1: share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge); their partition state is not durable yet (`moldau.share`) |
 
 A new cluster finalizes the highest of each (`BOOTSTRAP_LEVELS`); a cluster formatted before
 finalized only `metadata.version` and can finalize the others with UpdateFeatures. Level 0
@@ -53,7 +53,7 @@ SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
     "transaction.version": (0, 2),
     "group.version": (0, 1),
     "eligible.leader.replicas.version": (0, 0),
-    "share.version": (0, 0),
+    "share.version": (0, 1),
 }
 
 # What a brand-new cluster finalizes (kraft.version stays 0: it is not a metadata record).
@@ -61,6 +61,7 @@ BOOTSTRAP_LEVELS: Mapping[str, int] = {
     METADATA_VERSION: METADATA_VERSION_LEVEL,
     "transaction.version": 2,
     "group.version": 1,
+    "share.version": 1,
 }
 
 # UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).

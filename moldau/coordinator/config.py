@@ -22,6 +22,7 @@ class GroupCoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_share_session_timeout_ms: int = 45_000
 
     @classmethod
     def from_properties(cls, properties: PropertySource) -> GroupCoordinatorConfig:
@@ -60,5 +61,8 @@ class GroupCoordinatorConfig:
             group_consumer_heartbeat_interval_ms=number(
                 "group.consumer.heartbeat.interval.ms",
                 defaults.group_consumer_heartbeat_interval_ms,
+            ),
+            group_share_session_timeout_ms=number(
+                "group.share.session.timeout.ms", defaults.group_share_session_timeout_ms
             ),
         )

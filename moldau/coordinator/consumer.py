@@ -28,6 +28,8 @@ from moldau.coordinator.consumer_group import (
     ConsumerMember,
     MemberState,
     compiled_regex,
+    described_assignment,
+    wire_assignment,
 )
 from moldau.coordinator.reconcile import next_assignment, normalized, without
 from moldau.coordinator.records import (
@@ -46,6 +48,7 @@ from moldau.coordinator.records import (
     to_topic_partitions,
 )
 from moldau.coordinator.result import CoordinatorResult, Response
+from moldau.coordinator.share_group import ShareGroup
 from moldau.coordinator.store import GroupStore
 from moldau.protocol.errors import ErrorCode
 
@@ -85,16 +88,6 @@ def _error(code: ErrorCode, message: str | None = None) -> CoordinatorResult:
     return CoordinatorResult(response=heartbeat_error(code, message))
 
 
-def _wire_assignment(assignment: Assignment) -> Response:
-    return {
-        "topic_partitions": [
-            {"topic_id": topic_id, "partitions": sorted(partitions)}
-            for topic_id, partitions in sorted(assignment.items(), key=lambda i: i[0].bytes)
-            if partitions
-        ]
-    }
-
-
 class ConsumerGroupProtocol:
     def __init__(self, store: GroupStore, config: GroupCoordinatorConfig, clock: Clock) -> None:
         self._store = store
@@ -128,6 +121,10 @@ class ConsumerGroupProtocol:
             return _error(ErrorCode.unsupported_assignor, request.server_assignor)
         result = CoordinatorResult()
         existing = self._store.groups.get(group_id)
+        if isinstance(existing, ShareGroup):
+            return _error(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+            )
         if isinstance(existing, ClassicGroup):
             if existing.members or not existing.is_in(ClassicGroupState.EMPTY):
                 return _error(ErrorCode.group_id_not_found, f"{group_id} is not a consumer group.")
@@ -183,7 +180,7 @@ class ConsumerGroupProtocol:
             "member_id": member.member_id,
             "member_epoch": member.member_epoch,
             "heartbeat_interval": self._config.group_consumer_heartbeat_interval_ms,
-            "assignment": _wire_assignment(member.assigned) if send_assignment else None,
+            "assignment": wire_assignment(member.assigned) if send_assignment else None,
         }
         return result
 
@@ -530,18 +527,6 @@ class ConsumerGroupProtocol:
                 "members": [],
             }
 
-        def described(assignment: Assignment) -> Response:
-            return {
-                "topic_partitions": [
-                    {
-                        "topic_id": topic_id,
-                        "topic_name": topic_names.get(topic_id, ""),
-                        "partitions": sorted(partitions),
-                    }
-                    for topic_id, partitions in sorted(assignment.items(), key=lambda i: i[0].bytes)
-                ]
-            }
-
         return {
             "error_code": ErrorCode.none,
             "error_message": None,
@@ -560,8 +545,10 @@ class ConsumerGroupProtocol:
                     "client_host": member.client_host,
                     "subscribed_topic_names": list(member.subscribed_topic_names),
                     "subscribed_topic_regex": member.subscribed_topic_regex,
-                    "assignment": described(member.assigned),
-                    "target_assignment": described(group.target.get(member.member_id, {})),
+                    "assignment": described_assignment(member.assigned, topic_names),
+                    "target_assignment": described_assignment(
+                        group.target.get(member.member_id, {}), topic_names
+                    ),
                     "member_type": 1,
                 }
                 for member in group.members.values()

@@ -12,11 +12,39 @@ from __future__ import annotations
 import enum
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+def wire_assignment(assignment: Assignment) -> dict[str, Any]:
+    """An assignment as a heartbeat answer carries it (KIP-848 and KIP-932 alike)."""
+    return {
+        "topic_partitions": [
+            {"topic_id": topic_id, "partitions": sorted(partitions)}
+            for topic_id, partitions in sorted(assignment.items(), key=lambda i: i[0].bytes)
+            if partitions
+        ]
+    }
+
+
+def described_assignment(
+    assignment: Assignment, topic_names: Mapping[uuid.UUID, str]
+) -> dict[str, Any]:
+    """An assignment as a describe answer carries it: with the topics' names."""
+    return {
+        "topic_partitions": [
+            {
+                "topic_id": topic_id,
+                "topic_name": topic_names.get(topic_id, ""),
+                "partitions": sorted(partitions),
+            }
+            for topic_id, partitions in sorted(assignment.items(), key=lambda i: i[0].bytes)
+        ]
+    }
 
 
 class MemberState(enum.IntEnum):

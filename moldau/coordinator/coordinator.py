@@ -34,8 +34,17 @@ from moldau.coordinator.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     CoordinatorRecord,
     GroupMetadataKey,
+    ShareGroupMetadataKey,
+    ShareGroupTargetAssignmentMetadataKey,
 )
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
+from moldau.coordinator.share import (
+    SESSION_TIMER,
+    ShareGroupHeartbeatRequest,
+    ShareGroupProtocol,
+    share_heartbeat_error,
+)
+from moldau.coordinator.share_group import SHARE_PROTOCOL_TYPE, ShareGroup
 from moldau.coordinator.store import CommittedOffset, GroupStore, heartbeat_timer
 from moldau.protocol.errors import ErrorCode
 
@@ -51,6 +60,7 @@ class GroupCoordinator:
         self._classic = ClassicGroupProtocol(self._store, config, clock)
         self._offsets = OffsetManager(self._store, config, clock)
         self._consumer = ConsumerGroupProtocol(self._store, config, clock)
+        self._share = ShareGroupProtocol(self._store, clock)
         self.loading = True
 
     # ------------------------------------------------------------------------------ loading
@@ -73,6 +83,12 @@ class GroupCoordinator:
                 for member_id in group.members:
                     key = ("consumer-session", group_id, member_id)
                     self._store.timers.schedule(key, now + session)
+            elif isinstance(group, ShareGroup):  # (a group's own share.session.timeout.ms
+                for member_id in group.members:  # applies from the member's next heartbeat)
+                    key = (SESSION_TIMER, group_id, member_id)
+                    self._store.timers.schedule(
+                        key, now + self.config.group_share_session_timeout_ms
+                    )
             elif isinstance(group, ClassicGroup):
                 for member_id, member in group.members.items():
                     self._store.timers.schedule(
@@ -232,11 +248,13 @@ class GroupCoordinator:
             answer["error_code"] = ErrorCode.group_id_not_found
             answer["error_message"] = f"Group {group_id} not found."
             return answer
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup | ShareGroup):
             answer["error_code"] = ErrorCode.group_id_not_found
             answer["error_message"] = f"Group {group_id} is not a classic group."
             answer["group_state"] = group.state()
-            answer["protocol_type"] = "consumer"
+            answer["protocol_type"] = (
+                SHARE_PROTOCOL_TYPE if isinstance(group, ShareGroup) else "consumer"
+            )
             return answer
         stable = group.is_in(ClassicGroupState.STABLE)
         answer["group_state"] = group.state.value
@@ -273,6 +291,9 @@ class GroupCoordinator:
             if isinstance(group, ClassicGroup):
                 state, group_type = group.state.value, "classic"
                 protocol_type = group.protocol_type or ""
+            elif isinstance(group, ShareGroup):
+                state, group_type = group.state(), SHARE_PROTOCOL_TYPE
+                protocol_type = SHARE_PROTOCOL_TYPE
             else:
                 state, group_type, protocol_type = group.state(), "consumer", "consumer"
             if (states and state.lower() not in states) or (types and group_type not in types):
@@ -321,6 +342,13 @@ class GroupCoordinator:
             if not group.is_in(ClassicGroupState.EMPTY):
                 return ErrorCode.non_empty_group
             records.append(CoordinatorRecord(GroupMetadataKey(group_id=group_id)))
+        elif isinstance(group, ShareGroup):
+            if group.members:
+                return ErrorCode.non_empty_group
+            records.append(
+                CoordinatorRecord(ShareGroupTargetAssignmentMetadataKey(group_id=group_id))
+            )
+            records.append(CoordinatorRecord(ShareGroupMetadataKey(group_id=group_id)))
         else:
             if group.members:
                 return ErrorCode.non_empty_group
@@ -346,6 +374,21 @@ class GroupCoordinator:
         self, group_id: str, topic_names: Mapping[uuid.UUID, str]
     ) -> Response:
         answer = self._consumer.describe(group_id, topic_names)
+        if self.loading:
+            answer["error_code"] = LOADING
+        return answer
+
+    # ------------------------------------------------------------------------ share groups
+
+    def share_group_heartbeat(
+        self, request: ShareGroupHeartbeatRequest, topics: Mapping[str, TopicMetadata]
+    ) -> CoordinatorResult:
+        if self.loading:
+            return CoordinatorResult(response=share_heartbeat_error(LOADING))
+        return self._share.heartbeat(request, topics)
+
+    def share_group_describe(self, group_id: str, topic_names: Mapping[uuid.UUID, str]) -> Response:
+        answer = self._share.describe(group_id, topic_names)
         if self.loading:
             answer["error_code"] = LOADING
         return answer
@@ -378,6 +421,8 @@ class GroupCoordinator:
                 )
             elif kind in ("consumer-session", "consumer-revocation"):
                 result.merge(self._consumer.on_timer(key))
+            elif kind == SESSION_TIMER:
+                result.merge(self._share.on_timer(key))
             else:
                 result.merge(self._classic.on_timer(key))
         return result

@@ -25,6 +25,7 @@ from moldau.coordinator.records import (
     OffsetCommitValue,
 )
 from moldau.coordinator.result import CoordinatorResult, Response
+from moldau.coordinator.share_group import ShareGroup
 from moldau.coordinator.store import GroupStore, OffsetKey
 from moldau.protocol.errors import ErrorCode
 
@@ -75,6 +76,8 @@ class OffsetManager:
             if generation_id != member.member_epoch:
                 return ErrorCode.stale_member_epoch
             return ErrorCode.none
+        if isinstance(group, ShareGroup):  # share groups commit no offsets (KIP-932)
+            return ErrorCode.group_id_not_found
         if group.is_in(ClassicGroupState.DEAD):
             return ErrorCode.coordinator_not_available
         if generation_id < 0 and not member_id and instance_id is None:
@@ -246,8 +249,10 @@ class OffsetManager:
     ) -> CoordinatorResult:
         """OffsetDelete: refused per partition while the group's members subscribe the topic."""
         group = self._store.groups.get(group_id)
-        if group is None or (
-            isinstance(group, ClassicGroup) and group.is_in(ClassicGroupState.DEAD)
+        if (
+            group is None
+            or isinstance(group, ShareGroup)
+            or (isinstance(group, ClassicGroup) and group.is_in(ClassicGroupState.DEAD))
         ):
             return CoordinatorResult(
                 response={"error_code": ErrorCode.group_id_not_found, "topics": []}

@@ -10,10 +10,17 @@ Every key starts with an int16 that names the record type (Kafka's key "version"
     6     ConsumerGroupTargetAssignmentMetadataKey    group string
     7     ConsumerGroupTargetAssignmentMemberKey      group string, member string
     8     ConsumerGroupCurrentMemberAssignmentKey     group string, member string
+    10    ShareGroupMemberMetadataKey                 group string, member string
+    11    ShareGroupMetadataKey                       group string
+    12    ShareGroupTargetAssignmentMetadataKey       group string
+    13    ShareGroupTargetAssignmentMemberKey         group string, member string
+    14    ShareGroupCurrentMemberAssignmentKey        group string, member string
 
 Values start with an int16 version. Moldau writes OffsetCommitValue v3 (offset int64, leader
 epoch int32, metadata string, commit timestamp int64), GroupMetadataValue v3 (see
-`_encode_group_metadata`) and version 0 of the flexible KIP-848 values. A value of None is a
+`_encode_group_metadata`) and version 0 of the flexible KIP-848 and KIP-932 (share group)
+values. Share groups' ShareGroupStatePartitionMetadata (15) belongs with the durable share-group
+state (`__share_group_state`), which Moldau does not keep yet: it is not written, and skipped. A value of None is a
 tombstone: the key's state is deleted on replay and compaction eventually drops it.
 """
 
@@ -89,6 +96,42 @@ class ConsumerGroupCurrentMemberAssignmentKey:
     member_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+ShareGroupKey = (
+    ShareGroupMemberMetadataKey
+    | ShareGroupMetadataKey
+    | ShareGroupTargetAssignmentMetadataKey
+    | ShareGroupTargetAssignmentMemberKey
+    | ShareGroupCurrentMemberAssignmentKey
+)
+
 RecordKey = (
     OffsetCommitKey
     | GroupMetadataKey
@@ -98,6 +141,7 @@ RecordKey = (
     | ConsumerGroupTargetAssignmentMetadataKey
     | ConsumerGroupTargetAssignmentMemberKey
     | ConsumerGroupCurrentMemberAssignmentKey
+    | ShareGroupKey
 )
 
 # -------------------------------------------------------------------------------------- values
@@ -175,6 +219,46 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     partitions_pending_revocation: TopicPartitions
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0  # Moldau compares topic metadata itself and writes 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMemberValue:
+    topic_partitions: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: TopicPartitions
+
+
+ShareGroupValue = (
+    ShareGroupMemberMetadataValue
+    | ShareGroupMetadataValue
+    | ShareGroupTargetAssignmentMetadataValue
+    | ShareGroupTargetAssignmentMemberValue
+    | ShareGroupCurrentMemberAssignmentValue
+)
+
 RecordValue = (
     OffsetCommitValue
     | GroupMetadataValue
@@ -184,6 +268,7 @@ RecordValue = (
     | ConsumerGroupTargetAssignmentMetadataValue
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
+    | ShareGroupValue
 )
 
 
@@ -214,7 +299,26 @@ def encode_key(key: RecordKey) -> bytes:
         return writer.int16(6).string(key.group_id).build()
     if isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
         return writer.int16(7).string(key.group_id).string(key.member_id).build()
-    return writer.int16(8).string(key.group_id).string(key.member_id).build()
+    if isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+        return writer.int16(8).string(key.group_id).string(key.member_id).build()
+    writer.int16(_SHARE_KEY_TYPES[type(key)]).string(key.group_id)
+    if isinstance(
+        key,
+        ShareGroupMemberMetadataKey
+        | ShareGroupTargetAssignmentMemberKey
+        | ShareGroupCurrentMemberAssignmentKey,
+    ):
+        writer.string(key.member_id)
+    return writer.build()
+
+
+_SHARE_KEY_TYPES: dict[type, int] = {
+    ShareGroupMemberMetadataKey: 10,
+    ShareGroupMetadataKey: 11,
+    ShareGroupTargetAssignmentMetadataKey: 12,
+    ShareGroupTargetAssignmentMemberKey: 13,
+    ShareGroupCurrentMemberAssignmentKey: 14,
+}
 
 
 def _write_topic_partitions(writer: Writer, stored: TopicPartitions) -> None:
@@ -261,8 +365,23 @@ def encode_value(value: RecordValue) -> bytes:
         writer.compact_string(value.server_assignor)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         writer.int32(value.assignment_epoch)
-    elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+    elif isinstance(
+        value, ConsumerGroupTargetAssignmentMemberValue | ShareGroupTargetAssignmentMemberValue
+    ):
         _write_topic_partitions(writer, value.topic_partitions)
+    elif isinstance(value, ShareGroupMemberMetadataValue):
+        writer.compact_string(value.rack_id).compact_string(value.client_id)
+        writer.compact_string(value.client_host)
+        writer.compact_array_length(len(value.subscribed_topic_names))
+        for name in value.subscribed_topic_names:
+            writer.compact_string(name)
+    elif isinstance(value, ShareGroupMetadataValue):
+        writer.int32(value.epoch).int64(value.metadata_hash)
+    elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+        writer.int32(value.assignment_epoch)
+    elif isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+        writer.int32(value.member_epoch).int32(value.previous_member_epoch).int8(value.state)
+        _write_topic_partitions(writer, value.assigned_partitions)
     else:
         writer.int32(value.member_epoch).int32(value.previous_member_epoch).int8(value.state)
         _write_topic_partitions(writer, value.assigned_partitions)
@@ -302,6 +421,20 @@ def decode_key(data: bytes) -> RecordKey | None:
         )
     if record_type == 8:
         return ConsumerGroupCurrentMemberAssignmentKey(
+            group_id=reader.string(), member_id=reader.string()
+        )
+    if record_type == 10:
+        return ShareGroupMemberMetadataKey(group_id=reader.string(), member_id=reader.string())
+    if record_type == 11:
+        return ShareGroupMetadataKey(group_id=reader.string())
+    if record_type == 12:
+        return ShareGroupTargetAssignmentMetadataKey(group_id=reader.string())
+    if record_type == 13:
+        return ShareGroupTargetAssignmentMemberKey(
+            group_id=reader.string(), member_id=reader.string()
+        )
+    if record_type == 14:
+        return ShareGroupCurrentMemberAssignmentKey(
             group_id=reader.string(), member_id=reader.string()
         )
     return None
@@ -418,6 +551,32 @@ def decode_value(key: RecordKey, data: bytes) -> RecordValue:
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
         value = ConsumerGroupTargetAssignmentMemberValue(
             topic_partitions=_read_topic_partitions(reader)
+        )
+    elif isinstance(key, ShareGroupMemberMetadataKey):
+        rack_id = reader.compact_nullable_string()
+        client_id = reader.compact_string()
+        client_host = reader.compact_string()
+        names = tuple(reader.compact_string() for _ in range(reader.compact_array_length()))
+        value = ShareGroupMemberMetadataValue(
+            rack_id=rack_id,
+            client_id=client_id,
+            client_host=client_host,
+            subscribed_topic_names=names,
+        )
+    elif isinstance(key, ShareGroupMetadataKey):
+        value = ShareGroupMetadataValue(epoch=reader.int32(), metadata_hash=reader.int64())
+    elif isinstance(key, ShareGroupTargetAssignmentMetadataKey):
+        value = ShareGroupTargetAssignmentMetadataValue(assignment_epoch=reader.int32())
+    elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
+        value = ShareGroupTargetAssignmentMemberValue(
+            topic_partitions=_read_topic_partitions(reader)
+        )
+    elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
+        value = ShareGroupCurrentMemberAssignmentValue(
+            member_epoch=reader.int32(),
+            previous_member_epoch=reader.int32(),
+            state=reader.int8(),
+            assigned_partitions=_read_topic_partitions(reader),
         )
     else:
         value = ConsumerGroupCurrentMemberAssignmentValue(

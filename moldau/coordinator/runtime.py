@@ -30,6 +30,7 @@ from moldau.coordinator.offsets import PartitionCommit
 from moldau.coordinator.partitioned_runtime import PartitionedRuntime, append_error_code
 from moldau.coordinator.records import CoordinatorRecord, decode_record, encode_record
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
+from moldau.coordinator.share import ShareGroupHeartbeatRequest
 from moldau.coordinator.store import CommittedOffset
 from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -500,6 +501,15 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
         self, group_id: str, topic_names: Mapping[uuid.UUID, str]
     ) -> Response:
         return self.coordinator_for(group_id).consumer_group_describe(group_id, topic_names)
+
+    async def share_group_heartbeat(
+        self, request: ShareGroupHeartbeatRequest, topics: Mapping[str, TopicMetadata]
+    ) -> Response:
+        result = self.coordinator_for(request.group_id).share_group_heartbeat(request, topics)
+        return await self._immediate(request.group_id, result)
+
+    def share_group_describe(self, group_id: str, topic_names: Mapping[uuid.UUID, str]) -> Response:
+        return self.coordinator_for(group_id).share_group_describe(group_id, topic_names)
 
 
 def _readable(index: int, key: bytes | None, value: bytes | None) -> CoordinatorRecord | None:

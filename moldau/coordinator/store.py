@@ -30,12 +30,24 @@ from moldau.coordinator.records import (
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
     from_topic_partitions,
 )
 from moldau.coordinator.result import Timers
+from moldau.coordinator.share_group import ShareGroup, ShareMember
 from moldau.coordinator.transactional_offsets import PendingTransactionalOffsets
 
-Group = ClassicGroup | ConsumerGroup
+Group = ClassicGroup | ConsumerGroup | ShareGroup
 
 
 def heartbeat_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -81,6 +93,17 @@ class GroupStore:
         group = self.groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
 
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ShareGroup) else None
+
+    def ensure_share_group(self, group_id: str, now_ms: int) -> ShareGroup:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ShareGroup):
+            group = ShareGroup(group_id, state_timestamp_ms=now_ms)
+            self.groups[group_id] = group
+        return group
+
     def ensure_classic_group(self, group_id: str, now_ms: int) -> Group:
         group = self.groups.get(group_id)
         if group is None:
@@ -107,6 +130,9 @@ class GroupStore:
             for member_id in group.members:
                 self.timers.cancel(("consumer-session", group_id, member_id))
                 self.timers.cancel(("consumer-revocation", group_id, member_id))
+        elif isinstance(group, ShareGroup):
+            for member_id in group.members:
+                self.timers.cancel(("share-session", group_id, member_id))
 
     # ------------------------------------------------------------------------------- replay
 
@@ -130,6 +156,8 @@ class GroupStore:
             else:
                 assert isinstance(value, GroupMetadataValue)
                 self._replay_group_metadata(key.group_id, value, now_ms)
+        elif isinstance(key, ShareGroupKey):
+            self._replay_share_group(key, value, now_ms)
         else:
             self._replay_consumer_group(record, now_ms)
 
@@ -220,6 +248,48 @@ class GroupStore:
                 member.pending_revocation = from_topic_partitions(
                     value.partitions_pending_revocation
                 )
+
+    def _replay_share_group(self, key: ShareGroupKey, value: object | None, now_ms: int) -> None:
+        group_id = key.group_id
+        if isinstance(key, ShareGroupMetadataKey):
+            if value is None:
+                if isinstance(self.groups.get(group_id), ShareGroup):
+                    self.drop_group(group_id)
+            else:
+                assert isinstance(value, ShareGroupMetadataValue)
+                self.ensure_share_group(group_id, now_ms).group_epoch = value.epoch
+            return
+        group = self.share_group(group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.ensure_share_group(group_id, now_ms)
+        if isinstance(key, ShareGroupTargetAssignmentMetadataKey):
+            if isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+                group.assignment_epoch = value.assignment_epoch
+        elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
+            if isinstance(value, ShareGroupTargetAssignmentMemberValue):
+                group.target[key.member_id] = from_topic_partitions(value.topic_partitions)
+            else:
+                group.target.pop(key.member_id, None)
+        elif isinstance(key, ShareGroupMemberMetadataKey):
+            if isinstance(value, ShareGroupMemberMetadataValue):
+                member = group.members.setdefault(key.member_id, ShareMember(key.member_id))
+                member.rack_id = value.rack_id
+                member.client_id = value.client_id
+                member.client_host = value.client_host
+                member.subscribed_topic_names = value.subscribed_topic_names
+            else:
+                group.members.pop(key.member_id, None)
+                self.timers.cancel(("share-session", group_id, key.member_id))
+                if not group.members:
+                    group.state_timestamp_ms = now_ms
+        elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
+            member_now = group.members.get(key.member_id)
+            if member_now is not None and isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+                member_now.member_epoch = value.member_epoch
+                member_now.previous_member_epoch = value.previous_member_epoch
+                member_now.assigned = from_topic_partitions(value.assigned_partitions)
 
 
 def _member_from_record(stored: MemberMetadata, value: GroupMetadataValue) -> ClassicMember:

@@ -97,6 +97,7 @@ class MetadataDelta:
         self._controllers: dict[int, ControllerImage] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._client_metrics: dict[str, dict[str, str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}
         self._features: dict[str, int] = {}
         self._client_quotas: dict[ClientQuotaEntity, dict[str, float]] = {}
         # SCRAM credentials set (an image) or removed (None) in this delta.
@@ -247,6 +248,8 @@ class MetadataDelta:
             _replay_resource_config(self._broker_configs, self.base.broker_configs, record)
         elif record.resource_type == ConfigResourceType.CLIENT_METRICS:
             _replay_resource_config(self._client_metrics, self.base.client_metrics, record)
+        elif record.resource_type == ConfigResourceType.GROUP:
+            _replay_resource_config(self._group_configs, self.base.group_configs, record)
 
     def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
         entity = tuple(sorted(record.entity))
@@ -312,6 +315,7 @@ class MetadataDelta:
             or self._controllers
             or self._broker_configs
             or self._client_metrics
+            or self._group_configs
             or self._features
             or self._client_quotas
             or self._scram_credentials
@@ -355,6 +359,10 @@ class MetadataDelta:
     def changed_client_metrics(self) -> set[str]:
         """Client-metrics subscriptions created, changed or removed."""
         return set(self._client_metrics)
+
+    def changed_group_configs(self) -> set[str]:
+        """Groups whose configs were set, changed or removed."""
+        return set(self._group_configs)
 
     def changed_brokers(self) -> dict[int, BrokerImage]:
         return dict(self._brokers)
@@ -408,6 +416,7 @@ class MetadataDelta:
             controllers = MappingProxyType({**base.controllers, **self._controllers})
         broker_configs = _merged_configs(base.broker_configs, self._broker_configs)
         client_metrics = _merged_configs(base.client_metrics, self._client_metrics)
+        group_configs = _merged_configs(base.group_configs, self._group_configs)
         features = base.features
         if self._features:
             features = MappingProxyType({**base.features, **self._features})
@@ -450,6 +459,7 @@ class MetadataDelta:
             controllers=controllers,
             broker_configs=broker_configs,
             client_metrics=client_metrics,
+            group_configs=group_configs,
             features=features,
             client_quotas=client_quotas,
             scram_credentials=scram_credentials,
@@ -527,6 +537,7 @@ def diff_from_empty(image: MetadataImage) -> MetadataDelta:
     delta._controllers.update(image.controllers)
     delta._broker_configs.update({k: dict(v) for k, v in image.broker_configs.items()})
     delta._client_metrics.update({k: dict(v) for k, v in image.client_metrics.items()})
+    delta._group_configs.update({k: dict(v) for k, v in image.group_configs.items()})
     delta._features.update(image.features)
     delta._client_quotas.update({k: dict(v) for k, v in image.client_quotas.items()})
     delta._scram_credentials.update(image.scram_credentials)
@@ -580,6 +591,9 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
     for name in set(before.client_metrics) | set(after.client_metrics):
         if before.client_metrics.get(name) != after.client_metrics.get(name):
             delta._client_metrics[name] = dict(after.client_metrics.get(name, {}))
+    for name in set(before.group_configs) | set(after.group_configs):
+        if before.group_configs.get(name) != after.group_configs.get(name):
+            delta._group_configs[name] = dict(after.group_configs.get(name, {}))
     delta._features.update(
         (name, level)
         for name, level in after.features.items()

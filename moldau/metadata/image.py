@@ -169,6 +169,10 @@ class MetadataImage:
     client_metrics: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # Group configs (KIP-848/KIP-932 config resources, type 32): group id -> configs.
+    group_configs: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
     client_quotas: Mapping[ClientQuotaEntity, Mapping[str, float]] = field(

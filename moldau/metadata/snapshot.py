@@ -81,6 +81,7 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     for resource_type, resources in (
         (ConfigResourceType.BROKER, image.broker_configs),
         (ConfigResourceType.CLIENT_METRICS, image.client_metrics),
+        (ConfigResourceType.GROUP, image.group_configs),
     ):
         for resource_name, configs in sorted(resources.items()):
             for name, value in sorted(configs.items()):

@@ -24,6 +24,9 @@ same reasons):
 - at most FRAMES_PER_TURN frames, or as many as TURN_BUDGET_S of work allows, are dispatched per
   turn of the event loop; the rest of a read waits, unparsed, for the connection's next turn
   (scheduled behind every other ready callback);
+- on a client listener, turns also share the node's `TurnScheduler` (moldau.net.turns): client
+  connections together take about ROUND_BUDGET_S of work per iteration of the loop, so the quorum
+  and the controller on the same loop keep their deadlines under a flood;
 - no frame is dispatched while MAX_IN_FLIGHT requests are unanswered or the transport's buffer is
   above its high-water mark (a client that never reads its answers); reading pauses meanwhile,
   so what the connection holds is one read, its answers and its requests in flight;
@@ -48,7 +51,7 @@ import os
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from moldau.net.connection_quotas import ConnectionQuotas
@@ -56,6 +59,7 @@ from moldau.net.deferred import Deferred
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.net.principal import ANONYMOUS, PrincipalMappingError
 from moldau.net.tls import TlsFailed, TlsServer, TlsSession
+from moldau.net.turns import TASK_COST_S, QueuedTurn, TurnScheduler
 from moldau.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrameSize
 
 log = logging.getLogger(__name__)
@@ -100,15 +104,16 @@ class CloseConnection(Exception):
 @dataclass(slots=True)
 class ConnectionInfo:
     """What the handlers know of a connection. `principal` is who the peer is (from its TLS
-    certificate on SSL listeners, from SASL on SASL listeners; `User:ANONYMOUS` otherwise);
-    `authenticated` is False only while a listener that requires authentication (SASL) waits
-    for it: `set_authenticated(principal)` records it and lifts the small frame cap.
+        certificate on SSL listeners, from SASL on SASL listeners; `User:ANONYMOUS` otherwise);
+        `authenticated` is False only while a listener that requires authentication (SASL) waits
+        for it: `set_authenticated(principal)` records it and lifts the small frame cap.
 
-    `closing`: the processor wants the connection closed once the answers taken so far have
-    been written (a failed authentication); no further frame is dispatched. `authentication`
-    is the SASL session the broker keeps for the connection, and `session_expires_at` its
-    end (time.monotonic(), KIP-368) when the listener limits sessions. `mute(seconds)` takes
-    no further frame from the connection for that long (a throttled client, KIP-219)."""
+        `closing`: the processor wants the connection closed once the answers taken so far have
+        been written (a failed authentication); no further frame is dispatched. `authentication`
+        is the SASL session the broker keeps for the connection, and `session_expires_at` its
+        end (time.monotonic(), KIP-368) when the listener limits sessions. `mute(seconds)` takes
+        no further frame from the connection for that long (a throttled client, KIP-219). `on_close`
+    callbacks run once the connection has closed."""
 
     client_host: str
     client_port: int
@@ -124,6 +129,9 @@ class ConnectionInfo:
     session_expires_at: float | None = None
     set_authenticated: Callable[[str], None] | None = None
     mute: Callable[[float], None] | None = None
+    # Called once the connection has closed (what a request left behind that lives only as
+    # long as its connection: a share session).
+    on_close: list[Callable[[], None]] = field(default_factory=list)
 
 
 # What a processor returns for one frame: a response (bytes, list of chunks), None for no response,
@@ -186,6 +194,7 @@ class KafkaConnection(asyncio.Protocol):
         memory_pool: RequestMemoryPool | None = None,
         tls: TlsServer | None = None,
         quotas: ConnectionQuotas | None = None,
+        turns: TurnScheduler | None = None,
     ) -> None:
         self._processor = processor
         self._quotas = quotas
@@ -221,7 +230,9 @@ class KafkaConnection(asyncio.Protocol):
         self._reading = False  # inside data_received: answers settled now join its one write
         self._tasks: set[asyncio.Future[Any]] = set()
         self._applying = False  # a request is being applied (`Applying`): the others wait
-        self._turn: asyncio.Handle | None = None  # the next turn, when frames wait for it
+        self._turn: asyncio.Handle | QueuedTurn | None = None  # the next turn, when frames wait
+        self._turns = turns
+        self._tasks_started = 0
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
         self._timer: asyncio.TimerHandle | None = None
@@ -274,10 +285,28 @@ class KafkaConnection(asyncio.Protocol):
                 return
         self._decoder.receive(data)
         if self._turn is None:
-            self._process()
+            if self._turns is None:
+                self._process()
+            else:  # (a turn run now may itself have queued the next: keep that one)
+                queued = self._turns.run_fresh(self._process)
+                if queued is not None:
+                    self._turn = queued
 
-    def _process(self) -> None:
-        """One turn: dispatch the frames that have arrived, as far as the limits allow."""
+    def _next_turn(self) -> asyncio.Handle | QueuedTurn:
+        """A turn later, behind what is ready now (and, under a scheduler, in its rounds)."""
+        if self._turns is None:
+            return asyncio.get_running_loop().call_soon(self._process)
+        return self._turns.queue_backlog(self._process)
+
+    def _process(self) -> float:
+        """One turn: dispatch the frames that have arrived, as far as the limits allow. Returns
+        what the turn charges the node's `TurnScheduler`: its time, and `TASK_COST_S` for each
+        request it handed to a task."""
+        started, tasks = time.perf_counter(), self._tasks_started
+        self._take_frames()
+        return time.perf_counter() - started + TASK_COST_S * (self._tasks_started - tasks)
+
+    def _take_frames(self) -> None:
         self._turn = None
         if self._closing:
             return
@@ -301,11 +330,11 @@ class KafkaConnection(asyncio.Protocol):
                 if self.info is not None and self.info.closing:
                     break
                 if time.perf_counter() > turn_ends and decoder.buffered:
-                    self._turn = asyncio.get_running_loop().call_soon(self._process)
+                    self._turn = self._next_turn()
                     break
             else:
                 if decoder.buffered:  # the turn is spent: the others go first
-                    self._turn = asyncio.get_running_loop().call_soon(self._process)
+                    self._turn = self._next_turn()
         except (FrameTooLarge, InvalidFrameSize) as exc:
             log.info("closing connection from %s: %s", self._peer(), exc)
             self.close()
@@ -414,6 +443,13 @@ class KafkaConnection(asyncio.Protocol):
         if self._mute_timer is not None:
             self._mute_timer.cancel()
             self._mute_timer = None
+        if self.info is not None:
+            for callback in self.info.on_close:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("a connection-close callback failed")
+            self.info.on_close.clear()
         if self._on_close is not None:
             self._on_close(self)
 
@@ -461,10 +497,12 @@ class KafkaConnection(asyncio.Protocol):
             )
         elif isinstance(outcome, Applying):
             self._applying = True
+            self._tasks_started += 1
             future = asyncio.ensure_future(outcome.pending)
             self._tasks.add(future)
             future.add_done_callback(functools.partial(self._applied, slot))
         elif isinstance(outcome, Awaitable):
+            self._tasks_started += 1
             future = asyncio.ensure_future(outcome)
             self._tasks.add(future)
             future.add_done_callback(functools.partial(self._completed, slot))
@@ -694,7 +732,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._closing or self._held():
             return
         if self._decoder.buffered and self._turn is None and not self._decoder.awaiting_memory:
-            self._turn = asyncio.get_running_loop().call_soon(self._process)
+            self._turn = self._next_turn()
         self._update_reading()
 
     # --- timers: idle connections, frames that never complete ------------------------------------

@@ -23,6 +23,7 @@ from moldau.net.connection import KafkaConnection, Processor
 from moldau.net.connection_quotas import ConnectionQuotas
 from moldau.net.memory_pool import RequestMemoryPool
 from moldau.net.tls import TlsServer
+from moldau.net.turns import TurnScheduler
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,10 @@ class Listener:
         request_timeout_s: float | None = None,
         memory_pool: RequestMemoryPool | None = None,
         quotas: ConnectionQuotas | None = None,
+        turns: TurnScheduler | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._turns = turns
         self._quotas = quotas
         self._processor = processor
         self._security_protocol = security_protocol
@@ -77,6 +80,7 @@ class Listener:
             memory_pool=self._memory_pool,
             tls=self._tls,
             quotas=self._quotas,
+            turns=self._turns,
         )
         self.connections.add(connection)
         return connection

@@ -49,7 +49,7 @@ class _Claim:
 
 @dataclass(slots=True)
 class _Waiter:
-    callback: Callable[[], None]
+    callback: Callable[[], object]
     size: int
     since: float
 
@@ -84,7 +84,7 @@ class RequestMemoryPool:
             for waiter in self._waiters:
                 loop.call_soon(waiter.callback)
 
-    def wait(self, callback: Callable[[], None], size: int = 0) -> None:
+    def wait(self, callback: Callable[[], object], size: int = 0) -> None:
         """Call `callback` on the loop once memory has been released (`size`: what the waiter
         needs, for reclaiming slow claims)."""
         if any(waiter.callback == callback for waiter in self._waiters):
@@ -95,7 +95,7 @@ class RequestMemoryPool:
                 RECLAIM_AFTER_S, self._reclaim
             )
 
-    def forget(self, callback: Callable[[], None], claimant: Claimant | None = None) -> None:
+    def forget(self, callback: Callable[[], object], claimant: Claimant | None = None) -> None:
         """A connection is gone: it neither waits nor claims any more."""
         self._waiters = collections.deque(w for w in self._waiters if w.callback != callback)
         if claimant is not None:

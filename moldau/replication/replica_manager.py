@@ -747,6 +747,11 @@ class ReplicaManager:
         """Park a fetch until `ready()` after an append to one of `keys`, or `max_wait_ms`."""
         self.fetch_purgatory.watch(keys, ready, max_wait_ms / 1000.0, on_done)
 
+    def wake_fetches(self, tp: TopicPartition) -> None:
+        """Something other than an append may have made the fetches waiting on `tp` ready
+        (records a share group released): they check again."""
+        self.fetch_purgatory.wake(tp)
+
     def logs(self) -> Mapping[TopicPartition, Partition]:
         return self.partitions
 

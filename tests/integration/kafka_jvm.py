@@ -33,6 +33,7 @@ TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",

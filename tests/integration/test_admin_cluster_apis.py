@@ -644,6 +644,7 @@ def test_kafka_python_describes_the_features_moldau_supports_and_finalized(pytho
     assert features["metadata.version"]["supported"] == (25, 25)
     assert features["metadata.version"]["finalized"] == (25, 25)
     assert features["group.version"]["finalized"] == (1, 1)
+    assert features["share.version"]["finalized"] == (1, 1)
     assert features["transaction.version"]["finalized"] == (2, 2)
     assert features["transaction.version"]["supported"] == (0, 2)
     assert features["kraft.version"]["supported"] == (0, 1)

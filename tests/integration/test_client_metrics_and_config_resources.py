@@ -264,3 +264,24 @@ def test_describe_cluster_v2_lists_fenced_brokers_when_asked(start_server, tmp_p
     )
     assert _describe_cluster(bootstrap, 2, False) == {1: False, 2: False}
     assert _describe_cluster(bootstrap, 1, False) == {1: False, 2: False}
+
+
+def test_list_config_resources_v1_lists_the_groups_with_configs(server) -> None:
+    """(Last in the module: the test above expects no group configs yet.)"""
+    change = {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}
+    with _connect(server) as connection:
+        altered = connection.request(
+            44,
+            1,
+            {
+                "resources": [
+                    {"resource_type": 32, "resource_name": "configured", "configs": [change]}
+                ],
+                "validate_only": False,
+            },
+        )
+        groups = connection.request(LIST_CONFIG_RESOURCES, 1, {"resource_types": [32]})
+    assert altered.responses[0].error_code == ErrorCode.none
+    assert [(r.resource_type, r.resource_name) for r in groups.config_resources] == [
+        (32, "configured")
+    ]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ServerFactory
+from .console import ConsoleHttp, running_console
 from .support import unique_topic
 
 pytestmark = pytest.mark.timeout(900)
@@ -104,6 +105,19 @@ def test_the_installed_command_serves_a_round_trip(
     _run([moldau, "produce", topic, "-K", ":", "-b", b], stdin=records, cwd=tmp_path)
     consumed = _run([moldau, "consume", topic, "-e", "-f", "%k=%s\\n", "-b", b], cwd=tmp_path)
     assert sorted(consumed.decode().splitlines()) == sorted(f"key-{i}=value {i}" for i in range(10))
+    server.stop()
+
+
+def test_the_installed_console_serves_its_pages_and_browser_files(
+    installed: Path, start_server: ServerFactory
+) -> None:
+    """The templates and the vendored scripts are in the wheel (package data)."""
+    server = start_server()
+    with running_console(server.bootstrap_servers, program=[str(installed / "moldau")]) as console:
+        http = ConsoleHttp(console.url)
+        assert "Moldau console" in http.get("/").text
+        for path in ("/static/vendor/htmx.min.js", "/static/vendor/uPlot.iife.min.js"):
+            assert http.get(path).status == 200, path
     server.stop()
 
 

@@ -347,13 +347,13 @@ def test_kafka_features_and_kafka_metadata_quorum_on_one_node(tools: Tools) -> N
             re.MULTILINE,
         )
     }
-    # Kafka 4.1's six, each with what Moldau has: no eligible leader replicas, no share groups
+    # Kafka 4.1's six, each with what Moldau has: no eligible leader replicas; share groups
     assert features == {
         "eligible.leader.replicas.version": ("0", "0", "0"),
         "group.version": ("0", "1", "1"),
         "kraft.version": ("0", "1", "0"),
         "metadata.version": ("4.0-IV3", "4.0-IV3", "4.0-IV3"),
-        "share.version": ("0", "0", "0"),
+        "share.version": ("0", "1", "1"),
         "transaction.version": ("0", "2", "2"),
     }
     status = tools("kafka-metadata-quorum", "describe", "--status")

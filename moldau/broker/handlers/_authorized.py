@@ -4,7 +4,7 @@ their place, so results stay in the request's order."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from moldau.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -62,3 +62,13 @@ def config_resource_denial(
         resource, code = ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed
         name = CLUSTER_NAME
     return None if ctx.authorized(operation, resource, name) else code
+
+
+def undescribable_topics(ctx: RequestContext, names: Iterable[str]) -> list[str]:
+    """The topics of `names` the principal may not DESCRIBE, sorted (a heartbeat naming one
+    is refused with TOPIC_AUTHORIZATION_FAILED)."""
+    return sorted(
+        name
+        for name in set(names)
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers._authorized import undescribable_topics
 from moldau.broker.registry import RequestContext, handler
 from moldau.coordinator.assignors import TopicMetadata
 from moldau.coordinator.consumer import ConsumerGroupHeartbeatRequest, heartbeat_error
@@ -32,13 +33,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _error(ErrorCode.group_authorization_failed)
     subscribed = request.subscribed_topic_names
-    hidden = sorted(
-        {
-            name
-            for name in subscribed or ()
-            if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
-        }
-    )
+    hidden = undescribable_topics(ctx, subscribed or ())
     if hidden:
         message = f"Not authorized to describe the subscribed topics {', '.join(hidden)}"
         return _error(ErrorCode.topic_authorization_failed, message)

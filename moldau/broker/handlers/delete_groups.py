@@ -2,7 +2,9 @@
 
 v1 same; v2 flexible. Per group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP while it has members,
 NOT_COORDINATOR if another node coordinates it; GROUP_AUTHORIZATION_FAILED (listed after the
-others, as Kafka lists it) if the principal may not DELETE it.
+others, as Kafka lists it) if the principal may not DELETE it. A deleted share group's
+share-partitions on this broker are dropped (other brokers keep theirs until they lose the
+partitions' leadership: the state is not durable yet, `moldau.share.manager`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> dict[str, A
         ]
     else:
         results = await runtime.delete_groups(allowed) if allowed else []
+        share_partitions = ctx.node.share_partitions
+        if share_partitions is not None:  # a deleted share group's state here goes too
+            for result in results:
+                if result["error_code"] == ErrorCode.none:
+                    share_partitions.forget_group(str(result["group_id"]))
     results += [
         {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed}
         for group_id in denied

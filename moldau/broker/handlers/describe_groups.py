@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.handlers._group_describe import AUTHORIZED_OPERATIONS_OMITTED
 from moldau.broker.registry import RequestContext, handler
 from moldau.metadata.acls import AclOperation, ResourceType
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict[str, Any]:

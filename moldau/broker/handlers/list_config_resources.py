@@ -5,9 +5,10 @@ v0 lists client-metrics resources only. v1 adds `resource_types`: an empty list 
 the version knows (topic 2, broker 4, broker logger 8, client metrics 16, group 32); a type
 outside those is answered UNSUPPORTED_VERSION with nothing listed, as Kafka's
 `ListConfigResourcesRequest.supportedResourceTypes` rules. Listed, as Kafka lists them: every
-topic, every unfenced broker by id, and every client-metrics subscription. Moldau has no group
-configs and no broker-logger configs, so those types list nothing (Kafka lists each unfenced
-broker as a broker-logger resource too; Moldau cannot describe those, so it does not).
+topic, every unfenced broker by id, every client-metrics subscription, and every group with
+configs set (share groups' `share.*`). Moldau has no broker-logger configs, so that type lists
+nothing (Kafka lists each unfenced broker as a broker-logger resource too; Moldau cannot
+describe those, so it does not).
 """
 
 from __future__ import annotations
@@ -62,5 +63,10 @@ def handle_list_config_resources(ctx: RequestContext, request: Any) -> dict[str,
         resources += [
             {"resource_name": name, "resource_type": ConfigResourceType.CLIENT_METRICS}
             for name in sorted(image.client_metrics)
+        ]
+    if ConfigResourceType.GROUP in asked:
+        resources += [
+            {"resource_name": name, "resource_type": ConfigResourceType.GROUP}
+            for name in sorted(image.group_configs)
         ]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": resources}

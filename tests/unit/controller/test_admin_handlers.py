@@ -374,6 +374,7 @@ def _controller_registration(controller_id, port, incarnation):
             {"name": "metadata.version", "min_supported_version": 25, "max_supported_version": 25},
             {"name": "group.version", "min_supported_version": 0, "max_supported_version": 1},
             {"name": "transaction.version", "min_supported_version": 0, "max_supported_version": 2},
+            {"name": "share.version", "min_supported_version": 0, "max_supported_version": 1},
         ],
     }
 

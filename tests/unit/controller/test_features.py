@@ -35,7 +35,12 @@ def image_with(**levels):
 
 def test_a_new_cluster_finalizes_what_moldau_supports_and_an_old_one_keeps_its_levels():
     levels = {r.name: r.feature_level for r in bootstrap_records(MetadataImage.empty("c"))}
-    assert levels == {"metadata.version": 25, "transaction.version": 2, "group.version": 1}
+    assert levels == {
+        "metadata.version": 25,
+        "transaction.version": 2,
+        "group.version": 1,
+        "share.version": 1,
+    }
     assert bootstrap_records(image_with(metadata_version=25)) == []
 
 
@@ -49,7 +54,11 @@ OLD_CLUSTER = image_with(metadata_version=25)  # formatted before the other feat
         (FeatureUpdate(feature="kraft.version", max_version_level=1), "has not registered"),
         (FeatureUpdate(feature="kraft.version", max_version_level=2), "only supports"),
         (FeatureUpdate(feature="metadata.version", max_version_level=26), "only supports"),
-        (FeatureUpdate(feature="share.version", max_version_level=1), "only supports versions 0-0"),
+        (FeatureUpdate(feature="share.version", max_version_level=2), "only supports versions 0-1"),
+        (
+            FeatureUpdate(feature="eligible.leader.replicas.version", max_version_level=1),
+            "only supports versions 0-0",
+        ),
         (FeatureUpdate(feature="streams.version", max_version_level=1), "does not support this"),
         (FeatureUpdate(feature="group.version", max_version_level=-1), "cannot be less than 0"),
         (
@@ -199,9 +208,9 @@ def test_api_versions_carries_supported_and_finalized_features(old_cluster):
         "kraft.version": (0, 1),
         "transaction.version": (0, 2),
         "group.version": (0, 1),
-        # Kafka 4.1 lists these too; Moldau has neither behaviour, so only level 0
+        # Kafka 4.1 lists it too; Moldau does not have the behaviour, so only level 0
         "eligible.leader.replicas.version": (0, 0),
-        "share.version": (0, 0),
+        "share.version": (0, 1),
     }
     assert [(f.name, f.min_version_level, f.max_version_level) for f in v4.finalized_features] == [
         ("metadata.version", 25, 25)
@@ -243,3 +252,10 @@ def test_update_features_in_every_version(old_cluster, version):
     assert ("group.version", 1) in [(f.name, f.max_version_level) for f in after.finalized_features]
     assert after.finalized_features_epoch > epoch_before
     assert update("group.version", 0, downgrade=True).error_code == E.invalid_update_version
+
+
+def test_a_cluster_formatted_before_share_groups_turns_them_on_with_share_version_1():
+    upgrade = FeatureUpdate(feature="share.version", max_version_level=1)
+    records, result = update_features(OLD_CLUSTER, [upgrade], voter_ids=(1,))
+    assert result.error_code == E.none
+    assert records == [FeatureLevelRecord(name="share.version", feature_level=1)]

@@ -38,6 +38,7 @@ class FakeNode:
     def __init__(self, runtime: GroupCoordinatorRuntime) -> None:
         topic = SimpleNamespace(name="t", topic_id=TOPIC_ID, partitions={0: None, 1: None})
         self.group_coordinator = runtime
+        self.share_partitions = None
         self.metadata_image = SimpleNamespace(topics={"t": topic}, topics_by_id={TOPIC_ID: topic})
         self.internal_topics = SimpleNamespace(ready=lambda name: True)  # (they exist)
 

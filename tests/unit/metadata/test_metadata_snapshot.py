@@ -95,6 +95,7 @@ def rich_image() -> MetadataImage:
         config(ConfigResourceType.BROKER, "2", "log.cleaner.threads", "2"),
         config(ConfigResourceType.CLIENT_METRICS, "java-clients", "interval.ms", "1000"),
         config(ConfigResourceType.CLIENT_METRICS, "java-clients", "metrics", "*"),
+        config(ConfigResourceType.GROUP, "queue", "share.auto.offset.reset", "earliest"),
         TopicRecord(name="orders", topic_id=ORDERS),
         config(ConfigResourceType.TOPIC, "orders", "cleanup.policy", "compact"),
         PartitionRecord(topic_id=ORDERS, partition=0, replicas=(1, 2, 3), isr=(1, 2), leader=1),
@@ -183,6 +184,7 @@ def test_an_image_survives_a_round_trip_through_a_snapshot():
     assert restored.acls[ACL_KEPT].permission == AclPermission.ALLOW
     assert restored.topics_by_id[ORDERS] is restored.topics["orders"]
     assert dict(restored.client_metrics["java-clients"]) == {"interval.ms": "1000", "metrics": "*"}
+    assert dict(restored.group_configs["queue"]) == {"share.auto.offset.reset": "earliest"}
     assert restored.controllers[1].incarnation_id == uuid.UUID(int=301)
     assert restored.controllers[1].endpoint("CONTROLLER").port == 29091
     assert restored.controllers[5].features["metadata.version"] == (25, 25)
@@ -210,6 +212,7 @@ SNAPSHOTTED_FIELDS = {
         "brokers",
         "broker_configs",
         "client_metrics",
+        "group_configs",
         "features",
         "next_producer_id",
         "client_quotas",

@@ -17,6 +17,7 @@ from moldau.net.connection import (
 )
 from moldau.net.deferred import Deferred
 from moldau.net.memory_pool import RECLAIM_AFTER_S, RequestMemoryPool
+from moldau.net.turns import TurnScheduler
 
 
 class FakeTransport:
@@ -304,5 +305,34 @@ def test_closing_a_muted_connection_cancels_its_mute() -> None:
         connection.mute(10.0)
         connection.connection_lost(None)
         assert connection._mute_timer is None
+
+    asyncio.run(scenario())
+
+
+def test_connections_sharing_a_turn_scheduler_take_turns_by_rounds_and_finish() -> None:
+    async def scenario() -> None:
+        order: list[str] = []
+        turns = TurnScheduler(budget_s=1e-9)  # one turn per round
+
+        def processor(name: str):
+            def process(frame: Any, info: Any) -> bytes:
+                order.append(name)
+                return _frame(name.encode())
+
+            return process
+
+        flooder, flood_transport = _connection(processor("flood"), turns=turns)
+        polite, polite_transport = _connection(processor("polite"), turns=turns)
+        flooder.data_received(_frame(b"x") * 1_000)
+        flooder.data_received(_frame(b"x") * 1_000)  # (more arrives before the socket pauses)
+        assert order.count("flood") == FRAMES_PER_TURN
+        polite.data_received(_frame(b"y"))
+        await _turns(3)
+        assert order.index("polite") <= 2 * FRAMES_PER_TURN  # fresh bytes go ahead of a backlog
+        await _turns(2_000 // FRAMES_PER_TURN + 5)
+        assert order.count("flood") == 2_000
+        assert len(b"".join(flood_transport.written)) == 2_000 * len(_frame(b"flood"))
+        assert flood_transport.reading and polite_transport.reading
+        assert turns.queued == 0
 
     asyncio.run(scenario())
