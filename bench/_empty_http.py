@@ -1,5 +1,5 @@
 """The HTTP framework's own cost, for bench/registry.py: a Starlette app whose one route answers
-`{}`, served on uvloop by the registry's own uvicorn set-up (`start_http_server`). Prints
+`{}`, served on uvloop by the uvicorn set-up the registry uses (`moldau.http_server`). Prints
 `port N` once it listens; runs until killed."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from moldau.http_server import start_http_server
 from moldau.registry.app import CONTENT_TYPE
-from moldau.registry.service import start_http_server
 
 
 async def empty(request: Request) -> Response:

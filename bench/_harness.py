@@ -82,8 +82,15 @@ class Broker:
         for override in ("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={self.data_dir}",
                          *self._overrides):  # fmt: skip
             arguments += ["--override", override]
+        # (from the data directory: `python -m moldau` looks in the current directory before
+        # PYTHONPATH, so started from a checkout it would run that checkout's code, whatever
+        # PYTHONPATH names)
         self._process = subprocess.Popen(
-            arguments, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            arguments,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=self.data_dir,
         )
         assert self._process.stdout is not None
         for line in self._process.stdout:

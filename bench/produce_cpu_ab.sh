@@ -7,7 +7,9 @@ set -u
 P=$(cd "$1" && pwd); D=$(mktemp -d /tmp/moldau-cpu-ab-XXXXXX)
 OUT=$(mktemp /tmp/moldau-cpu-ab-out-XXXXXX)
 PY=$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python
-PYTHONPATH=$P $PY -m moldau server --override listeners=PLAINTEXT://127.0.0.1:39556 --override log.dirs=$D > /dev/null 2>&1 &
+# (started from the data directory: `python -m moldau` looks in the current directory before
+# PYTHONPATH, so started from a checkout the server would run that checkout, not TREE)
+(cd $D && PYTHONPATH=$P exec $PY -m moldau server --override listeners=PLAINTEXT://127.0.0.1:39556 --override log.dirs=$D > /dev/null 2>&1) &
 SPID=$!
 for i in $(seq 50); do (echo > /dev/tcp/127.0.0.1/39556) 2>/dev/null && break; sleep 0.2; done
 sleep 1

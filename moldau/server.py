@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 READY_LINE = "Moldau ready: bootstrap.servers={bootstrap}"
 REGISTRY_LINE = "Moldau schema registry: {url}"
+HTTP_LINE = "Moldau HTTP: {url} (/metrics, /health, /ready)"
 CONTROLLER_READY_LINE = "Moldau ready: bootstrap.controllers={bootstrap}"
 
 
@@ -40,13 +41,17 @@ def install_event_loop_policy() -> None:
 
 
 async def serve(config: BrokerConfig, *, print_ready: bool = True) -> None:
-    """Start a node, print the ready line, and run until SIGTERM/SIGINT; then stop cleanly."""
+    """Start a node, print the ready line, and run until SIGTERM/SIGINT; then stop cleanly. The
+    metrics and health endpoints' line comes first: they answer while the node starts."""
     node = Node(config, tune_process=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
+        for url in await node.start_http():
+            if print_ready:
+                print(HTTP_LINE.format(url=url), flush=True)
         started = await _start_unless_stopped(node, stop)
     except BaseException:
         with contextlib.suppress(Exception):
@@ -105,10 +110,12 @@ class Server:
         host: str = "127.0.0.1",
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        # (no schema registry unless `config` asks for one: embedded nodes take no fixed port)
+        # (no schema registry and no HTTP endpoints unless `config` asks for them: embedded
+        # nodes take no fixed port)
         settings: dict[str, Any] = {
             "listeners": f"PLAINTEXT://{host}:{port}",
             "schema.registry.listeners": "",
+            "http.listeners": "",
         }
         if log_dirs is not None:
             settings["log.dirs"] = os.fspath(log_dirs)

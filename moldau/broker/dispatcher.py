@@ -11,6 +11,9 @@ request closes it, as Kafka's SaslServerAuthenticator does. A connection whose s
 expired (`connections.max.reauth.ms`, an OAUTHBEARER token's expiry) is closed on its next
 request unless that request re-authenticates (`moldau.broker.authentication`).
 
+Every request a handler serves is counted here, and the time until its answer is encoded
+(`observability.RequestMetrics`, two clock reads and a few integer additions).
+
 Client quotas are applied here, in one place (`moldau.broker.quotas.QuotaUsage`): on the
 broker's listeners, a request of a client some quota holds back is timed, its usage recorded
 when the handler returns and when its answer is known (at once, or when its Deferred or task
@@ -74,6 +77,7 @@ class Dispatcher:
         self.scope = scope
         # Client quotas hold back clients on the broker's listeners only.
         self._client_quotas = node.client_quotas if scope == BROKER else None
+        self._metrics = node.request_metrics
 
     def __call__(self, frame: bytes | memoryview, info: ConnectionInfo) -> Any:
         if not info.authenticated:
@@ -106,7 +110,8 @@ class Dispatcher:
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
         if spec.forward and self.scope == BROKER and self._node.must_forward:
-            return self._forward(header, envelope_request(frame, info))
+            started = self._metrics.taken(header.api_key)
+            return self._forward(header, envelope_request(frame, info), started=started)
         quotas = self._client_quotas
         if quotas is not None and quotas.enforced and info.authenticated:
             quota = quotas.of_client(info.principal, header.client_id)
@@ -124,16 +129,22 @@ class Dispatcher:
         """The handler's answer to a decoded request no client quota covers, encoded: a frame,
         chunks or None, or one of them later (a `Deferred` or an awaitable). A failure is
         answered as `_failure` says."""
+        metrics = self._metrics
+        started = metrics.taken(header.api_key)
         try:
             result = spec.function(RequestContext(header, self._node, info, self.scope), request)
         except Exception as exc:
-            return self._failure(header, exc)
+            answer = self._failure(header, exc)
+            metrics.answered(header.api_key, started)
+            return answer
         if type(result) is not dict:  # the common answer first: a dict to encode
             if isinstance(result, Deferred):
-                return self._finish_deferred(header, result)
+                return self._finish_deferred(header, result, started=started)
             if inspect.isawaitable(result):
-                return self._later(spec, self._finish_async(header, result))
-        return self._encode(header, result)
+                return self._later(spec, self._finish_async(header, result, started=started))
+        answer = self._encode(header, result)
+        metrics.answered(header.api_key, started)
+        return answer
 
     @staticmethod
     def _later(spec: HandlerSpec, answer: Awaitable[Any]) -> Any:
@@ -153,25 +164,36 @@ class Dispatcher:
         """Serve a request that counts against the client's quotas: timed (request_percentage),
         and settled with its answer (`QuotaUsage.settle`)."""
         context = RequestContext(header, self._node, info, self.scope, quota)
-        started = time.perf_counter()
+        metrics = self._metrics
+        started = metrics.taken(header.api_key)
         try:
             result = spec.function(context, request)
         except Exception as exc:
-            return self._failure(header, exc)
+            answer = self._failure(header, exc)
+            metrics.answered(header.api_key, started)
+            return answer
         usage = QuotaUsage(quota, header, request, request_bytes=request_bytes, mute=info.mute)
         usage.handled(time.perf_counter() - started)
         if isinstance(result, Deferred):
-            return self._finish_deferred(header, result, usage)
+            return self._finish_deferred(header, result, usage, started=started)
         if inspect.isawaitable(result):
-            return self._later(spec, self._finish_async(header, result, usage))
-        return self._encode(header, result, usage)
+            return self._later(spec, self._finish_async(header, result, usage, started=started))
+        answer = self._encode(header, result, usage)
+        metrics.answered(header.api_key, started)
+        return answer
 
     def _finish_deferred(
-        self, header: RequestHeader, deferred: Deferred, usage: QuotaUsage | None = None
+        self,
+        header: RequestHeader,
+        deferred: Deferred,
+        usage: QuotaUsage | None = None,
+        *,
+        started: float,
     ) -> Deferred:
         """The encoded response, settled in the same call chain as the handler's `Deferred`:
         the connection writes it with no loop iteration in between."""
         encoded = Deferred()
+        metrics = self._metrics
 
         def resolved(body: Any) -> None:
             try:
@@ -179,6 +201,7 @@ class Dispatcher:
             except Exception as failure:  # an encoder bug: the connection logs and closes
                 encoded.fail(failure)
                 return
+            metrics.answered(header.api_key, started)
             encoded.resolve(response)
 
         def failed(error: BaseException) -> None:
@@ -190,6 +213,7 @@ class Dispatcher:
             except Exception as failure:  # CloseConnection, or no error_code to answer with
                 encoded.fail(failure)
                 return
+            metrics.answered(header.api_key, started)
             encoded.resolve(response)
 
         deferred.then(resolved, failed)
@@ -212,7 +236,9 @@ class Dispatcher:
             raise CloseConnection(f"API {header.api_key} has no answer to forward")
         return outcome[4:]
 
-    async def _forward(self, header: RequestHeader, envelope: dict[str, Any]) -> Any:
+    async def _forward(
+        self, header: RequestHeader, envelope: dict[str, Any], *, started: float
+    ) -> Any:
         """Pass a metadata change to the active controller in an Envelope naming the client's
         principal and address (KIP-590, `moldau.broker.envelope`), and its answer back."""
         channel = self._node.controller_channel
@@ -220,11 +246,19 @@ class Dispatcher:
         try:
             answer = await channel.forward(envelope)
         except KafkaError as exc:  # the Envelope's error, in the client's API's answer
-            return self._failure(header, exc)
+            failure = self._failure(header, exc)
+            self._metrics.answered(header.api_key, started)
+            return failure
+        self._metrics.answered(header.api_key, started)
         return _INT32.pack(len(answer)) + _INT32.pack(header.correlation_id) + answer[4:]
 
     async def _finish_async(
-        self, header: RequestHeader, pending: Any, usage: QuotaUsage | None = None
+        self,
+        header: RequestHeader,
+        pending: Any,
+        usage: QuotaUsage | None = None,
+        *,
+        started: float,
     ) -> Any:
         """The encoded answer of an awaitable handler, or a `Deferred` of it when the handler
         ends with one (applied, waiting for something else)."""
@@ -233,10 +267,14 @@ class Dispatcher:
         except CloseConnection:
             raise
         except Exception as exc:
-            return self._failure(header, exc)
+            answer = self._failure(header, exc)
+            self._metrics.answered(header.api_key, started)
+            return answer
         if isinstance(result, Deferred):
-            return self._finish_deferred(header, result, usage)
-        return self._encode(header, result, usage)
+            return self._finish_deferred(header, result, usage, started=started)
+        answer = self._encode(header, result, usage)
+        self._metrics.answered(header.api_key, started)
+        return answer
 
     def _encode(self, header: RequestHeader, result: Any, usage: QuotaUsage | None = None) -> Any:
         try:

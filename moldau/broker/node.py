@@ -1,9 +1,10 @@
 """The composition root of one Moldau node: config, metadata quorum, logs, partitions, listeners.
 
-`Node.start()` binds the listeners (so an ephemeral port is known before the broker registers),
-opens the metadata quorum (formatting storage on first start), opens and recovers the logs,
-applies the metadata image to the partitions, starts the coordinators and background jobs, and
-only then starts serving. `Node.stop()` stops accepting, answers in-flight requests, stops the
+`Node.start()` first serves /metrics, /health and /ready (`observability`: /ready says what
+the node waits for), binds the listeners (so an ephemeral port is known before the broker
+registers), opens the metadata quorum (formatting storage on first start), opens and recovers
+the logs, applies the metadata image to the partitions, starts the coordinators and background
+jobs, and only then starts serving. `Node.stop()` stops accepting, answers in-flight requests, stops the
 background work, flushes every log and writes the clean-shutdown marker.
 """
 
@@ -29,6 +30,8 @@ from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.internal_topics import InternalTopics
 from moldau.broker.lifecycle import BrokerLifecycle
 from moldau.broker.metadata_publisher import MetadataPublisher
+from moldau.broker.observability.endpoints import HostedHttp
+from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.broker.process_tuning import tune_for_serving
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.quorum_addresses import QuorumAddresses
@@ -108,6 +111,11 @@ class Node:
         self.client_quotas = ClientQuotas.of(config, clock)  # (enforced on broker listeners)
         # (ConfigError: a malformed schema.registry.listeners)
         self.schema_registry = HostedRegistry.of(config, self.layout)
+        # (ConfigError: a malformed http.listeners, or https without a key)
+        self.http = HostedHttp.of(config, self.layout)
+        self.request_metrics = RequestMetrics()
+        # What the node is doing instead of serving its clients (None: it serves them).
+        self.starting: str | None = "starting"
         self.listeners: list[Listener] = []  # the broker's (clients')
         self.controller_listeners: list[Listener] = []
         pool_bytes = int(config.get("queued.max.request.bytes"))
@@ -137,12 +145,23 @@ class Node:
         self.client_telemetry = ClientTelemetry(clock)  # (KIP-714, in memory)
         self._stopped = asyncio.Event()
         self._on_stop_callbacks: list[Callable[[], Any]] = []
-        self.ready = False
+
+    @property
+    def ready(self) -> bool:
+        """The node serves its clients."""
+        return self.starting is None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
+    async def start_http(self) -> list[str]:
+        """Serve /metrics, /health and /ready (once; `start` does it first); their URLs.
+        ConfigError when a configured listener cannot be bound."""
+        await self.http.start(self)
+        return self.http.urls
+
     async def start(self) -> None:
         check_partition_limits(self.config)
+        await self.start_http()
         if self._tune_process:
             soft, hard = raise_open_files_limit()
         else:
@@ -160,6 +179,7 @@ class Node:
             for address in layout.controller_listeners:
                 await self._bind(address, Dispatcher(self, CONTROLLER), self.controller_listeners)
         if layout.is_broker:
+            self.starting = "recovering the logs"
             self.log_manager = LogManager(
                 self.config.log_dirs,
                 fs=fault_injection.from_environment(OsFileSystem()),
@@ -186,6 +206,7 @@ class Node:
                 self._start_replication()
             self._publisher = MetadataPublisher(self)
             self._publisher.listeners = self.metadata_listeners
+        self.starting = "joining the metadata quorum"
         if layout.standalone:
             await self._start_standalone_quorum()
         else:
@@ -200,13 +221,14 @@ class Node:
             self.controller.add_publisher(self._follow_client_quotas)
             self._follow_client_quotas(None, self.controller.image)
             self.producer_id_manager = ProducerIdManager(self._allocate_producer_ids, self.node_id)
+            self.starting = "loading the coordinators"
             await self._start_coordinators()
             self._start_background_jobs()
         if self._tune_process:
             tune_for_serving()
-        self.ready = True
         for listener in self.listeners:
             await listener.start_serving()
+        self.starting = None
         await self.schema_registry.start(self)  # (a client of the listeners above)
 
     async def _bind(
@@ -311,6 +333,7 @@ class Node:
         )
         self._register_controller(self.controller_channel.register_controller)
         if layout.is_broker:
+            self.starting = "registering with the controller (unfenced once caught up)"
             self.lifecycle = BrokerLifecycle(
                 self.controller_channel,
                 broker_id=self.node_id,
@@ -559,8 +582,10 @@ class Node:
         self._background.extend(jobs.start(self))
 
     async def stop(self) -> None:
+        self.starting = "shutting down"
         if not self.listeners and not self.controller_listeners and self.controller is None:
             await self.security.stop()
+            await self.http.stop()
             return
         # Controlled shutdown first, while every listener still serves (as Kafka's broker does):
         # producers write here until their leaderships have moved, followers catch up with it.
@@ -621,6 +646,7 @@ class Node:
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
             self.log_manager = None
+        await self.http.stop()  # (last: /health answers while the node stops)
         self._stopped.set()
 
     def on_stop(self, callback: Callable[[], Any]) -> None:

@@ -23,7 +23,8 @@ from moldau.config.cluster import ClusterLayout
 from moldau.config.sasl import SASL_PROTOCOLS
 from moldau.config.tls import tls_settings
 from moldau.config.values import BrokerConfig, ConfigError
-from moldau.registry.listeners import DEFAULT_LISTENER, RegistryListener, parse_listeners
+from moldau.http_server import cannot_listen, listeners_setting
+from moldau.registry.listeners import DEFAULT_LISTENER, RegistryListener
 
 if TYPE_CHECKING:
     from moldau.broker.services import BrokerServices
@@ -52,17 +53,9 @@ class HostedRegistry:
 
     @classmethod
     def of(cls, config: BrokerConfig, layout: ClusterLayout) -> HostedRegistry:
-        value = config.get(KEY)
-        explicit = value is not None
-        if value is None:
-            value = DEFAULT_LISTENER if layout.standalone else ""
-        try:
-            listeners = parse_listeners(str(value))
-        except ValueError as error:
-            raise ConfigError(
-                f"Invalid value {value} for configuration {KEY}: {error}; expected a "
-                "comma-separated list of http[s]://HOST:PORT, or empty for none"
-            ) from None
+        listeners, explicit = listeners_setting(
+            config, KEY, default=DEFAULT_LISTENER, standalone=layout.standalone
+        )
         if listeners and not layout.is_broker:
             raise ConfigError(f"{KEY} is set on a node without the broker role")
         security = RegistrySecurity.of(config, tls=any(listener.is_tls for listener in listeners))
@@ -100,12 +93,13 @@ class HostedRegistry:
             await service.start()
         except OSError as error:
             await service.stop()
-            addresses = ", ".join(listener.url for listener in self.listeners)
-            if self.explicit:
-                raise ConfigError(
-                    f"{KEY}: cannot listen on {addresses}: {error.strerror or error}"
-                ) from None
-            log.warning("no schema registry on %s (set %s to move it): %s", addresses, KEY, error)
+            cannot_listen(
+                error,
+                key=KEY,
+                listeners=self.listeners,
+                explicit=self.explicit,
+                what="schema registry",
+            )
             return
         self.service = service
         for url in service.urls:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from moldau.broker.authorization import NodeAuthorization
+from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.clock import Clock
 from moldau.config.cluster import ClusterLayout
 from moldau.config.share_groups import ShareGroupConfig
@@ -111,6 +112,16 @@ class BrokerServices(Protocol):
 
     def forget_broker_connection(self, broker_id: int) -> None: ...
 
+    # --- how it is doing ------------------------------------------------------------------------
+
+    @property
+    def request_metrics(self) -> RequestMetrics: ...
+
+    @property
+    def starting(self) -> str | None:
+        """What the node is doing instead of serving its clients (None: it serves them)."""
+        ...
+
     # --- the node's own wiring, typed loosely ----------------------------------------------------
 
     @property
@@ -131,7 +142,13 @@ class BrokerServices(Protocol):
     def controller_channel(self) -> Any: ...
 
     @property
+    def listeners(self) -> Any: ...
+
+    @property
     def controller_listeners(self) -> Any: ...
+
+    @property
+    def lifecycle(self) -> Any: ...
 
     @property
     def quorum_transport(self) -> Any: ...

@@ -109,8 +109,9 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 # internal.topics.modification.enable, cluster.id for a node that formats itself), keys Kafka
 # keeps internal or has dropped that Moldau still acts on
 # (producer.id.expiration.check.interval.ms, leader.imbalance.per.broker.percentage), the
-# authorizer's (super.users, allow.everyone.if.no.acl.found), the dynamic-only throttles and the
-# schema registry's (schema.registry.listeners, schema.registry.authentication.method).
+# authorizer's (super.users, allow.everyone.if.no.acl.found), the dynamic-only throttles, the
+# schema registry's (schema.registry.listeners, schema.registry.authentication.method) and the
+# metrics and health endpoints' (http.listeners).
 BROKER_KEYS: dict[str, ConfigKey] = _by_name(
     [
         _key("node.id", INT, 1, "The node id of this server.", read_only=True),
@@ -164,6 +165,17 @@ BROKER_KEYS: dict[str, ConfigKey] = _by_name(
             "http[s]://HOST:PORT[,...]. Unset: http://127.0.0.1:8081 on a single node, none in "
             "a larger cluster; empty: none. https listeners use schema.registry.ssl.* over the "
             "node's ssl.* settings.",
+            read_only=True,
+            described_unset=False,
+        ),
+        _key(
+            "http.listeners",
+            S,
+            None,
+            "Moldau: where the node serves /metrics (Prometheus' text format), /health and "
+            "/ready over HTTP, as http[s]://HOST:PORT[,...]. Unset: http://127.0.0.1:9644 on a "
+            "single node, none in a larger cluster; empty: none. https listeners use the node's "
+            "ssl.* settings.",
             read_only=True,
             described_unset=False,
         ),

@@ -10,7 +10,7 @@ every operation answers COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from moldau.clock import Clock, monotonic_ms
 from moldau.coordinator.assignors import TopicMetadata
@@ -45,7 +45,7 @@ from moldau.coordinator.share import (
     share_heartbeat_error,
 )
 from moldau.coordinator.share_group import SHARE_PROTOCOL_TYPE, ShareGroup
-from moldau.coordinator.store import GroupStore, heartbeat_timer
+from moldau.coordinator.store import CommittedOffset, GroupStore, heartbeat_timer
 from moldau.protocol.errors import ErrorCode
 
 RETENTION_TIMER = ("retention",)
@@ -272,6 +272,12 @@ class GroupCoordinator:
             for member in group.members.values()
         ]
         return answer
+
+    def committed_offsets(self) -> Iterator[CommittedOffset]:
+        """Every group's committed offsets (none while loading)."""
+        if self.loading:
+            return iter(())
+        return self._store.committed_offsets()
 
     def list_groups(
         self, *, states_filter: list[str] | None = None, types_filter: list[str] | None = None

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from moldau.coordinator.partitioned_runtime import PartitionedRuntime, append_er
 from moldau.coordinator.records import CoordinatorRecord, decode_record, encode_record
 from moldau.coordinator.result import CoordinatorResult, Responder, Response
 from moldau.coordinator.share import ShareGroupHeartbeatRequest
+from moldau.coordinator.store import CommittedOffset
 from moldau.coordinator.transactional_offsets import TransactionalRecord, TransactionMarker
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.types import TopicPartition
@@ -459,6 +460,11 @@ class GroupCoordinatorRuntime(PartitionedRuntime[_Partition]):
 
     def describe_group(self, group_id: str) -> Response:
         return self.coordinator_for(group_id).describe_group(group_id)
+
+    def committed_offsets(self) -> Iterator[CommittedOffset]:
+        """Every committed offset of the groups coordinated here (the node's metrics)."""
+        for partition in list(self._partitions.values()):
+            yield from partition.coordinator.committed_offsets()
 
     def list_groups(
         self, *, states_filter: list[str] | None = None, types_filter: list[str] | None = None

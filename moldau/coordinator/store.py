@@ -8,6 +8,7 @@ is written as a GroupMetadata record when a generation is synced or the group be
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from moldau.coordinator.classic_group import ClassicGroup, ClassicGroupState, ClassicMember
@@ -59,6 +60,16 @@ class OffsetKey:
     partition: int
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class CommittedOffset:
+    """A group's committed offset of one partition, as the node's metrics list them."""
+
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+
+
 class GroupStore:
     """Groups by id, offsets by group, and the timers of both, for one coordinator partition."""
 
@@ -67,6 +78,12 @@ class GroupStore:
         self.offsets: dict[str, dict[OffsetKey, OffsetCommitValue]] = {}
         self.transactional = PendingTransactionalOffsets()
         self.timers = Timers()
+
+    def committed_offsets(self) -> Iterator[CommittedOffset]:
+        """Every committed offset (transactional ones once their transaction committed)."""
+        for group_id, offsets in self.offsets.items():
+            for where, value in offsets.items():
+                yield CommittedOffset(group_id, where.topic, where.partition, value.offset)
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)

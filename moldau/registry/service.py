@@ -12,18 +12,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import h11
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp
 
+from moldau.http_server import HttpServers
 from moldau.registry.app import build_app, respond
 from moldau.registry.election import WriterElection
 from moldau.registry.errors import RegistryError
@@ -33,7 +32,7 @@ from moldau.registry.operations import Change, Operations
 from moldau.registry.security import Access, Authority, BasicAuthentication, user_of
 from moldau.registry.store import BROKERS_WAIT_S, SCHEMAS_TOPIC, SchemaLog
 
-__all__ = ["RegistryService", "start_http_server"]
+__all__ = ["RegistryService"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +58,9 @@ class RegistryService:
         `ssl_context`: the https listeners' (required when there is one);
         `forwarding_ssl_context`: how a write reaches an https writer (default: the system's
         authorities). `authority`: who may do what (None: everyone everything)."""
-        if ssl_context is None and any(listener.is_tls for listener in listeners):
-            raise ValueError("an https listener needs an ssl_context")
+        self.http = HttpServers(
+            list(listeners), name="schema-registry-http", ssl_context=ssl_context
+        )  # (ValueError: an https listener without a context)
         self.client_config = {"client.id": "moldau-schema-registry", **client_config}
         self.listeners = list(listeners)
         self.ssl_context = ssl_context
@@ -70,10 +70,6 @@ class RegistryService:
         self.operations = Operations(self.log.state)
         self.state = self.log.state
         self.election: WriterElection | None = None
-        self.urls: list[str] = []
-        self._servers: list[uvicorn.Server] = []
-        self._sockets: list[socket.socket] = []
-        self._ticks: list[asyncio.Task[None]] = []
         self._write_lock = asyncio.Lock()
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -84,36 +80,19 @@ class RegistryService:
         app: ASGIApp = build_app(self)
         if self.authority is not None:
             app = BasicAuthentication(app, authority=self.authority)
-        for listener in self.listeners:
-            sock = _bind(listener)
-            self._sockets.append(sock)
-            host, port = sock.getsockname()[:2]
-            shown = listener.host if host in ("0.0.0.0", "::") else host
-            self.urls.append(RegistryListener(shown, port, listener.scheme).url)
-        for listener, sock in zip(self.listeners, self._sockets, strict=True):
-            server = await start_http_server(
-                app, sock, ssl_context=self.ssl_context if listener.is_tls else None
-            )
-            self._servers.append(server)
-            self._ticks.append(asyncio.create_task(server.main_loop(), name="schema-registry-http"))
+        self.http.bind()
+        await self.http.serve(app)
         await self.log.start()
         self.election = WriterElection(self.client_config, url=self.urls[0])
         self.election.start()
 
+    @property
+    def urls(self) -> list[str]:
+        """Where the listeners listen, once bound."""
+        return self.http.urls
+
     async def stop(self) -> None:
-        for server in self._servers:
-            server.should_exit = True
-        for task in self._ticks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await server.shutdown()
-        self._servers.clear()
-        self._ticks.clear()
-        for sock in self._sockets:
-            sock.close()
-        self._sockets.clear()
+        await self.http.stop()
         if self.election is not None:
             await self.election.stop()
             self.election = None
@@ -225,39 +204,3 @@ class RegistryService:
 
     def log_unexpected(self, request: Request, error: Exception) -> None:
         log.error("schema registry: %s %s failed", request.method, request.url.path, exc_info=error)
-
-
-async def start_http_server(
-    app: ASGIApp, sock: socket.socket, *, ssl_context: ssl.SSLContext | None = None
-) -> uvicorn.Server:
-    """uvicorn serving `app` on a bound, listening socket (TLS with `ssl_context`), on the
-    running loop; the caller runs its `main_loop()` and shuts it down."""
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=30,
-        timeout_graceful_shutdown=3,
-        h11_max_incomplete_event_size=64 * 1024,
-    )
-    config.load()
-    config.ssl = ssl_context  # (an SSLContext built in memory: uvicorn would read files)
-    server = uvicorn.Server(config)
-    server.lifespan = config.lifespan_class(config)
-    await server.startup(sockets=[sock])
-    return server
-
-
-def _bind(listener: RegistryListener) -> socket.socket:
-    family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listener.host, listener.port))
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock

@@ -68,7 +68,12 @@ class Purgatory:
                     del self._waiters[key]
 
     def __len__(self) -> int:
+        """Watches: a waiter counts once per key it waits on (Kafka's PurgatorySize)."""
         return sum(len(w) for w in self._waiters.values())
+
+    def delayed(self) -> int:
+        """Waiters, each once (Kafka's NumDelayedOperations)."""
+        return len({waiter for waiting in self._waiters.values() for waiter in waiting})
 
 
 class _Waiter:

@@ -29,6 +29,7 @@ from moldau.replication.consumer_fetch import ConsumerFetchParams, PartitionFetc
 from moldau.replication.partition import Partition
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.replica_tracker import IsrChange
+from moldau.replication.stats import ReplicationStats
 from moldau.replication.throttle import ReplicationThrottle
 from moldau.storage import (
     AppendOrigin,
@@ -130,6 +131,7 @@ class ReplicaManager:
         self._durable_waiters: dict[TopicPartition, list[tuple[int, DurableCallback]]] = {}
         self._threaded_flushes_until = 0.0  # loop time; see INLINE_FLUSH_SLOW_S
         self._inline_flush_average_s = 0.0
+        self.stats = ReplicationStats()  # (read when the node's metrics are scraped)
 
     # --- metadata ------------------------------------------------------------------------------
 
@@ -149,6 +151,8 @@ class ReplicaManager:
         was_leader = partition.is_leader and not created
         new_epoch = created or state.leader_epoch != partition.leader_epoch
         replicas_changed = partition.replicas != state.replicas
+        if was_leader and not new_epoch and partition.isr != state.isr:
+            self.stats.isr_changed(partition.isr, state.isr)
         partition.leader_id = state.leader
         partition.leader_epoch = state.leader_epoch
         partition.partition_epoch = state.partition_epoch
@@ -307,6 +311,10 @@ class ReplicaManager:
         result = partition.log.append_as_leader(
             records, leader_epoch=partition.leader_epoch, origin=origin, decode_budget=decode_budget
         )
+        if not result.duplicate:
+            traffic = self.stats.traffic(tp.topic)
+            traffic.messages_in += result.record_count
+            traffic.bytes_in += len(records)
         if partition.maybe_advance_high_watermark():
             self._high_watermark_moved(tp, partition)
         self.fetch_purgatory.wake(tp)
@@ -321,7 +329,16 @@ class ReplicaManager:
         """acks=all (`delayed_produce.when_acknowledged`): `on_done(codes)`, one per partition
         of `appended` (tp, last offset), once each is replicated and durable or `timeout_s`
         has passed."""
-        delayed_produce.when_acknowledged(self, appended, timeout_s, on_done)
+        stats = self.stats
+        stats.delayed_produces += 1
+        stats.delayed_produce_partitions += len(appended)
+
+        def done(codes: list[int]) -> None:
+            stats.delayed_produces -= 1
+            stats.delayed_produce_partitions -= len(appended)
+            on_done(codes)
+
+        delayed_produce.when_acknowledged(self, appended, timeout_s, done)
 
     # --- replication ---------------------------------------------------------------------------
 
@@ -576,6 +593,8 @@ class ReplicaManager:
             partition.tracker.pending = None
             return
         if partition_epoch >= partition.partition_epoch:
+            if partition.isr != isr:
+                self.stats.isr_changed(partition.isr, isr)
             partition.isr = isr
             partition.partition_epoch = partition_epoch
         partition.tracker.committed(partition.isr)
@@ -700,7 +719,24 @@ class ReplicaManager:
     ) -> list[FetchPartitionData] | None:
         """A consumer's fetch (`consumer_fetch.fetch`): each partition's answer now, or None
         and `on_complete(answers)` once `min_bytes` are ready or `max_wait_ms` has passed."""
-        return consumer_fetch.fetch(self, fetches, params, on_complete)
+
+        def complete(answers: list[FetchPartitionData]) -> None:
+            self._count_bytes_out(fetches, answers)
+            on_complete(answers)
+
+        answers = consumer_fetch.fetch(self, fetches, params, complete)
+        if answers is not None:
+            self._count_bytes_out(fetches, answers)
+        return answers
+
+    def _count_bytes_out(
+        self, fetches: Sequence[PartitionFetch], answers: list[FetchPartitionData]
+    ) -> None:
+        for partition_fetch, answer in zip(fetches, answers, strict=True):
+            records = answer.records
+            if type(records) is list and records and partition_fetch.tp is not None:
+                size = sum(region.length for region in records)
+                self.stats.traffic(partition_fetch.tp.topic).bytes_out += size
 
     def watch_for_data(
         self,

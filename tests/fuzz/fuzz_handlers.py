@@ -91,7 +91,11 @@ class FuzzNode:
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.directory = tempfile.mkdtemp(prefix="moldau-fuzz-", dir=base)
         config = BrokerConfig.load(
-            extra={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": self.directory},
+            extra={
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "log.dirs": self.directory,
+                "http.listeners": "",  # (9644 is one for the whole machine)
+            },
             environ={},
         )
         self.loop = asyncio.new_event_loop()

@@ -30,6 +30,7 @@ from typing import Any
 
 from moldau.broker.authentication import SaslAuthenticator
 from moldau.broker.dispatcher import Dispatcher
+from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.broker.registry import handler_for, load_handlers
 from moldau.config.sasl import SaslListenerSettings
 from moldau.net.connection import CloseConnection, ConnectionInfo
@@ -67,7 +68,9 @@ def setup() -> None:
         token_validator=UnsecuredTokenValidator(),
     )
     security = SimpleNamespace(authenticator=lambda info: authenticator.session(info))
-    node: Any = SimpleNamespace(security=security, must_forward=False, client_quotas=None)
+    node: Any = SimpleNamespace(
+        security=security, must_forward=False, client_quotas=None, request_metrics=RequestMetrics()
+    )
     _dispatcher = Dispatcher(node)
     logging.getLogger().addHandler(_collector)
     logging.getLogger().setLevel(logging.WARNING)

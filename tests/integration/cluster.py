@@ -99,8 +99,9 @@ class Cluster:
     def brokers(self) -> list[ClusterNode]:
         return [node for node in self.nodes.values() if node.is_broker]
 
-    def launch(self, node_ids: Iterable[int] | None = None) -> None:
-        """Start the nodes' processes (all of them by default), then wait for each to be ready."""
+    def launch(self, node_ids: Iterable[int] | None = None, *, wait: bool = True) -> None:
+        """Start the nodes' processes (all of them by default), then wait for each to be ready
+        (unless not to `wait`: `node.server.wait_ready()` then)."""
         assert self.factory is not None
         chosen = [self.nodes[i] for i in (node_ids or self.nodes)]
         for node in chosen:
@@ -113,7 +114,7 @@ class Cluster:
                 )
             else:
                 node.server.launch()
-        for node in chosen:
+        for node in chosen if wait else ():
             assert node.server is not None
             node.server.wait_ready()
 

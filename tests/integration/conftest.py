@@ -86,9 +86,10 @@ class MoldauServer:
             settings = {
                 "listeners": "PLAINTEXT://127.0.0.1:0",
                 "log.dirs": str(self.data_dir),
-                # (the registry's default port 8081 is one for the whole machine: off unless
-                # a test asks for it)
+                # (the registry's default port 8081 and the HTTP endpoints' 9644 are one for
+                # the whole machine: off unless a test asks for them)
                 "schema.registry.listeners": "",
+                "http.listeners": "",
                 **settings,
             }
         for key, value in settings.items():

@@ -172,11 +172,12 @@ def test_kafka_configs_alters_and_describes_topic_and_broker_configs(
     )
     every_broker_config = described_names(tools("kafka-configs", "--describe", "--all", *broker))
     # Kafka 4.1's keys, and what is set beyond them (as Kafka lists a property it does not
-    # define): the throttle, and the test servers' schema.registry.listeners (empty: no
-    # registry), nothing else
+    # define): the throttle, and the test servers' schema.registry.listeners and
+    # http.listeners (empty: no registry, no HTTP endpoints), nothing else
     assert set(every_broker_config) == kafka["broker"] | {
         "replica.alter.log.dirs.io.max.bytes.per.second",
         "schema.registry.listeners",
+        "http.listeners",
     }
     assert every_broker_config["broker.id"] == every_broker_config["node.id"] == "1"
     assert every_broker_config["replica.alter.log.dirs.io.max.bytes.per.second"] == "1048576"

@@ -16,6 +16,7 @@ import pytest
 from moldau.broker.controller_channel import ControllerChannel
 from moldau.broker.dispatcher import Dispatcher
 from moldau.broker.envelope import envelope_request
+from moldau.broker.observability.request_metrics import RequestMetrics
 from moldau.broker.quorum_addresses import QuorumAddresses
 from moldau.broker.registry import BROKER, CONTROLLER, RequestContext, load_handlers
 from moldau.config.cluster import Voter
@@ -81,6 +82,7 @@ CONTROLLER_NODE = SimpleNamespace(
     node_id=1,
     authorization=SimpleNamespace(current=lambda: AUTHORIZER),
     controller=SimpleNamespace(is_active=True),
+    request_metrics=RequestMetrics(),
 )
 
 
@@ -308,7 +310,10 @@ class ForwardingBroker:
 
         self.channel._connect = connect  # type: ignore[method-assign,assignment]
         self.node = SimpleNamespace(
-            must_forward=True, controller_channel=self.channel, client_quotas=None
+            must_forward=True,
+            controller_channel=self.channel,
+            client_quotas=None,
+            request_metrics=RequestMetrics(),
         )
 
     async def request(self, frame: bytes, client: ConnectionInfo) -> bytes:

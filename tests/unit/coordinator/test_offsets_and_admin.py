@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.coordinator.coordinator import GroupCoordinator
 from moldau.coordinator.offsets import PartitionCommit
+from moldau.coordinator.store import CommittedOffset
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator.harness import Harness
 
@@ -194,3 +196,17 @@ def test_deleted_topics_lose_their_offsets_and_groups_left_with_none_are_deleted
         assert fetched(harness, "mixed") == {("kept", 0): 2}
         assert fetched(harness, "active") == {}
         harness.reload()
+
+
+def test_committed_offsets_list_every_group_partition_and_none_while_loading() -> None:
+    harness = Harness()
+    commit(harness, "a", {("t", 0): 5, ("t", 1): 7})
+    commit(harness, "b", {("u", 0): 1})
+    commit(harness, "a", {("t", 0): 6})
+    assert sorted(harness.coordinator.committed_offsets()) == [
+        CommittedOffset("a", "t", 0, 6),
+        CommittedOffset("a", "t", 1, 7),
+        CommittedOffset("b", "u", 0, 1),
+    ]
+    loading = GroupCoordinator(harness.config, harness.clock)  # (not loaded yet)
+    assert list(loading.committed_offsets()) == []

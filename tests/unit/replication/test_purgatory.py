@@ -15,6 +15,7 @@ def test_a_wake_completes_ready_waiters_in_the_same_call_and_only_once() -> None
         purgatory.watch(["a"], lambda: available["a"] >= 2, 30, lambda r: outcomes.append(("a", r)))
         purgatory.watch(["a", "b"], lambda: True, 30, lambda r: outcomes.append(("ab", r)))
         assert len(purgatory) == 3  # one waiter on a, one on a and b
+        assert purgatory.delayed() == 2
         available["a"] = 1
         purgatory.wake("b")
         assert outcomes == [("ab", True)]
@@ -24,7 +25,7 @@ def test_a_wake_completes_ready_waiters_in_the_same_call_and_only_once() -> None
         purgatory.wake("a")
         purgatory.wake("a")
         assert outcomes == [("ab", True), ("a", True)]
-        assert len(purgatory) == 0
+        assert len(purgatory) == 0 and purgatory.delayed() == 0
 
     asyncio.run(scenario())
 
