@@ -19,7 +19,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from moldau.spark.batch_source import MoldauBatchReader
-from moldau.spark.options import SinkOptions, SourceOptions
+from moldau.spark.framed_source import ReaderSchema, decoded_schema, reader_schemas
+from moldau.spark.options import SinkOptions, SourceOptions, source_registry_options
 from moldau.spark.record_writer import check_sink_schema
 from moldau.spark.schema import source_schema
 from moldau.spark.sink import MoldauBatchWriter, MoldauStreamWriter
@@ -38,13 +39,19 @@ class MoldauDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return source_schema(include)
+        registry = source_registry_options(self.options)
+        if registry is None:
+            return source_schema(include)
+        readers = reader_schemas(registry)
+        return decoded_schema(source_schema(include), readers, permissive=registry.permissive)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return MoldauBatchReader(SourceOptions.parse(self.options, streaming=False))
+        options = SourceOptions.parse(self.options, streaming=False)
+        return MoldauBatchReader(options, _readers(options, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return MoldauStreamReader(SourceOptions.parse(self.options, streaming=True))
+        options = SourceOptions.parse(self.options, streaming=True)
+        return MoldauStreamReader(options, _readers(options, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = SinkOptions.parse(self.options)
@@ -57,6 +64,25 @@ class MoldauDataSource(DataSource):
         if options.exactly_once:
             return TransactionalStreamWriter(options)
         return MoldauStreamWriter(options)
+
+
+def _readers(options: SourceOptions, schema: StructType) -> tuple[ReaderSchema, ...]:
+    """The reader schemas of the decoded columns, which must give the columns `schema` has (the
+    one `schema()` returned, unless the query gave its own)."""
+    if options.registry is None:
+        return ()
+    readers = reader_schemas(options.registry)
+    expected = decoded_schema(
+        source_schema(options.include_headers), readers, permissive=options.registry.permissive
+    )
+    if expected != schema:
+        raise ValueError(
+            f"the rows decoded with {', '.join(r.description for r in readers)} are "
+            f"{expected.simpleString()}, not {schema.simpleString()} (a schema given to the "
+            "reader must be the one the registry's schemas make; or a new version was "
+            "registered while the query was planned: run it again)"
+        )
+    return readers
 
 
 def register(spark: SparkSession | Any) -> None:
