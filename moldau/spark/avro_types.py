@@ -1,18 +1,20 @@
-"""Avro schemas as Spark columns.
+"""Avro schemas as Spark columns, and Spark columns as Avro schemas.
 
 `avro_type(parsed, named)` turns a schema as the registry parsed it (fastavro's form: full
 names, named types referenced by name) into a tree of `AvroType`s; `spark_type` gives the column
 type Spark's `from_avro` would (every field nullable), `arrow_type` the Arrow type decoded
-values are built in (timestamps still in their own unit: one cast makes them Spark's).
-`fastavro_schema` is the schema fastavro reads with: logical types other than decimal left out,
-so that dates and timestamps stay numbers instead of Python objects.
+values are built in (timestamps still in their own unit: one cast makes them Spark's). For the
+sink, `avro_schema_of(spark_type)` is the Avro schema of a column, as Spark's `to_avro` derives
+it. `fastavro_schema` is the schema fastavro reads and writes with: logical types other than
+decimal left out, so that dates and timestamps stay numbers instead of Python objects.
 
 What a Spark column cannot hold is refused with `UnsupportedSchema` naming the place: a
-recursive type, a union of more than one non-null type.
+recursive type, a union of more than one non-null type, a map whose keys are not strings.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -23,6 +25,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    ByteType,
     DataType,
     DateType,
     DecimalType,
@@ -32,6 +35,7 @@ from pyspark.sql.types import (
     LongType,
     MapType,
     NullType,
+    ShortType,
     StringType,
     StructField,
     StructType,
@@ -44,6 +48,7 @@ __all__ = [
     "AvroType",
     "UnsupportedSchema",
     "arrow_type",
+    "avro_schema_of",
     "avro_type",
     "fastavro_schema",
     "spark_arrow_type",
@@ -69,10 +74,11 @@ _LOGICAL: Final[Mapping[str, frozenset[str]]] = {
     "bytes": frozenset({"decimal"}),
     "fixed": frozenset({"decimal"}),
 }
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class UnsupportedSchema(ValueError):
-    """A schema a Spark column cannot hold."""
+    """A schema (or a Spark type) the other side has no form for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,13 +304,13 @@ def spark_arrow_type(spark: DataType) -> pa.DataType:
     return to_arrow_type(spark, timezone="UTC")
 
 
-# --- fastavro's reading schema -----------------------------------------------------
+# --- fastavro's reading and writing schema -----------------------------------------------------
 
 
 def fastavro_schema(schema: Any) -> Any:
     """`schema` (a document, or fastavro's parsed form) without the logical types that make
-    fastavro build Python dates, datetimes and UUIDs: their numbers and strings are read as they
-    are, and Arrow gives them their types. Decimals keep theirs."""
+    fastavro build Python dates, datetimes and UUIDs: their numbers and strings are read and
+    written as they are, and Arrow gives them their types. Decimals keep theirs."""
     if isinstance(schema, list):
         return [fastavro_schema(branch) for branch in schema]
     if not isinstance(schema, dict):
@@ -319,3 +325,74 @@ def fastavro_schema(schema: Any) -> Any:
             value = fastavro_schema(value)
         stripped[key] = value
     return stripped
+
+
+# --- the sink: Spark types as Avro schemas -----------------------------------------------------
+
+
+def avro_schema_of(column: DataType, *, name: str, namespace: str = "") -> Any:
+    """The Avro schema of a Spark column (`to_avro`'s mapping): a struct is a record called
+    `name` in `namespace`, its nested structs records named after their fields in namespaces
+    that follow the path; a nullable field is a union with null first, defaulting to null (so
+    that a later version may drop it). Dates, timestamps and decimals keep their logical types."""
+    return _avro_of(column, name=name, namespace=namespace, path=name)
+
+
+def _avro_of(column: DataType, *, name: str, namespace: str, path: str) -> Any:
+    if isinstance(column, StructType):
+        nested = f"{namespace}.{name}" if namespace else name
+        fields = []
+        for field in column.fields:
+            if not _AVRO_NAME.fullmatch(field.name):
+                raise UnsupportedSchema(
+                    f"field {path}.{field.name}: {field.name!r} is not an Avro name (letters, "
+                    "digits and _, not starting with a digit); rename the column"
+                )
+            inner = _avro_of(
+                field.dataType, name=field.name, namespace=nested, path=f"{path}.{field.name}"
+            )
+            if field.nullable:
+                fields.append({"name": field.name, "type": ["null", inner], "default": None})
+            else:
+                fields.append({"name": field.name, "type": inner})
+        record: dict[str, Any] = {"type": "record", "name": name}
+        if namespace:
+            record["namespace"] = namespace
+        record["fields"] = fields
+        return record
+    if isinstance(column, ArrayType):
+        items = _avro_of(column.elementType, name=name, namespace=namespace, path=f"{path}[]")
+        return {"type": "array", "items": ["null", items] if column.containsNull else items}
+    if isinstance(column, MapType):
+        if not isinstance(column.keyType, StringType):
+            raise UnsupportedSchema(f"{path}: Avro maps have string keys, not {column.keyType}")
+        values = _avro_of(column.valueType, name=name, namespace=namespace, path=f"{path}{{}}")
+        return {"type": "map", "values": ["null", values] if column.valueContainsNull else values}
+    if isinstance(column, DecimalType):
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": column.precision,
+            "scale": column.scale,
+        }
+    for spark, avro in _AVRO_OF_SPARK:
+        if isinstance(column, spark):
+            return avro
+    raise UnsupportedSchema(f"{path}: no Avro type for Spark's {column.simpleString()}")
+
+
+_AVRO_OF_SPARK: Final[tuple[tuple[type[DataType], Any], ...]] = (
+    (BooleanType, "boolean"),
+    (ByteType, "int"),
+    (ShortType, "int"),
+    (IntegerType, "int"),
+    (LongType, "long"),
+    (FloatType, "float"),
+    (DoubleType, "double"),
+    (StringType, "string"),
+    (BinaryType, "bytes"),
+    (DateType, {"type": "int", "logicalType": "date"}),
+    (TimestampType, {"type": "long", "logicalType": "timestamp-micros"}),
+    (TimestampNTZType, {"type": "long", "logicalType": "local-timestamp-micros"}),
+    (NullType, "null"),
+)

@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from moldau.spark.batch_source import MoldauBatchReader
+from moldau.spark.framed_sink import WriterSchema, register_writer_schemas
 from moldau.spark.framed_source import ReaderSchema, decoded_schema, reader_schemas
 from moldau.spark.options import SinkOptions, SourceOptions, source_registry_options
 from moldau.spark.record_writer import check_sink_schema
@@ -55,15 +56,14 @@ class MoldauDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = SinkOptions.parse(self.options)
-        check_sink_schema(schema, topic_option=options.topic)
-        return MoldauBatchWriter(options)
+        return MoldauBatchWriter(options, _writers(options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = SinkOptions.parse(self.options, streaming=True)
-        check_sink_schema(schema, topic_option=options.topic)
+        writers = _writers(options, schema)
         if options.exactly_once:
-            return TransactionalStreamWriter(options)
-        return MoldauStreamWriter(options)
+            return TransactionalStreamWriter(options, writers)
+        return MoldauStreamWriter(options, writers)
 
 
 def _readers(options: SourceOptions, schema: StructType) -> tuple[ReaderSchema, ...]:
@@ -83,6 +83,15 @@ def _readers(options: SourceOptions, schema: StructType) -> tuple[ReaderSchema, 
             "registered while the query was planned: run it again)"
         )
     return readers
+
+
+def _writers(options: SinkOptions, schema: StructType) -> tuple[WriterSchema, ...]:
+    """The columns' checks, and the schemas of those written in the registry's wire format,
+    registered once for the query."""
+    registry = options.registry
+    encoded = [] if registry is None else [column.column for column in registry.columns]
+    check_sink_schema(schema, topic_option=options.topic, encoded=encoded)
+    return () if registry is None else register_writer_schemas(registry, schema)
 
 
 def register(spark: SparkSession | Any) -> None:

@@ -223,7 +223,9 @@ def source_registry_options(options: Mapping[str, Any]) -> RegistryOptions | Non
     """The source's registry options alone (for its schema, batch or streaming alike)."""
     lowered = _lower_keys(options)
     topics = _subscription(lowered).fixed_topics
-    return parse_registry_options(lowered, topic=topics[0] if topics and len(topics) == 1 else None)
+    return parse_registry_options(
+        lowered, topic=topics[0] if topics and len(topics) == 1 else None, sink=False
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -326,6 +328,8 @@ class SinkOptions:
     # exactlyOnce: transactional ids are `<prefix>-<batchId>-<partitionId>`; None: derived from
     # the query id in the checkpoint (`moldau-spark-<queryId>`).
     transactional_id_prefix: str | None = None
+    # struct (or other) columns encoded in the schema registry's wire format (None: bytes)
+    registry: RegistryOptions | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:
@@ -347,4 +351,5 @@ class SinkOptions:
             exactly_once=exactly_once,
             transaction_timeout_ms=_positive_int(lowered, "kafka.transaction.timeout.ms") or 60_000,
             transactional_id_prefix=prefix,
+            registry=parse_registry_options(lowered, topic=topic, sink=True),
         )

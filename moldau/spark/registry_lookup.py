@@ -84,3 +84,9 @@ class SchemaLookup:
     def version(self, subject: str, version: str) -> SubjectVersion:
         """`version` ("latest" or a number) of `subject`."""
         return self._run(self.client.version(subject, version), f"version {version} of {subject!r}")
+
+    def register(self, subject: str, text: str, schema_type: SchemaType) -> int:
+        return self._run(
+            self.client.register(subject, text, schema_type=schema_type),
+            f"to register the schema under {subject!r}",
+        )

@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 COLUMNS: Final = ("key", "value")
+DEFAULT_RECORD_NAME: Final = "topLevelRecord"  # Spark's to_avro and Avro data source call it so
 _PREFIX: Final = "schema.registry."
 _CONNECTION_OPTIONS: Final = (
     "url",
@@ -70,28 +71,34 @@ class FramedColumn:
     column: str
     format: RecordFormat
     subject: str
-    version: str = "latest"  # the reader schema: "latest" or a version number
+    version: str = "latest"  # the source's reader schema: "latest" or a version number
+    record_name: str = DEFAULT_RECORD_NAME  # the sink's Avro record
+    record_namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegistryOptions:
     connection: RegistryConnection
     columns: tuple[FramedColumn, ...]
-    permissive: bool = False  # undecodable records give null and their bytes
+    permissive: bool = False  # source: undecodable records give null and their bytes
 
 
 def parse_registry_options(
-    options: Mapping[str, str], *, topic: str | None
+    options: Mapping[str, str], *, topic: str | None, sink: bool
 ) -> RegistryOptions | None:
     """The registry options of a lower-cased options map (None: keys and values are bytes).
-    `topic`: the one topic read, which names subjects by default (None: several, or a
-    pattern)."""
+    `topic`: the one topic read or written, which names subjects by default (None: several,
+    a pattern or a topic column)."""
     columns = []
     for name in COLUMNS:
-        column = _column(options, name, topic=topic)
+        column = _column(options, name, topic=topic, sink=sink)
         if column is not None:
             columns.append(column)
     mode = options.get("mode", "FAILFAST").strip().upper()
+    if sink and "mode" in options:
+        raise ValueError(
+            "option 'mode' applies to reading (the sink fails on what it cannot encode)"
+        )
     if mode not in ("FAILFAST", "PERMISSIVE"):
         raise ValueError(f"option 'mode' must be FAILFAST or PERMISSIVE, got {options['mode']!r}")
     url = options.get(_PREFIX + "url", "").strip()
@@ -135,7 +142,9 @@ def parse_registry_options(
     )
 
 
-def _column(options: Mapping[str, str], name: str, *, topic: str | None) -> FramedColumn | None:
+def _column(
+    options: Mapping[str, str], name: str, *, topic: str | None, sink: bool
+) -> FramedColumn | None:
     text = options.get(f"{name}.format", RecordFormat.BINARY.value).strip().lower()
     try:
         record_format = RecordFormat(text)
@@ -145,13 +154,24 @@ def _column(options: Mapping[str, str], name: str, *, topic: str | None) -> Fram
         ) from None
     own = [
         f"{name}.{suffix}"
-        for suffix in ("subject", "schema.version")
+        for suffix in ("subject", "schema.version", "recordname", "recordnamespace")
         if f"{name}.{suffix}" in options
     ]
     if record_format is RecordFormat.BINARY:
         if own:
             raise ValueError(f"option '{own[0]}' needs '{name}.format' set to avro or json")
         return None
+    if sink and record_format is not RecordFormat.AVRO:
+        raise ValueError(f"option '{name}.format': the sink encodes avro only (or binary)")
+    for option, allowed in (
+        (f"{name}.schema.version", not sink),
+        (f"{name}.recordname", sink),
+        (f"{name}.recordnamespace", sink),
+    ):
+        if option in options and not allowed:
+            raise ValueError(
+                f"option '{option}' applies to {'reading' if sink else 'writing'} only"
+            )
     subject = options.get(f"{name}.subject", "").strip()
     if not subject:
         if topic is None:
@@ -170,4 +190,6 @@ def _column(options: Mapping[str, str], name: str, *, topic: str | None) -> Fram
         format=record_format,
         subject=subject,
         version=version,
+        record_name=options.get(f"{name}.recordname", DEFAULT_RECORD_NAME),
+        record_namespace=options.get(f"{name}.recordnamespace", ""),
     )

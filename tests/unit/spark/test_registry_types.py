@@ -1,5 +1,5 @@
-"""Registered schemas as Spark column types (Avro and JSON Schema): the mapping, what is refused
-and why, and the Arrow types Spark expects."""
+"""Registered schemas as Spark column types (Avro and JSON Schema), and Spark columns as Avro
+schemas for the sink: the mapping, what is refused and why, and the Arrow types Spark expects."""
 
 from __future__ import annotations
 
@@ -7,6 +7,24 @@ import json
 from typing import Any
 
 import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from moldau.registry.avro import AvroSchema
 from moldau.registry.json_schema import JsonSchema
@@ -15,6 +33,7 @@ from moldau.registry.schema_types import parse
 from moldau.spark.avro_types import (
     UnsupportedSchema,
     arrow_type,
+    avro_schema_of,
     avro_type,
     fastavro_schema,
     spark_arrow_type,
@@ -141,6 +160,50 @@ def test_fastavro_reads_dates_and_timestamps_as_numbers_and_decimals_as_decimals
     assert stripped["fields"][0]["type"] == {"type": "long"}
     assert stripped["fields"][1]["type"] == {"type": "array", "items": {"type": "int"}}
     assert stripped["fields"][2]["type"]["logicalType"] == "decimal"
+
+
+def struct(**fields: DataType) -> StructType:
+    return StructType([StructField(name, kind) for name, kind in fields.items()])
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        struct(
+            id=LongType(),
+            name=StringType(),
+            tags=ArrayType(StringType()),
+            attributes=MapType(StringType(), IntegerType()),
+            address=struct(city=StringType(), zip=IntegerType()),
+            paid=BooleanType(),
+            amount=DoubleType(),
+            ratio=FloatType(),
+            day=DateType(),
+            at=TimestampType(),
+            local=TimestampNTZType(),
+            price=DecimalType(10, 2),
+            raw=BinaryType(),
+        ),
+        StringType(),
+        ArrayType(struct(x=IntegerType())),
+    ],
+)
+def test_spark_columns_give_avro_schemas_that_read_back_as_the_same_columns(
+    column: DataType,
+) -> None:
+    document = avro_schema_of(column, name="topLevelRecord", namespace="shop")
+    assert spark_of(document) == column.simpleString()
+    if isinstance(column, StructType):
+        assert document["name"] == "topLevelRecord" and document["namespace"] == "shop"
+        first = document["fields"][0]
+        assert first == {"name": "id", "type": ["null", "long"], "default": None}
+
+
+def test_spark_columns_without_an_avro_form_are_refused() -> None:
+    with pytest.raises(UnsupportedSchema, match="string keys"):
+        avro_schema_of(MapType(IntegerType(), StringType()), name="r")
+    with pytest.raises(UnsupportedSchema, match="'my field' is not an Avro name"):
+        avro_schema_of(StructType([StructField("my field", IntegerType())]), name="r")
 
 
 def test_json_schema_types_map_to_spark_types() -> None:
