@@ -1,8 +1,9 @@
 """`format("moldau")` with keys and values in the schema registry's wire format, against a node
 hosting the registry and confluent-kafka's serializers: Avro values of two versions read as
 typed columns of the latest, JSON Schema values, struct columns written as Avro under a
-registered subject and read back by confluent-kafka's AvroDeserializer, and records whose
-schema id the registry does not know (FAILFAST and PERMISSIVE).
+registered subject and read back by confluent-kafka's AvroDeserializer, a streaming query that
+decodes and re-encodes, and records whose schema id the registry does not know (FAILFAST and
+PERMISSIVE).
 
 The registry is reached through a counting proxy, so the tests can see that a task asks for a
 schema id once, not once per record.
@@ -19,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -281,6 +283,49 @@ def test_struct_columns_are_written_as_avro_under_a_registered_subject(
     assert read_back.schema["value"].dataType.simpleString() == value_type
     assert read_back.selectExpr("sum(value.total.amount) as s").collect()[0].s == sum(
         n * 1.25 for n in range(500)
+    )
+
+
+def test_a_streaming_query_decodes_avro_and_writes_avro_under_its_own_subject(
+    spark: Any, registry: tuple[MoldauServer, str], tmp_path: Path
+) -> None:
+    server, url = registry
+    bootstrap = server.bootstrap_servers
+    source_topic, target = unique_topic("spark-avro-in"), unique_topic("spark-avro-out")
+    create_topic(bootstrap, source_topic)
+    create_topic(bootstrap, target)
+    client = SchemaRegistryClient({"url": url})
+    serialize = AvroSerializer(client, json.dumps(ORDER_V1))
+    produce(bootstrap, source_topic, serialize, [order(n) for n in range(50)])
+    query = (
+        spark.readStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source_topic)
+        .option("startingOffsets", "earliest")
+        .option("value.format", "avro")
+        .option("schema.registry.url", url)
+        .load()
+        .selectExpr(
+            "cast(value.id as string) as key",
+            "struct(value.customer as customer, value.quantity * 2 as doubled) as value",
+        )
+        .writeStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("value.format", "avro")
+        .option("schema.registry.url", url)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert client.get_latest_version(f"{target}-value").schema.schema_type == "AVRO"
+    rows = source(
+        spark, bootstrap, subscribe=target, **{"value.format": "avro", "schema.registry.url": url}
+    ).collect()
+    assert sorted((row.key, row.value.customer, row.value.doubled) for row in rows) == sorted(
+        (str(n).encode(), f"customer-{n}", 2 * (n % 5)) for n in range(50)
     )
 
 
