@@ -29,6 +29,7 @@ __all__ = [
     "interleave",
     "read_varints",
     "repeated",
+    "row_numbers",
     "varint_width",
     "varint_words",
 ]
@@ -181,4 +182,16 @@ def repeated(value: int, count: int) -> pa.Array:
     if cached is None or len(cached) < count:
         cached = pa.repeat(int64_scalar(value), max(count, 65_536))
         _repeated_cache[value] = cached
+    return cached.slice(0, count)
+
+
+_row_numbers_cache: list[pa.Array] = [pa.array([], type=_INT64)]
+
+
+def row_numbers(count: int) -> pa.Array:
+    """The int64 array 0, 1, ..., count - 1, sliced from a cached one grown on demand."""
+    cached = _row_numbers_cache[0]
+    if len(cached) < count:
+        cached = pc.subtract(pc.cumulative_sum(repeated(1, max(count, 65_536))), ONE)
+        _row_numbers_cache[0] = cached
     return cached.slice(0, count)

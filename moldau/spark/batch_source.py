@@ -13,6 +13,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from moldau.spark.cluster_offsets import OffsetReader
+from moldau.spark.framed_source import FramedDecoder, ReaderSchema
 from moldau.spark.options import SourceOptions
 from moldau.spark.partition_reader import read_range
 from moldau.spark.planning import OffsetRange, offset_ranges, split_ranges
@@ -39,20 +40,33 @@ def plan_partitions(
     return [OffsetRangePartition(r) for r in split]
 
 
-def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def read_partition(
+    options: SourceOptions, partition: InputPartition, readers: Sequence[ReaderSchema] = ()
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one input partition; with `readers`, their keys or values decoded from the
+    schema registry's wire format."""
     assert isinstance(partition, OffsetRangePartition)
-    return read_range(
+    batches = read_range(
         options.client,
         partition.offset_range,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
     )
+    if options.registry is None or not readers:
+        return batches
+    return _decoded(FramedDecoder(options.registry, readers), batches)
+
+
+def _decoded(decoder: FramedDecoder, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield decoder.decode(batch)
 
 
 class MoldauBatchReader(DataSourceReader):
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, readers: Sequence[ReaderSchema] = ()) -> None:
         self.options = options
+        self.readers = tuple(readers)
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
@@ -73,4 +87,4 @@ class MoldauBatchReader(DataSourceReader):
         return plan_partitions(options, offset_ranges(starts, ends))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.options, partition)
+        return read_partition(self.options, partition, self.readers)

@@ -23,8 +23,9 @@ from moldau.spark.offsets import (
     OffsetSpec,
     parse_partition_json,
 )
+from moldau.spark.registry_options import RegistryOptions, parse_registry_options
 
-__all__ = ["SinkOptions", "SourceOptions", "client_settings"]
+__all__ = ["SinkOptions", "SourceOptions", "client_settings", "source_registry_options"]
 
 # Keys Spark's Kafka source refuses, with what to use instead.
 _SOURCE_REJECTED: Final[Mapping[str, str]] = {
@@ -218,6 +219,15 @@ def _offset_spec(
     return spec
 
 
+def source_registry_options(options: Mapping[str, Any]) -> RegistryOptions | None:
+    """The source's registry options alone (for its schema, batch or streaming alike)."""
+    lowered = _lower_keys(options)
+    topics = _subscription(lowered).fixed_topics
+    return parse_registry_options(
+        lowered, topic=topics[0] if topics and len(topics) == 1 else None, sink=False
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SourceOptions:
     """A validated source configuration (both batch and streaming)."""
@@ -236,6 +246,8 @@ class SourceOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     commit_group: str | None = None
+    # keys and values in the schema registry's wire format, decoded (None: bytes)
+    registry: RegistryOptions | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -301,6 +313,7 @@ class SourceOptions:
             poll_timeout_ms=_positive_int(lowered, "kafkaConsumer.pollTimeoutMs")
             or DEFAULT_POLL_TIMEOUT_MS,
             commit_group=commit_group,
+            registry=source_registry_options(lowered),
         )
 
 
@@ -315,6 +328,8 @@ class SinkOptions:
     # exactlyOnce: transactional ids are `<prefix>-<batchId>-<partitionId>`; None: derived from
     # the query id in the checkpoint (`moldau-spark-<queryId>`).
     transactional_id_prefix: str | None = None
+    # struct (or other) columns encoded in the schema registry's wire format (None: bytes)
+    registry: RegistryOptions | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:
@@ -336,4 +351,5 @@ class SinkOptions:
             exactly_once=exactly_once,
             transaction_timeout_ms=_positive_int(lowered, "kafka.transaction.timeout.ms") or 60_000,
             transactional_id_prefix=prefix,
+            registry=parse_registry_options(lowered, topic=topic, sink=True),
         )

@@ -60,15 +60,14 @@ def read_long_varint(data: bytes, position: int) -> tuple[int, int]:
             raise KafkaError(ErrorCode.corrupt_message, "varint too long")
 
 
-def gather(data: bytes, spans: pa.Buffer, count: int) -> pa.BinaryArray:
+def gather(data: bytes | pa.Buffer, spans: pa.Buffer, count: int) -> pa.BinaryArray:
     """The bytes `data[s[2i]:s[2i+1]]` for each i < count, where `spans` holds int32s s, packed
     into one binary array (null rows are empty spans; the caller sets their validity)."""
     if count == 0:
         return pa.array([], type=pa.binary())
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     try:
-        interleaved = pa.Array.from_buffers(
-            pa.binary(), 2 * count - 1, [None, spans, pa.py_buffer(data)]
-        )
+        interleaved = pa.Array.from_buffers(pa.binary(), 2 * count - 1, [None, spans, buffer])
         interleaved.validate(full=True)  # spans in order and inside the data
     except pa.ArrowInvalid:
         raise KafkaError(ErrorCode.corrupt_message, "record field overruns its batch") from None

@@ -15,7 +15,7 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Self
@@ -62,13 +62,16 @@ _TOPIC_CODECS: Final[Mapping[str, CompressionType]] = {
 }
 
 
-def check_sink_schema(schema: StructType, *, topic_option: str | None) -> None:
-    """Raise ValueError if the columns cannot be written (Spark's Kafka sink rules)."""
+def check_sink_schema(
+    schema: StructType, *, topic_option: str | None, encoded: Collection[str] = ()
+) -> None:
+    """Raise ValueError if the columns cannot be written (Spark's Kafka sink rules). `encoded`:
+    the columns written in the schema registry's wire format, which may have any type."""
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
         raise ValueError("Required attribute 'value' not found (the sink writes column 'value')")
     for name in ("value", "key"):
-        if name in fields and not isinstance(fields[name], _BYTES_TYPES):
+        if name in fields and name not in encoded and not isinstance(fields[name], _BYTES_TYPES):
             raise ValueError(f"{name} attribute type must be a string or binary")
     if "topic" in fields and not isinstance(fields["topic"], StringType):
         raise ValueError("topic attribute type must be a string")

@@ -8,7 +8,7 @@ micro-batch inside transactions that Spark's commit protocol commits (`transacti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -18,6 +18,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from moldau.spark.framed_sink import WriterSchema, encoded_batches
 from moldau.spark.options import SinkOptions
 from moldau.spark.record_writer import RecordWriter
 
@@ -38,21 +39,23 @@ def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Wr
 
 
 class MoldauBatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, writers: Sequence[WriterSchema] = ()) -> None:
         self.options = options
+        self.writers = tuple(writers)  # columns in the schema registry's wire format
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
-        return write_batches(self.options, iterator)
+        return write_batches(self.options, encoded_batches(self.writers, iterator))
 
 
 class MoldauStreamWriter(DataSourceStreamArrowWriter):
     """At-least-once streaming writes (the default, as with Spark's Kafka sink)."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, writers: Sequence[WriterSchema] = ()) -> None:
         self.options = options
+        self.writers = tuple(writers)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
-        return write_batches(self.options, iterator)
+        return write_batches(self.options, encoded_batches(self.writers, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

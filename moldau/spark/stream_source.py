@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
 
 from moldau.spark.batch_source import plan_partitions, read_partition
 from moldau.spark.cluster_offsets import OffsetReader
+from moldau.spark.framed_source import ReaderSchema
 from moldau.spark.offsets import PartitionOffsets, offsets_from_json, offsets_to_json
 from moldau.spark.options import SourceOptions
 from moldau.spark.partition_reader import DataLossError
@@ -34,8 +35,9 @@ __all__ = ["MoldauStreamReader"]
 
 
 class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, readers: Sequence[ReaderSchema] = ()) -> None:
         self.options = options
+        self.readers = tuple(readers)
         self._offset_reader: OffsetReader | None = None
         self._available_now_target: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
@@ -155,7 +157,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return plan_partitions(self.options, offset_ranges(starts, ends))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.options, partition)
+        return read_partition(self.options, partition, self.readers)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._commit_to_group(offsets_from_json(end))

@@ -45,6 +45,7 @@ from moldau.client.cluster import Cluster
 from moldau.client.config import ClientConfig
 from moldau.client.sync import EventLoopThread
 from moldau.client.transactions import describe_transaction, end_transaction
+from moldau.spark.framed_sink import WriterSchema, encoded_batches
 from moldau.spark.options import SinkOptions
 from moldau.spark.record_writer import RecordWriter
 
@@ -179,12 +180,14 @@ def _open_writes(messages: Sequence[WriterCommitMessage | None]) -> list[Transac
 class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     """Tasks write in open transactions; the driver commits or aborts them per micro-batch."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, writers: Sequence[WriterSchema] = ()) -> None:
         self.options = options
+        self.writers = tuple(writers)  # columns in the schema registry's wire format
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalWrite:
         transactional_id = transactional_id_for_task(self.options.transactional_id_prefix)
-        return write_transaction(self.options, transactional_id, iterator)
+        batches = encoded_batches(self.writers, iterator)
+        return write_transaction(self.options, transactional_id, batches)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         failures = self._end(messages, committed=True)
