@@ -402,8 +402,19 @@ def test_kafka_transactions_lists_and_describes_an_open_transaction(
     [row] = [line.split() for line in producers.splitlines()[1:]]
     assert row[-1] == "0"  # CurrentTransactionStartOffset
     producer.commit_transaction(30)
-    described = tools("kafka-transactions", "describe", "--transactional-id", transactional_id)
-    assert described.splitlines()[1].split()[4] == "CompleteCommit"
+
+    def state() -> str:
+        described = tools("kafka-transactions", "describe", "--transactional-id", transactional_id)
+        return str(described.splitlines()[1].split()[4])
+
+    # EndTxn is answered once PrepareCommit is durable, before the markers are written (as in
+    # Kafka): the describe may see PrepareCommit first, then CompleteCommit and nothing else.
+    seen: list[str] = []
+    wait_until(
+        lambda: seen.append(state()) or seen[-1] == "CompleteCommit",
+        message="the transaction never described as CompleteCommit",
+    )
+    assert set(seen) <= {"PrepareCommit", "CompleteCommit"}, seen
 
 
 def test_kafka_broker_api_versions_lists_what_kafka_4_1_serves_on_brokers(tools: Tools) -> None:
