@@ -24,10 +24,13 @@ from moldau.console.app import build_app
 from moldau.console.backend import ClusterConsole
 from moldau.console.problems import problem_of
 from moldau.console.security import CsrfToken, allowed_hosts
+from moldau.http_server import HttpLimits, HttpListener, bind, start_http_server
 
 __all__ = ["DEFAULT_LISTEN", "ConsoleServer", "parse_listen"]
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
+# What one browser may make the console hold: a request head within 64 KiB, arriving within 5 s.
+LIMITS: Final = HttpLimits(keep_alive_s=30, max_head_bytes=64 * 1024, head_timeout_s=5.0)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -63,16 +66,7 @@ class ConsoleServer:
 
     async def start(self) -> None:
         """Bind the listener (OSError when it cannot be bound) and start serving."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = bind(HttpListener(self.host, self.port))
         self._socket = sock
         self.port = sock.getsockname()[1]
         app = build_app(
@@ -81,21 +75,7 @@ class ConsoleServer:
             allowed_hosts=allowed_hosts(self.host),
             refresh_seconds=self.refresh_seconds,
         )
-        config = uvicorn.Config(
-            app,
-            lifespan="off",
-            log_level="warning",
-            access_log=False,
-            timeout_keep_alive=30,
-            timeout_graceful_shutdown=3,
-            h11_max_incomplete_event_size=64 * 1024,
-            server_header=False,
-        )
-        config.load()
-        server = uvicorn.Server(config)
-        server.lifespan = config.lifespan_class(config)
-        await server.startup(sockets=[sock])
-        self._server = server
+        self._server = await start_http_server(app, sock, limits=LIMITS)
 
     async def serve(self) -> None:
         """Serve until `stop()`."""
